@@ -1,0 +1,1 @@
+"""The compiled core of mixedcore (see setup.py and docs/dispatch.md)."""

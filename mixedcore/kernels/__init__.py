@@ -1,0 +1,23 @@
+"""mixedcore's low-level kernels: validation in Python, computing in the compiled core.
+
+Every public function here checks its arguments (dtypes, shapes, strides, ``out=``) and raises a
+``TypeError`` (unsupported type or dtype) or ``ValueError`` (shape, layout or value) that names the
+function and shows the values; only then does it hand plain, well-formed arrays to the compiled
+core, which releases the GIL.
+
+CPU dispatch: the best instruction-set level of this CPU is chosen at import.  The environment
+variable ``MIXEDCORE_ISA`` (``generic``, ``avx2``, ``avx512`` or ``avx512bf16``) forces a lower one.
+"""
+from mixedcore.kernels._cast import cast
+from mixedcore.kernels._dispatch import (ISA_LEVELS, available_isas, get_num_threads, isa,
+                                         set_isa, set_num_threads, threads)
+
+__all__ = [
+    "cast",
+    "isa",
+    "available_isas",
+    "set_isa",
+    "get_num_threads",
+    "set_num_threads",
+    "threads",
+]

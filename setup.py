@@ -1,0 +1,159 @@
+"""Build of mixedcore's compiled core.
+
+Design:
+  a. One extension module, ``mixedcore._core._lib``, so that there is one CPU-dispatch state and
+     one OpenMP runtime in the process.
+  b. SIMD kernels live in C files named ``*_<isa>.c``; each is compiled on its own with exactly
+     the instruction-set flags of its level and linked into the module.  The rest of the module
+     is compiled for the baseline of the platform, so the extension runs on any x86-64 CPU and
+     picks the kernels at run time.  Never -march=native, never -ffast-math.
+  c. OpenMP is probed with a tiny test compile; without it the module builds single-threaded.
+  d. On a platform that is not x86-64 (or a compiler that is not GCC-compatible) only the
+     generic level is built.
+"""
+import os
+import platform
+import shutil
+import tempfile
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.join("mixedcore", "_core", "src")
+
+BASE_FLAGS = ["-O3", "-fno-math-errno", "-ffp-contract=off", "-fno-strict-aliasing"]
+ISA_FLAGS = {
+    "avx2": ["-mavx2", "-mfma", "-mf16c"],
+    "avx512": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl",
+               "-mavx512dq"],
+    "avx512bf16": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl",
+                   "-mavx512dq", "-mavx512bf16"],
+}
+
+
+def _is_x86_64():
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def _compiler_is_gnu_like(compiler):
+    return getattr(compiler, "compiler_type", "") == "unix"
+
+
+def _try_compile(compiler, code, flags):
+    """True when ``code`` compiles and links with ``flags``."""
+    tmp = tempfile.mkdtemp()
+    try:
+        src = os.path.join(tmp, "probe.c")
+        with open(src, "w") as f:
+            f.write(code)
+        try:
+            objs = compiler.compile([src], output_dir=tmp, extra_postargs=flags)
+            compiler.link_executable(objs, os.path.join(tmp, "probe"), extra_postargs=flags)
+        except Exception:
+            return False
+        return True
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+OPENMP_PROBE = """
+#include <omp.h>
+int main(void) { int n = 0;
+#pragma omp parallel reduction(+:n)
+  n += 1;
+  return omp_get_max_threads() > 0 && n > 0 ? 0 : 1; }
+"""
+
+ISA_PROBE = {
+    "avx2": "#include <immintrin.h>\nint main(void){__m256 a=_mm256_set1_ps(1.f);"
+            "__m128i h=_mm256_cvtps_ph(_mm256_fmadd_ps(a,a,a),0);return _mm_extract_epi16(h,0)==0;}",
+    "avx512": "#include <immintrin.h>\nint main(void){__m512i a=_mm512_set1_epi32(1);"
+              "__m256i h=_mm512_cvtepi32_epi16(a);return _mm256_extract_epi16(h,0)!=1;}",
+    "avx512bf16": "#include <immintrin.h>\nint main(void){__m512 a=_mm512_set1_ps(1.f);"
+                  "__m512 c=_mm512_dpbf16_ps(a,(__m512bh)_mm512_cvtne2ps_pbh(a,a),"
+                  "(__m512bh)_mm512_cvtne2ps_pbh(a,a));return _mm512_reduce_add_ps(c)==0.f;}",
+}
+
+
+class BuildExt(build_ext):
+    """Compiles each ``*_<isa>.c`` file with its level's flags; probes OpenMP."""
+
+    def build_extensions(self):
+        compiler = self.compiler
+        gnu = _compiler_is_gnu_like(compiler)
+        base = BASE_FLAGS if gnu else []
+        x86 = _is_x86_64() and gnu and os.environ.get("MIXEDCORE_GENERIC_ONLY") != "1"
+        levels = [lvl for lvl in ISA_FLAGS if x86 and _try_compile(compiler, ISA_PROBE[lvl], ISA_FLAGS[lvl])]
+        omp = gnu and os.environ.get("MIXEDCORE_NO_OPENMP") != "1" and \
+            _try_compile(compiler, OPENMP_PROBE, ["-fopenmp"])
+        omp_flags = ["-fopenmp"] if omp else []
+        info = {
+            "compiler": " ".join(getattr(compiler, "compiler_so", [])[:1]) or compiler.compiler_type,
+            "flags": " ".join(base + omp_flags),
+            "isa_levels": ["generic"] + levels,
+            "openmp": bool(omp),
+        }
+        self._write_build_info(info)
+        for ext in self.extensions:
+            isa_sources = [s for s in ext.sources if _source_level(s) is not None]
+            ext.sources = [s for s in ext.sources if s not in isa_sources]
+            objects = []
+            for src in isa_sources:
+                level = _source_level(src)
+                if level not in levels:
+                    continue
+                objects += compiler.compile(
+                    [src], output_dir=self.build_temp, include_dirs=ext.include_dirs,
+                    macros=ext.define_macros, extra_postargs=base + ISA_FLAGS[level],
+                    debug=self.debug)
+            ext.extra_objects = objects + list(ext.extra_objects or [])
+            ext.define_macros = list(ext.define_macros) + [
+                ("MC_HAVE_" + lvl.upper(), "1") for lvl in levels]
+            ext.extra_compile_args = base + omp_flags
+            ext.extra_link_args = omp_flags
+        super().build_extensions()
+
+    def _write_build_info(self, info):
+        path = os.path.join(HERE, "mixedcore", "_build_info.py")
+        text = "# Written by setup.py at build time.\nBUILD_INFO = %r\n" % (info,)
+        with open(path, "w") as f:
+            f.write(text)
+        if not self.inplace:
+            out = os.path.join(self.build_lib, "mixedcore", "_build_info.py")
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            with open(out, "w") as f:
+                f.write(text)
+
+
+def _source_level(path):
+    stem = os.path.splitext(os.path.basename(path))[0]
+    for level in sorted(ISA_FLAGS, key=len, reverse=True):
+        if stem.endswith("_" + level):
+            return level
+    return None
+
+
+def _c_sources():
+    return sorted(os.path.join(SRC, f) for f in os.listdir(os.path.join(HERE, SRC)) if f.endswith(".c"))
+
+
+extensions = [
+    Extension(
+        "mixedcore._core._lib",
+        sources=[os.path.join("mixedcore", "_core", "_lib.pyx")] + _c_sources(),
+        include_dirs=[SRC, numpy.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    )
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={"language_level": 3, "boundscheck": False, "wraparound": False,
+                             "cdivision": True, "initializedcheck": False},
+    ),
+    cmdclass={"build_ext": BuildExt},
+)
