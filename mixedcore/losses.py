@@ -1,0 +1,202 @@
+"""Losses (``keras.losses``): categorical and sparse categorical crossentropy, mean squared error.
+
+Losses are computed in float32 whatever the model's compute dtype (float64 stays float64), and
+reduced as Keras's default "sum_over_batch_size": the mean over the samples.  Each loss object
+also gives its gradient with respect to the predictions (``value_and_grad``) and, for the
+crossentropies, with respect to softmax logits (``value_and_grad_logits``), which the models use
+when the last layer is a softmax: the same fusion Keras makes for numerical stability.
+"""
+import numpy as np
+
+from mixedcore.layers._activations import softmax
+from mixedcore.layers._base import as_numeric_array, to_compute, work_dtype
+
+__all__ = ["Loss", "CategoricalCrossentropy", "SparseCategoricalCrossentropy", "MeanSquaredError",
+           "categorical_crossentropy", "sparse_categorical_crossentropy", "mean_squared_error",
+           "mse", "get"]
+
+EPSILON = 1e-7   # Keras's backend epsilon, the clip of probabilities
+
+
+def _work(owner, y_pred):
+    y_pred = as_numeric_array(owner, y_pred)
+    if y_pred.dtype.kind in "biu":
+        return y_pred.astype(np.float32)
+    return to_compute(y_pred, work_dtype(y_pred.dtype))
+
+
+def _labels_like(owner, y_true, y_pred):
+    y_true = as_numeric_array(owner, y_true)
+    if y_true.shape != y_pred.shape:
+        hint = ""
+        if y_true.ndim == y_pred.ndim - 1 or (y_true.ndim == y_pred.ndim and y_true.shape[-1] == 1):
+            hint = " (integer class labels need sparse_categorical_crossentropy)"
+        raise ValueError(f"{owner}: y_true shape {y_true.shape} does not match y_pred shape "
+                         f"{y_pred.shape}{hint}")
+    return y_true.astype(y_pred.dtype, copy=False)
+
+
+def _sparse_labels(owner, y_true, y_pred):
+    y_true = as_numeric_array(owner, y_true)
+    if y_true.ndim == y_pred.ndim and y_true.shape[-1] == 1:
+        y_true = y_true.reshape(y_true.shape[:-1])
+    if y_true.shape != y_pred.shape[:-1]:
+        raise ValueError(f"{owner}: labels of shape {y_true.shape} do not match predictions of "
+                         f"shape {y_pred.shape} (expected labels of shape {y_pred.shape[:-1]})")
+    if y_true.dtype.kind == "f" or y_true.dtype.kind == "V":
+        as_float = y_true.astype(np.float64)
+        if not np.all(np.isfinite(as_float)) or np.any(as_float != np.round(as_float)):
+            raise ValueError(f"{owner}: labels must be whole numbers (class indices)")
+    labels = y_true.astype(np.int64)
+    classes = y_pred.shape[-1]
+    if labels.size and (labels.min() < 0 or labels.max() >= classes):
+        raise ValueError(f"{owner}: labels must be in [0, {classes}), got values from "
+                         f"{labels.min()} to {labels.max()}")
+    return labels
+
+
+class Loss:
+    """Base class: ``loss(y_true, y_pred)`` is the mean loss as a float."""
+
+    name = "loss"
+
+    def __call__(self, y_true, y_pred):
+        return self.value_and_grad(y_true, y_pred)[0]
+
+    def value_and_grad(self, y_true, y_pred):
+        raise NotImplementedError
+
+    def get_config(self):
+        return {"name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+class _Crossentropy(Loss):
+    sparse = False
+
+    def __init__(self, from_logits=False, name=None):
+        self.from_logits = bool(from_logits)
+        if name is not None:
+            self.name = name
+
+    def _targets(self, owner, y_true, pred):
+        if self.sparse:
+            labels = _sparse_labels(owner, y_true, pred)
+            onehot = np.zeros(pred.shape, dtype=pred.dtype)
+            np.put_along_axis(onehot, labels[..., None], 1, axis=-1)
+            return onehot
+        return _labels_like(owner, y_true, pred)
+
+    def value_and_grad_logits(self, y_true, logits):
+        """Loss and its gradient with respect to ``logits`` (softmax applied here)."""
+        z = _work(self.name, logits)
+        t = self._targets(self.name, y_true, z)
+        n = max(1, int(np.prod(z.shape[:-1])))
+        shifted = z - np.max(z, axis=-1, keepdims=True)
+        log_norm = np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+        log_p = shifted - log_norm
+        value = float(-(t * log_p).sum(dtype=np.float64)) / n
+        grad = (np.exp(log_p) * t.sum(axis=-1, keepdims=True) - t) / z.dtype.type(n)
+        return value, grad
+
+    def value_and_grad(self, y_true, y_pred):
+        if self.from_logits:
+            return self.value_and_grad_logits(y_true, y_pred)
+        p = _work(self.name, y_pred)
+        t = self._targets(self.name, y_true, p)
+        n = max(1, int(np.prod(p.shape[:-1])))
+        eps = p.dtype.type(EPSILON)
+        clipped = np.clip(p, eps, 1 - eps)
+        value = float(-(t * np.log(clipped)).sum(dtype=np.float64)) / n
+        inside = (p > eps) & (p < 1 - eps)
+        grad = np.where(inside, -t / clipped, 0).astype(p.dtype) / p.dtype.type(n)
+        return value, grad
+
+    def get_config(self):
+        return {"from_logits": self.from_logits, "name": self.name}
+
+
+class CategoricalCrossentropy(_Crossentropy):
+    """Crossentropy against one-hot (or soft) labels of the predictions' shape."""
+
+    name = "categorical_crossentropy"
+
+
+class SparseCategoricalCrossentropy(_Crossentropy):
+    """Crossentropy against integer class labels of shape (batch,) or (batch, 1)."""
+
+    name = "sparse_categorical_crossentropy"
+    sparse = True
+
+
+class MeanSquaredError(Loss):
+    """mean((y_true - y_pred) ** 2)."""
+
+    name = "mean_squared_error"
+
+    def __init__(self, name=None):
+        if name is not None:
+            self.name = name
+
+    def value_and_grad(self, y_true, y_pred):
+        p = _work(self.name, y_pred)
+        t = _labels_like(self.name, y_true, p)
+        diff = p - t
+        size = max(1, diff.size)
+        value = float(np.square(diff).sum(dtype=np.float64)) / size
+        return value, diff * diff.dtype.type(2.0 / size)
+
+
+def categorical_crossentropy(y_true, y_pred, from_logits=False):
+    """Mean categorical crossentropy (a float)."""
+    return CategoricalCrossentropy(from_logits=from_logits)(y_true, y_pred)
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False):
+    """Mean sparse categorical crossentropy (a float)."""
+    return SparseCategoricalCrossentropy(from_logits=from_logits)(y_true, y_pred)
+
+
+def mean_squared_error(y_true, y_pred):
+    """Mean squared error (a float)."""
+    return MeanSquaredError()(y_true, y_pred)
+
+
+mse = mean_squared_error
+
+_BY_NAME = {
+    "categorical_crossentropy": CategoricalCrossentropy,
+    "CategoricalCrossentropy": CategoricalCrossentropy,
+    "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+    "SparseCategoricalCrossentropy": SparseCategoricalCrossentropy,
+    "mean_squared_error": MeanSquaredError,
+    "MeanSquaredError": MeanSquaredError,
+    "mse": MeanSquaredError,
+}
+
+
+def get(identifier):
+    """A loss object from a name or an instance.
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists the valid ones).
+    TypeError
+        Neither a str nor a Loss.
+    """
+    if isinstance(identifier, Loss):
+        return identifier
+    if isinstance(identifier, str):
+        cls = _BY_NAME.get(identifier)
+        if cls is None:
+            raise ValueError(f"losses.get: unknown loss {identifier!r}; valid names: "
+                             f"{sorted(_BY_NAME)}")
+        return cls()
+    if isinstance(identifier, dict) and identifier.get("class_name") in _BY_NAME:
+        return _BY_NAME[identifier["class_name"]].from_config(identifier.get("config", {}))
+    raise TypeError(f"losses.get: expected a loss name or a mixedcore.losses.Loss, got "
+                    f"{type(identifier).__name__}")

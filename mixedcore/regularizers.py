@@ -1,0 +1,128 @@
+"""Weight regularizers (``keras.regularizers``): L1, L2, L1L2.
+
+A regularizer is called with a weight array (in the layer's variable dtype, float32 under the mixed
+policies: SPEC 6.5) and returns the penalty as a Python float; ``gradient(w)`` returns the
+penalty's gradient in the same dtype.  Any object with both methods may be passed to a layer.
+"""
+import numpy as np
+
+__all__ = ["Regularizer", "L1", "L2", "L1L2", "l1", "l2", "l1_l2", "get", "serialize"]
+
+
+def _check_factor(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{name}: factor must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name}: factor must be finite and >= 0, got {value}")
+    return value
+
+
+class Regularizer:
+    """Base class: ``__call__(w) -> float`` and ``gradient(w) -> ndarray``."""
+
+    def __call__(self, w):
+        raise NotImplementedError
+
+    def gradient(self, w):
+        raise NotImplementedError
+
+    def get_config(self):
+        return {}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+class L1L2(Regularizer):
+    """``l1 * sum(|w|) + l2 * sum(w ** 2)``."""
+
+    def __init__(self, l1=0.0, l2=0.0):
+        self.l1 = _check_factor("L1L2", l1)
+        self.l2 = _check_factor("L1L2", l2)
+
+    def __call__(self, w):
+        w = np.asarray(w)
+        total = 0.0
+        if self.l1:
+            total += self.l1 * float(np.abs(w).sum(dtype=w.dtype))
+        if self.l2:
+            total += self.l2 * float(np.square(w).sum(dtype=w.dtype))
+        return total
+
+    def gradient(self, w):
+        w = np.asarray(w)
+        g = np.zeros_like(w)
+        if self.l1:
+            g += w.dtype.type(self.l1) * np.sign(w)
+        if self.l2:
+            g += w.dtype.type(2.0 * self.l2) * w
+        return g
+
+    def get_config(self):
+        return {"l1": self.l1, "l2": self.l2}
+
+    def __repr__(self):
+        return f"{type(self).__name__}(l1={self.l1}, l2={self.l2})"
+
+
+class L1(L1L2):
+    """``l1 * sum(|w|)`` (default factor 0.01, as Keras)."""
+
+    def __init__(self, l1=0.01):
+        super().__init__(l1=l1)
+
+    def get_config(self):
+        return {"l1": self.l1}
+
+
+class L2(L1L2):
+    """``l2 * sum(w ** 2)`` (default factor 0.01, as Keras)."""
+
+    def __init__(self, l2=0.01):
+        super().__init__(l2=l2)
+
+    def get_config(self):
+        return {"l2": self.l2}
+
+
+l1 = L1
+l2 = L2
+
+
+def l1_l2(l1=0.01, l2=0.01):
+    return L1L2(l1=l1, l2=l2)
+
+
+_NAMES = {"l1": L1, "l2": L2, "l1_l2": l1_l2, "l1l2": l1_l2}
+_CLASSES = {"L1": L1, "L2": L2, "L1L2": L1L2}
+
+
+def get(identifier):
+    """A regularizer from None, a name ("l1", "l2", "l1_l2"), a config dict or an instance."""
+    if identifier is None:
+        return None
+    if isinstance(identifier, str):
+        maker = _NAMES.get(identifier)
+        if maker is None:
+            raise ValueError(f"regularizers.get: unknown regularizer {identifier!r}; "
+                             f"valid names: {sorted(_NAMES)}")
+        return maker()
+    if isinstance(identifier, dict):
+        cls = _CLASSES.get(identifier.get("class_name"))
+        if cls is None:
+            raise ValueError(f"regularizers.get: unknown regularizer config {identifier!r}")
+        return cls.from_config(identifier.get("config", {}))
+    if callable(identifier) and hasattr(identifier, "gradient"):
+        return identifier
+    raise TypeError(f"regularizers.get: expected None, a name, a config dict or an object with "
+                    f"__call__ and gradient, got {type(identifier).__name__}")
+
+
+def serialize(regularizer):
+    if regularizer is None:
+        return None
+    if type(regularizer) in _CLASSES.values():
+        return {"class_name": type(regularizer).__name__, "config": regularizer.get_config()}
+    return regularizer
