@@ -14,8 +14,6 @@ Design:
      ``self.gradients``, in the order of ``self.trainable_weights``.
 """
 import re
-import warnings
-
 import ml_dtypes
 import numpy as np
 
@@ -83,33 +81,11 @@ def _unique_name(base):
 
 def resolve_policy(owner, dtype):
     """A policy object from what a layer's ``dtype`` argument may be (SPEC 6.1)."""
-    if dtype is None:
-        return _policy_mod.global_policy()
-    if isinstance(dtype, str):
-        return _policy_mod.DTypePolicy(dtype)
-    if isinstance(dtype, dict):
-        return _policies.deserialize(dtype)
-    if hasattr(dtype, "compute_dtype") and hasattr(dtype, "variable_dtype"):
-        return dtype
-    try:
-        np_dtype = np.dtype(dtype)
-    except TypeError:
+    if dtype is not None and not isinstance(dtype, (str, dict, np.dtype, type)) \
+            and not isinstance(dtype, _policy_mod.DTypePolicy):
         raise TypeError(f"{owner}: dtype must be None, a str, a policy, a numpy dtype or a "
-                        f"serialized policy dict, got {type(dtype).__name__}") from None
-    return _policy_mod.DTypePolicy("bfloat16" if np_dtype == _BF16 else np_dtype.name)
-
-
-def infer_policy(policy, input_dtype):
-    """The concrete policy an experimental "infer" policy turns into for ``input_dtype``."""
-    name = "bfloat16" if input_dtype == _BF16 else np.dtype(input_dtype).name
-    if not is_floating(input_dtype):
-        name = "float32"
-    from mixedcore import experimental
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        if policy.variable_dtype is None:
-            return experimental.Policy(name, loss_scale=None)
-        return experimental.Policy(f"{name}_with_float32_vars", loss_scale=None)
+                        f"serialized policy dict, got {type(dtype).__name__}: {dtype!r}")
+    return _policies.get(dtype)
 
 
 class Layer:
@@ -290,7 +266,8 @@ class Layer:
     def _prepare_input(self, inputs):
         x = as_numeric_array(f"{type(self).__name__} '{self.name}'", inputs)
         if self._dtype_policy.compute_dtype is None:
-            self._dtype_policy = infer_policy(self._dtype_policy, x.dtype)
+            # experimental "infer" policies adopt the first input's dtype (TypeError if not float)
+            self._dtype_policy = self._dtype_policy.infer_from(x.dtype)
         if self.autocast and is_floating(x.dtype):
             x = to_compute(x, self._compute_np())
         return x
