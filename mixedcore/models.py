@@ -334,7 +334,15 @@ class Sequential:
         return x, y
 
     def _train_step(self, x, y):
-        """One step on a batch: returns (loss, predictions)."""
+        """One step on a batch: returns (loss, predictions).
+
+        numpy's floating-point warnings are silenced inside: an overflow to inf in the scaled
+        backward pass is expected under loss scaling, and the optimizer deals with it.
+        """
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return self._train_step_inner(x, y)
+
+    def _train_step_inner(self, x, y):
         layers = self.layers
         for layer in layers:
             layer.gradients = None
