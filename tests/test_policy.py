@@ -416,3 +416,30 @@ def test_policy_scope_isolated_between_asyncio_tasks():
     assert b_in == b_later == DTypePolicy("mixed_bfloat16")
     assert a_after == b_after == outside == DTypePolicy("float32")
     assert mc.global_policy() == DTypePolicy("float32")
+
+
+# --------------------------------------------------------------------------- docs
+
+def test_docs_table_matches_the_parser():
+    """docs/policies.md lists every accepted name with the dtypes the parser gives."""
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "policies.md").read_text()
+    table = text.split("## Accepted names", 1)[1]
+    table = table.split("The deprecated `mixedcore.experimental.Policy`", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells
+    assert rows, "table not found"
+    names = set(policy_mod.policy_names())
+    # Every name of this platform is documented; documented names missing here are the
+    # platform-dependent ones (long double).
+    assert names <= set(rows)
+    assert set(rows) - names <= {"float128", "complex256"}
+    for name, (_, compute, variable, _, _, glob) in rows.items():
+        if name in names:
+            p = DTypePolicy(name)
+            assert (compute, variable) == (p.compute_dtype, p.variable_dtype), name
+            assert (glob == "yes") == policy_mod._is_floating(p.compute_dtype), name
