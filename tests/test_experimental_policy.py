@@ -120,7 +120,8 @@ def test_auto_loss_scale_is_dynamic_for_float16_mixed(name):
     assert p.loss_scale.get_config() == DynamicLossScale().get_config()
 
 
-@pytest.mark.parametrize("name", ["float16", "mixed_bfloat16", "float32", "bfloat16_with_float32_vars",
+@pytest.mark.parametrize("name", ["float16", "mixed_bfloat16", "float32",
+                                  "bfloat16_with_float32_vars",
                                   "infer", "infer_with_float32_vars"])
 def test_auto_loss_scale_is_none_otherwise(name):
     assert make(name).loss_scale is None
@@ -311,7 +312,8 @@ def test_infer_carries_an_explicit_loss_scale():
     p = make("infer_with_float32_vars", loss_scale=given)
     q, caught = record(p.infer_from, np.float16)
     assert q.loss_scale is given and not caught
-    assert make("infer_with_float32_vars", loss_scale=None).infer_from(np.float16).loss_scale is None
+    no_scale = make("infer_with_float32_vars", loss_scale=None)
+    assert no_scale.infer_from(np.float16).loss_scale is None
     q, caught = record(make("infer", loss_scale=given).infer_from, np.float32)
     assert q.loss_scale is given and not caught      # no "only useful for float16" again
 

@@ -186,7 +186,8 @@ def test_from_config_drops_legacy_loss_scale():
                              "config": {"loss_scale_value": 128.0}}}
     p = DTypePolicy.from_config(legacy)
     assert type(p) is DTypePolicy and p == DTypePolicy("mixed_float16")
-    assert DTypePolicy.from_config({"name": "float32", "loss_scale": None}) == DTypePolicy("float32")
+    plain = DTypePolicy.from_config({"name": "float32", "loss_scale": None})
+    assert plain == DTypePolicy("float32")
     assert "loss_scale" in legacy  # the caller's dict is not modified
 
 
