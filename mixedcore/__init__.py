@@ -2,5 +2,29 @@
 __version__ = "0.1.0"
 
 from mixedcore import kernels
+from mixedcore.policy import (
+    DTypePolicy,
+    Policy,
+    dtype_policy,
+    global_policy,
+    policy_scope,
+    set_dtype_policy,
+    set_global_policy,
+    set_policy,
+)
+from mixedcore import experimental, policies, mixed_precision
 
 __all__ = ["kernels", "__version__"]
+__all__ += [
+    "DTypePolicy",
+    "Policy",
+    "set_policy",
+    "set_global_policy",
+    "set_dtype_policy",
+    "global_policy",
+    "dtype_policy",
+    "policy_scope",
+    "experimental",
+    "policies",
+    "mixed_precision",
+]

@@ -45,14 +45,15 @@ def cast(x, dtype, *, out=None):
         raise TypeError(f"cast: unsupported source dtype {x.dtype}; supported: {SUPPORTED_NAMES}")
     target = resolve_dtype("cast", dtype)
     if out is None:
-        out = np.empty(x.shape, dtype=target)
-        result = out
+        result = work = np.empty(x.shape, dtype=target)
     else:
         check_out("cast", out, x.shape, target, (x,))
-        result = out
+        result = work = out
         if not out.flags.aligned:
-            out = np.empty(x.shape, dtype=target)
-    _lib.cast_into(as_native(x), out, src_code, FLOAT_CODES[target])
-    if out is not result:
-        result[...] = out
+            work = np.empty(x.shape, dtype=target)
+    if not (x.dtype.isnative and x.flags.aligned):
+        x = as_native(x)
+    _lib.cast_into(x, work, src_code, FLOAT_CODES[target])
+    if work is not result:
+        result[...] = work
     return result

@@ -126,7 +126,12 @@ def threads(n):
 # helpers shared by the kernels
 
 def float_code(dtype):
-    return FLOAT_CODES.get(np.dtype(dtype).newbyteorder("="))
+    """The core's type code of a dtype object (either byte order), or None if unsupported."""
+    code = FLOAT_CODES.get(dtype)
+    if code is None and not dtype.isnative:
+        code = FLOAT_CODES.get(dtype.newbyteorder("="))
+    return code
+
 
 def as_native(x):
     """``x`` in native byte order and aligned: a bit-exact copy when it is not."""
@@ -144,14 +149,28 @@ def overlaps(a, b):
     except np.exceptions.TooHardError:
         return True
 
+_resolved = {}
+
+
 def resolve_dtype(fname, dtype):
+    """The native float dtype named by ``dtype`` (a dtype, type or name), or TypeError."""
+    try:
+        return _resolved[dtype]
+    except (KeyError, TypeError):
+        pass
     try:
         dt = np.dtype(dtype)
     except TypeError as exc:
         raise TypeError(f"{fname}: cannot interpret {dtype!r} as a dtype ({exc})") from None
-    if dt.newbyteorder("=") not in FLOAT_CODES:
+    native = dt.newbyteorder("=")
+    if native not in FLOAT_CODES:
         raise TypeError(f"{fname}: unsupported target dtype {dt}; supported: {SUPPORTED_NAMES}")
-    return dt.newbyteorder("=")
+    try:
+        _resolved[dtype] = native
+    except TypeError:   # an unhashable dtype-like
+        pass
+    return native
+
 
 def check_out(fname, out, shape, dtype, inputs=()):
     """Validate an ``out=`` array: ndarray, exact dtype, shape, writable, no overlap."""
@@ -159,8 +178,9 @@ def check_out(fname, out, shape, dtype, inputs=()):
         raise TypeError(f"{fname}: out must be a numpy.ndarray, got {type(out).__name__}")
     if out.dtype != dtype:
         raise ValueError(f"{fname}: out has dtype {out.dtype}, expected {dtype}")
-    if out.shape != tuple(shape):
-        raise ValueError(f"{fname}: out has shape {out.shape}, expected {tuple(shape)}")
+    shape = tuple(shape)
+    if out.shape != shape:
+        raise ValueError(f"{fname}: out has shape {out.shape}, expected {shape}")
     if not out.flags.writeable:
         raise ValueError(f"{fname}: out is read-only")
     for x in inputs:
