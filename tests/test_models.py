@@ -7,7 +7,7 @@ import pytest
 
 from mixedcore import datasets, layers, losses, models, utils
 from mixedcore.loss_scale import LossScaleOptimizer
-from mixedcore.optimizers import SGD, Adam
+from mixedcore.optimizers import SGD, Adam, Optimizer
 from mixedcore.policy import policy_scope
 
 
@@ -35,8 +35,11 @@ def mlp(n_in=6, hidden=8, n_out=3, policy=None, softmax_float32=True):
         return models.Sequential(stack)
 
 
-class RecordingOptimizer:
+class RecordingOptimizer(Optimizer):
     """Stands between the model and the update: keeps the gradients, applies nothing."""
+
+    def __init__(self):
+        super().__init__(learning_rate=1.0)
 
     def apply_gradients(self, grads_and_vars):
         self.grads = [np.array(g, copy=True) for g, _ in grads_and_vars]
