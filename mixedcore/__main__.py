@@ -1,4 +1,4 @@
-"""Command line: ``python -m mixedcore info``."""
+"""Command line: ``python -m mixedcore info | demo | bench``."""
 import argparse
 import sys
 
@@ -35,13 +35,70 @@ def _info(args):
     return 0
 
 
+def _demo(args):
+    from mixedcore import _demo
+    try:
+        _demo.run(data=args.data, epochs=args.epochs, batch_size=args.batch_size,
+                  hidden=args.hidden, samples=args.samples, seed=args.seed,
+                  verbose=args.verbose, timing=args.timing)
+    except (ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _bench(args):
+    from mixedcore import _bench
+    _bench.run(size=args.size, gemm=args.gemm, min_time=args.min_time)
+    return 0
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _positive_float(text):
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m mixedcore",
                                      description="mixedcore command line")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="version, CPU dispatch level, threads, build")
+    demo = sub.add_parser(
+        "demo", help="train a classifier under mixed_float16 with dynamic loss scaling, then "
+                     "compare inference under float32, mixed_float16 and mixed_bfloat16")
+    demo.add_argument("--data", metavar="PATH.npz",
+                      help="your own data: arrays x_train, y_train (integer labels or one-hot) "
+                           "and optionally x_test, y_test (else the last 20%% of train)")
+    demo.add_argument("--epochs", type=_positive_int, default=5)
+    demo.add_argument("--batch-size", type=_positive_int, default=64)
+    demo.add_argument("--hidden", type=_positive_int, default=256,
+                      help="width of the two hidden layers (default 256)")
+    demo.add_argument("--samples", type=_positive_int, default=16000,
+                      help="training samples of the synthetic data (test: a quarter of it)")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
+                      help="1: progress bar per epoch (default), 2: one line per epoch")
+    demo.add_argument("--timing", type=_positive_float, default=0.5,
+                      help="seconds spent timing each inference policy (default 0.5)")
+    bench = sub.add_parser("bench", help="a quick table of the kernels beside numpy, ml_dtypes "
+                                         "and torch (when installed)")
+    bench.add_argument("--size", type=_positive_int, default=1 << 22,
+                       help="elements per cast / scan (default 4 Mi)")
+    bench.add_argument("--gemm", type=_positive_int, default=1024,
+                       help="square GEMM size (default 1024)")
+    bench.add_argument("--min-time", type=_positive_float, default=0.2,
+                       help="seconds of timing per entry (default 0.2)")
     args = parser.parse_args(argv)
-    return {"info": _info}[args.command](args)
+    return {"info": _info, "demo": _demo, "bench": _bench}[args.command](args)
 
 
 if __name__ == "__main__":
