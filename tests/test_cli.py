@@ -22,7 +22,8 @@ def test_demo_fast_variant(capsys):
         assert float(rows[policy][1]) > 0.25                   # chance is 0.1
         assert float(rows[policy][2]) > 0.9                    # agreement with float32
     assert rows["mixed_bfloat16"][4] == rows["mixed_float16"][4]
-    assert float(rows["float32"][4]) == pytest.approx(2 * float(rows["mixed_float16"][4]))
+    assert float(rows["float32"][4]) == pytest.approx(2 * float(rows["mixed_float16"][4]),
+                                                      rel=0.01)
 
 
 def test_demo_on_user_data(tmp_path, capsys):
