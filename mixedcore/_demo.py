@@ -120,7 +120,7 @@ def run(data=None, epochs=5, batch_size=64, hidden=256, samples=16000, seed=0, v
         for e in range(len(history.epoch)):
             out(f"epoch {e + 1}/{epochs}: " + ", ".join(
                 f"{k} {v[e]:.4g}" for k, v in history.history.items()))
-    out(f"final loss scale {opt.loss_scale:g} after {int(opt.iterations)} steps")
+    out(f"final loss scale {opt.loss_scale:.0f} after {int(opt.iterations)} steps")
     out("")
     weights = model.get_weights()
     rows = []

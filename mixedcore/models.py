@@ -61,7 +61,7 @@ def _progress(total, desc, verbose):
 
 def _fmt(value, key=""):
     if key == "loss_scale":
-        return f"{value:g}"
+        return f"{value:.0f}" if value < 1e15 else f"{value:g}"
     if isinstance(value, float):
         if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
             return f"{value:.4g}"
@@ -475,7 +475,8 @@ class Sequential:
                     if bar is not None:
                         post = {k: _fmt(v / seen) for k, v in totals.items()}
                         if scaled:
-                            post["loss_scale"] = f"{_loss_scale_value(self.optimizer):g}"
+                            post["loss_scale"] = _fmt(_loss_scale_value(self.optimizer),
+                                                      "loss_scale")
                         bar.set_postfix(post, refresh=False)
                         bar.update(1)
                 logs = {k: v / seen for k, v in totals.items()}
