@@ -383,3 +383,18 @@ def test_out_overlapping_input():
         kernels.cast(raw[:32].view(np.float32), F16, out=raw[16:32].view(np.float16))
     # disjoint halves of one buffer are fine
     kernels.cast(buf[:32], F32, out=buf[32:])
+
+
+@pytest.mark.slow
+def test_more_than_2_31_elements():
+    """64-bit index arithmetic: a zero-stride source (scalar path) and a contiguous one."""
+    n = 2**31 + 17
+    x = np.broadcast_to(np.float32(1.5), (n,))
+    y = kernels.cast(x, F16)
+    probe = np.r_[0:3, 2**31 - 2:2**31 + 2, n - 3:n]
+    assert (y[probe] == 1.5).all()
+    del y
+    h = np.full(n, -2.25, dtype=F16)
+    h[-1] = 7.0
+    b = kernels.cast(h, BF16)
+    assert (b[probe[:-1]].astype(np.float32) == -2.25).all() and float(b[-1]) == 7.0
