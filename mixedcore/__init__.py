@@ -28,3 +28,8 @@ __all__ += [
     "policies",
     "mixed_precision",
 ]
+
+# The Keras-like inference and training layer (SPEC.md section 1).
+from mixedcore import datasets, layers, losses, metrics, models, regularizers, utils
+
+__all__ += ["layers", "models", "losses", "metrics", "regularizers", "utils", "datasets"]

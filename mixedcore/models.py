@@ -23,7 +23,6 @@ import numpy as np
 
 from mixedcore import losses as _losses
 from mixedcore import metrics as _metrics
-from mixedcore import optimizers as _optimizers
 from mixedcore import utils
 from mixedcore import layers as _layers
 from mixedcore.layers._base import (Layer, _unique_name, as_numeric_array, resolve_policy,
@@ -276,6 +275,7 @@ class Sequential:
             "categorical_accuracy", "binary_accuracy".
         """
         from mixedcore import loss_scale as _loss_scale
+        from mixedcore import optimizers as _optimizers
         opt = _optimizers.get(optimizer)
         if not isinstance(opt, _loss_scale.LossScaleOptimizer):
             policy = self._dtype_policy
