@@ -584,10 +584,21 @@ class Sequential:
         np.savez(path, __names__=names, **arrays)
 
     def load_weights(self, filepath):
-        """Read weights written by :meth:`save_weights` (count and shapes must match)."""
+        """Read weights from a ``.npz`` file and set them (count and shapes must match).
+
+        Reads what :meth:`save_weights` writes, and also a plain ``np.savez(path, *weights)``
+        file (keys ``arr_0``, ``arr_1``, ...), e.g. ``np.savez("w.npz", *keras_model.get_weights())``.
+        """
         path = str(filepath)
-        with np.load(path, allow_pickle=False) as data:
-            keys = sorted(k for k in data.files if k.startswith("w") and k[1:].isdigit())
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"load_weights: cannot read {path!r} as a .npz file ({exc})") from None
+        with data:
+            ours = [k for k in data.files if k.startswith("w") and k[1:].isdigit()]
+            plain = [k for k in data.files if k.startswith("arr_") and k[4:].isdigit()]
+            keys = sorted(ours, key=lambda k: int(k[1:])) if ours else \
+                sorted(plain, key=lambda k: int(k[4:]))
             arrays = [data[k] for k in keys]
         self.set_weights(arrays)
 

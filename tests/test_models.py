@@ -346,6 +346,13 @@ def test_weights_round_trip_save_load_and_get_set(tmp_path):
     np.testing.assert_array_equal(third.predict(x, verbose=0), expected)
     with pytest.raises(ValueError, match="must end in '.npz'"):
         model.save_weights(tmp_path / "w.h5")
+    plain = tmp_path / "keras_style.npz"
+    np.savez(plain, *[w.astype(np.float64) for w in model.get_weights()] * 1)
+    fourth = mlp(policy="mixed_bfloat16")
+    fourth.load_weights(plain)
+    np.testing.assert_array_equal(fourth.predict(x, verbose=0), expected)
+    with pytest.raises(ValueError, match="cannot read"):
+        fourth.load_weights(tmp_path / "missing.npz")
     bigger = mlp(hidden=9)
     with pytest.raises(ValueError, match=r"has shape \(6, 8\), expected \(6, 9\)"):
         bigger.load_weights(path)
@@ -409,3 +416,14 @@ def test_loss_errors():
         losses.get(3)
     with pytest.raises(ValueError, match="valid names"):
         losses.get("hinge")
+
+
+def test_load_plain_savez_with_many_arrays(tmp_path):
+    model = models.Sequential([layers.Input(shape=(3,))] + [layers.Dense(3 + k) for k in range(6)])
+    weights = model.get_weights()
+    assert len(weights) == 12       # arr_10 and arr_11 must come after arr_9, not after arr_1
+    np.savez(tmp_path / "w.npz", *weights)
+    clone = models.Sequential([layers.Input(shape=(3,))] + [layers.Dense(3 + k) for k in range(6)])
+    clone.load_weights(tmp_path / "w.npz")
+    for a, b in zip(weights, clone.get_weights()):
+        np.testing.assert_array_equal(a, b)
