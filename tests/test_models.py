@@ -427,3 +427,36 @@ def test_load_plain_savez_with_many_arrays(tmp_path):
     clone.load_weights(tmp_path / "w.npz")
     for a, b in zip(weights, clone.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_fit_argument_errors():
+    model = mlp()
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    x, y = np.ones((10, 6), np.float32), np.zeros(10, int)
+    with pytest.raises(ValueError, match="validation_split"):
+        model.fit(x, y, validation_split=1.5, verbose=0)
+    with pytest.raises(ValueError, match="leaves no"):
+        model.fit(x[:1], y[:1], validation_split=0.5, verbose=0)
+    with pytest.raises(ValueError, match="epochs"):
+        model.fit(x, y, epochs=-1, verbose=0)
+    with pytest.raises(ValueError, match="validation_data"):
+        model.fit(x, y, validation_data=(x,), verbose=0)
+    with pytest.raises(ValueError, match="expected input of shape"):
+        model.fit(x, y, validation_data=(np.ones((4, 5)), y[:4]), verbose=0)
+    with pytest.raises(TypeError, match="batch_size"):
+        model.fit(x, y, batch_size=2.5, verbose=0)
+    with pytest.raises(ValueError, match="Input layer may only come first"):
+        models.Sequential([layers.Dense(2), layers.Input(shape=(3,))])
+
+
+def test_infer_policy_layers_in_a_model():
+    from mixedcore import experimental
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        infer = experimental.Policy("infer")
+    model = models.Sequential([layers.Input(shape=(4,)), layers.Dense(3, dtype=infer),
+                               layers.Dense(2, dtype=infer)])
+    assert not model.built                       # waits for the first input's dtype
+    out = model(np.ones((2, 4), np.float64))
+    assert out.dtype == np.float64 and model.built
+    assert [l.compute_dtype for l in model.layers] == ["float64", "float64"]
