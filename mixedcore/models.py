@@ -26,7 +26,7 @@ from mixedcore import metrics as _metrics
 from mixedcore import utils
 from mixedcore import layers as _layers
 from mixedcore.layers._base import (Layer, _unique_name, as_numeric_array, resolve_policy,
-                                    to_compute, work_dtype)
+                                    to_compute)
 from mixedcore.layers._core import InputLayer
 
 __all__ = ["Sequential", "History"]
@@ -587,7 +587,8 @@ class Sequential:
         """Read weights from a ``.npz`` file and set them (count and shapes must match).
 
         Reads what :meth:`save_weights` writes, and also a plain ``np.savez(path, *weights)``
-        file (keys ``arr_0``, ``arr_1``, ...), e.g. ``np.savez("w.npz", *keras_model.get_weights())``.
+        file (keys ``arr_0``, ``arr_1``, ...), such as
+        ``np.savez("w.npz", *keras_model.get_weights())``.
         """
         path = str(filepath)
         try:

@@ -7,7 +7,9 @@ _generator = np.random.default_rng()
 
 
 def set_random_seed(seed):
-    """Make weight initialisation, dropout and shuffling reproducible (``keras.utils.set_random_seed``).
+    """Make weight initialisation, dropout and shuffling reproducible.
+
+    The counterpart of ``keras.utils.set_random_seed``.
 
     Parameters
     ----------

@@ -185,8 +185,8 @@ def test_weights_cast_once_and_recast_after_changes(monkeypatch, rng):
     layer.kernel[...] = 0
     layer.weights_updated()
     out = layer(x).astype(np.float32)
-    np.testing.assert_array_equal(out, np.broadcast_to(layer.compute_weights()[1].astype(np.float32),
-                                                       out.shape))
+    bias = layer.compute_weights()[1].astype(np.float32)
+    np.testing.assert_array_equal(out, np.broadcast_to(bias, out.shape))
     assert sorted(calls) == [(4, 6), (6,)]
     assert not np.asarray(layer.compute_weights()[0], np.float32).any()
 

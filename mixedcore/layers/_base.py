@@ -9,8 +9,8 @@ Design:
   C. Floating array inputs (float64 too) are cast to the compute dtype on the way in; integer and
      bool inputs pass untouched (SPEC 6.2).
   D. The experimental "infer" policies resolve on the first call, from the first input's dtype.
-  E. Training: ``call(x, training=True)`` keeps what ``backward`` needs; ``backward(dy)`` returns the
-     input gradient in the input's dtype and leaves the weight gradients (variable dtype) in
+  E. Training: ``call(x, training=True)`` keeps what ``backward`` needs; ``backward(dy)`` returns
+     the input gradient in the input's dtype and leaves the weight gradients (variable dtype) in
      ``self.gradients``, in the order of ``self.trainable_weights``.
 """
 import re
@@ -21,7 +21,6 @@ from mixedcore import kernels
 from mixedcore import policies as _policies
 from mixedcore import policy as _policy_mod
 from mixedcore.layers import _initializers
-from mixedcore import regularizers as _regularizers
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _CASTABLE = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
@@ -209,7 +208,8 @@ class Layer:
         Raises
         ------
         ValueError
-            Wrong number of arrays, or a shape that differs; the message shows expected and received.
+            Wrong number of arrays, or a shape that differs; the message shows expected and
+            received.
         TypeError
             A non-numeric array.
         """
