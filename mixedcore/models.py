@@ -216,7 +216,7 @@ class Sequential:
         x = self._check_input(inputs)
         return self._forward(x, training)
 
-    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+    def predict(self, x, batch_size=None, verbose="auto"):
         """Outputs for ``x``, computed ``batch_size`` samples at a time (default 32).
 
         Returns
@@ -403,8 +403,8 @@ class Sequential:
             return logs
         return loss if len(logs) == 1 else list(logs.values())
 
-    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
-            validation_split=0.0, validation_data=None, shuffle=True, initial_epoch=0):
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", validation_split=0.0,
+            validation_data=None, shuffle=True, initial_epoch=0):
         """Train for ``epochs`` passes over (x, y); returns a :class:`History`.
 
         Parameters
