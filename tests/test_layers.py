@@ -529,3 +529,31 @@ def test_regularizer_penalty_and_gradient(rng):
     assert penalty == pytest.approx(0.01 * np.sum(k * k))
     np.testing.assert_allclose(grads[0], 0.02 * k)
     assert grads[1] is None
+
+
+@pytest.mark.parametrize("policy, dtype", [("mixed_float16", np.float16),
+                                           ("mixed_bfloat16", BF16)])
+def test_dense_forward_and_backward_call_the_gemm_with_16bit_operands(monkeypatch, policy, dtype,
+                                                                      rng):
+    calls = []
+    real_matmul = kernels.matmul
+
+    def spy(a, b, **kw):
+        calls.append((a.dtype, b.dtype, kw.get("out_dtype"), kw.get("activation"),
+                      a.flags.c_contiguous, b.flags.c_contiguous))
+        return real_matmul(a, b, **kw)
+
+    monkeypatch.setattr(kernels, "matmul", spy)
+    layer = layers.Dense(6, activation="relu", dtype=policy)
+    x = rng.normal(size=(5, 4)).astype(np.float32)
+    assert layer(x).dtype == dtype
+    name = "bfloat16" if dtype == BF16 else "float16"
+    assert calls == [(dtype, dtype, name, "relu", True, True)]     # fused bias + activation
+    calls.clear()
+    y = layer(x, training=True)
+    layer.backward(np.ones_like(y))
+    a_dtypes = [(c[0], c[1]) for c in calls]
+    assert a_dtypes == [(dtype, dtype)] * 3      # forward, x.T @ dz, dz @ kernel.T
+    assert calls[1][2] is None                   # kernel gradient accumulated and kept in float32
+    assert calls[2][2] == name                   # input gradient rounded to the compute dtype
+    assert not calls[1][4] and not calls[2][5]   # transposed views, not copies
