@@ -460,3 +460,18 @@ def test_infer_policy_layers_in_a_model():
     out = model(np.ones((2, 4), np.float64))
     assert out.dtype == np.float64 and model.built
     assert [l.compute_dtype for l in model.layers] == ["float64", "float64"]
+
+
+def test_keras_layout_weights_give_the_keras_function():
+    """Arrays in Keras's layout (kernel (in, out), bias (out,)) compute x @ kernel + bias."""
+    rng = np.random.default_rng(21)
+    w1, b1 = rng.normal(size=(6, 8)) * 0.5, rng.normal(size=8)
+    w2, b2 = rng.normal(size=(8, 3)) * 0.5, rng.normal(size=3)
+    x = rng.normal(size=(12, 6))
+    z = np.maximum(x @ w1 + b1, 0) @ w2 + b2
+    ref = np.exp(z - z.max(1, keepdims=True))
+    ref /= ref.sum(1, keepdims=True)
+    for policy, tol in (("float32", 1e-5), ("mixed_bfloat16", 5e-2), ("mixed_float16", 1e-2)):
+        model = mlp(policy=policy)
+        model.set_weights([w1, b1, w2, b2])           # float64 arrays, as Keras exports them
+        np.testing.assert_allclose(model.predict(x, verbose=0), ref, atol=tol)
