@@ -36,6 +36,45 @@ def _torch():
     return torch
 
 
+def _mlp_rows(add, rng, torch, width, batch=256):
+    """Inference of an MLP width-width-width-10 under mixed_bfloat16 and mixed_float16, beside
+    the same model in numpy float32 and torch (bfloat16 autocast)."""
+    from mixedcore import layers, models
+    from mixedcore.policy import policy_scope
+    x = rng.normal(size=(batch, width)).astype(np.float32)
+    weights = []
+    for n_in, n_out in ((width, width), (width, width), (width, 10)):
+        weights += [rng.uniform(-1, 1, size=(n_in, n_out)).astype(np.float32) / np.sqrt(n_in),
+                    np.zeros(n_out, np.float32)]
+    w1, b1, w2, b2, w3, b3 = weights
+
+    def numpy_forward():
+        h = np.maximum(x @ w1 + b1, 0)
+        return np.maximum(h @ w2 + b2, 0) @ w3 + b3
+
+    torch_forward = None
+    if torch is not None:
+        net = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
+                                  torch.nn.Linear(width, width), torch.nn.ReLU(),
+                                  torch.nn.Linear(width, 10)).eval()
+        tx = torch.from_numpy(x)
+
+        def torch_forward():
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+                return net(tx)
+
+    for policy in ("mixed_bfloat16", "mixed_float16"):
+        with policy_scope(policy):
+            model = models.Sequential([layers.Input(shape=(width,)),
+                                       layers.Dense(width, activation="relu"),
+                                       layers.Dense(width, activation="relu"),
+                                       layers.Dense(10)])
+        model.set_weights(weights)
+        add(f"MLP {width}x3, batch {batch}, {policy}", "samples/s", lambda s: batch / s,
+            lambda m=model: m(x), numpy_forward, None,
+            torch_forward if policy == "mixed_bfloat16" else None)
+
+
 def run(size=1 << 22, gemm=1024, min_time=0.2, out=print):
     """Print the table; returns its rows (name, unit, mixedcore, numpy, ml_dtypes, torch)."""
     torch = _torch()
@@ -95,13 +134,15 @@ def run(size=1 << 22, gemm=1024, min_time=0.2, out=print):
         lambda: kernels.matmul(h16, g16, out_dtype=np.float16),
         lambda: (h16.astype(np.float32) @ g16.astype(np.float32)).astype(np.float16), None,
         None)
+    _mlp_rows(add, rng, torch, min(gemm, 1024))
     header = ("operation", "unit", "mixedcore", "numpy", "ml_dtypes",
               "torch" if torch is not None else "torch (not installed)")
     table = [header] + [(r[0], r[1]) + tuple("-" if v is None else f"{v:,.1f}" for v in r[2:])
                         for r in rows]
     widths = [max(len(r[c]) for r in table) for c in range(len(header))]
     out(f"mixedcore kernels, ISA {kernels.isa()}, {kernels.get_num_threads()} thread(s); "
-        f"{size:,} elements per scan/cast; numpy's float16 matmul column is upcast + sgemm")
+        f"{size:,} elements per scan/cast. numpy's float16 matmul is upcast + sgemm; the MLP "
+        f"baselines are numpy float32 and torch bfloat16 autocast")
     for i, r in enumerate(table):
         out("  ".join(c.rjust(w) if i and k >= 2 else c.ljust(w)
                       for k, (c, w) in enumerate(zip(r, widths))))
