@@ -36,6 +36,18 @@ def _torch():
     return torch
 
 
+def _torch_mlp(torch, x, width):
+    net = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
+                              torch.nn.Linear(width, width), torch.nn.ReLU(),
+                              torch.nn.Linear(width, 10)).eval()
+    tx = torch.from_numpy(x)
+
+    def forward():
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            return net(tx)
+    return forward
+
+
 def _mlp_rows(add, rng, torch, width, batch=256):
     """Inference of an MLP width-width-width-10 under mixed_bfloat16 and mixed_float16, beside
     the same model in numpy float32 and torch (bfloat16 autocast)."""
@@ -52,16 +64,7 @@ def _mlp_rows(add, rng, torch, width, batch=256):
         h = np.maximum(x @ w1 + b1, 0)
         return np.maximum(h @ w2 + b2, 0) @ w3 + b3
 
-    torch_forward = None
-    if torch is not None:
-        net = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
-                                  torch.nn.Linear(width, width), torch.nn.ReLU(),
-                                  torch.nn.Linear(width, 10)).eval()
-        tx = torch.from_numpy(x)
-
-        def torch_forward():
-            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-                return net(tx)
+    torch_forward = None if torch is None else _torch_mlp(torch, x, width)
 
     for policy in ("mixed_bfloat16", "mixed_float16"):
         with policy_scope(policy):
@@ -145,7 +148,7 @@ def run(size=1 << 22, gemm=1024, min_time=0.2, out=print):
         f"baselines are numpy float32 and torch bfloat16 autocast")
     for i, r in enumerate(table):
         out("  ".join(c.rjust(w) if i and k >= 2 else c.ljust(w)
-                      for k, (c, w) in enumerate(zip(r, widths))))
+                      for k, (c, w) in enumerate(zip(r, widths))).rstrip())
         if i == 0:
             out("  ".join("-" * w for w in widths))
     return rows
