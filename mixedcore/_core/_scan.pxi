@@ -14,11 +14,12 @@
 #      all_finite also drops stride-0 dimensions (the same elements again).  unscale refuses
 #      them, and any array whose sorted strides do not prove it free of internal overlap,
 #      because an element reached twice would be multiplied twice.
-#   c. Threads split the concatenation of all arrays into equal byte ranges (boundaries on
-#      64-byte multiples; in each array an element belongs to the range holding its first
-#      byte), so one huge array and many small ones balance alike.  all_finite threads share a
-#      stop flag, polled between chunks of SCAN_CHUNK bytes, and all stop at the first
-#      non-finite block any of them finds.
+#   c. Threads split the concatenation of all arrays into byte ranges (boundaries on 64-byte
+#      multiples; in each array an element belongs to the range holding its first byte), so one
+#      huge array and many small ones balance alike.  The ranges are handed out dynamically,
+#      eight per thread, so that a thread the OS delays (shared machines) does not hold up the
+#      others.  all_finite threads share a stop flag, polled between chunks of SCAN_CHUNK
+#      bytes, and all stop at the first non-finite block any of them finds.
 #   d. unscale first validates every array (writable, no overlap between arrays by a sort of
 #      their byte extents), then writes: nothing is modified when something is refused.
 
@@ -56,6 +57,8 @@ cdef int64_t SCAN_PARALLEL_MIN = 1 << 21
 cdef int64_t UNSCALE_PARALLEL_MIN = 1 << 20
 # bytes between two polls of the shared stop flag
 cdef int64_t SCAN_CHUNK = 1 << 16
+# smallest piece of work a thread takes at a time
+cdef int64_t SCAN_PIECE_MIN = 1 << 18
 
 # reasons reported to the validation layer: index * 8 + reason, negated, minus one
 cdef enum:
@@ -319,10 +322,17 @@ cdef int _scan_bytes(const _scan_desc *desc, int count, int64_t b0, int64_t b1, 
                      mc_all_finite_fn *fin, mc_unscale_fn *uns, float inv32, double inv64,
                      int *stop) noexcept nogil:
     """Every element whose first byte lies in [b0, b1) of the concatenation (design c)."""
-    cdef int i, ok = 1
+    cdef int i, lo_i = 0, hi_i = count, mid, ok = 1
     cdef const _scan_desc *d
     cdef int64_t lo, hi, nbytes
-    for i in range(count):
+    # the first array that ends after b0 (starts are increasing)
+    while hi_i - lo_i > 1:
+        mid = (lo_i + hi_i) // 2
+        if desc[mid].start <= b0:
+            lo_i = mid
+        else:
+            hi_i = mid
+    for i in range(lo_i, count):
         d = &desc[i]
         nbytes = d.size * d.itemsize
         if d.start >= b1:
@@ -343,26 +353,29 @@ cdef int _scan_bytes(const _scan_desc *desc, int count, int64_t b0, int64_t b1, 
 cdef int _scan_execute(_ScanTable table, bint write, float inv32, double inv64) noexcept:
     cdef mc_all_finite_fn fin[4]
     cdef mc_unscale_fn uns[4]
-    cdef int k, t, nthreads, ok = 1, stop = 0, nbad = 0, count = table.count
+    cdef int k, nthreads, ok = 1, stop = 0, nbad = 0, count = table.count
     cdef _scan_desc *desc = table.desc
-    cdef int64_t total = table.total_bytes, b0, b1
+    cdef int64_t total = table.total_bytes, b0, b1, c, nchunks, chunk
     cdef mc_fpflags_t flags
     for k in range(4):
         fin[k] = mc_all_finite_kernel(_level, k)
         uns[k] = mc_unscale_kernel(_level, k)
     nthreads = _threads_for(total, UNSCALE_PARALLEL_MIN if write else SCAN_PARALLEL_MIN)
-    if nthreads > 1 and total // nthreads < 4096:
-        nthreads = 1
+    # pieces of 1/8 of a thread's share, at least SCAN_PIECE_MIN bytes, 64-byte multiples
+    chunk = max(total // (8 * nthreads), SCAN_PIECE_MIN) & ~(<int64_t>63)
+    nchunks = (total + chunk - 1) // chunk
     with nogil:
         if write:
             mc_fpflags_save(&flags)
-        if nthreads == 1:
+        if nthreads == 1 or nchunks < 2:
             ok = _scan_bytes(desc, count, 0, total, write, fin, uns, inv32, inv64, &stop)
         else:
-            for t in prange(nthreads, num_threads=nthreads, schedule="static"):
-                b0 = ((total * t) // nthreads) & ~(<int64_t>63)
-                b1 = total if t == nthreads - 1 else ((total * (t + 1)) // nthreads) & ~(<int64_t>63)
-                nbad += 1 - _scan_bytes(desc, count, b0, b1, write, fin, uns, inv32, inv64, &stop)
+            for c in prange(nchunks, num_threads=nthreads, schedule="dynamic", chunksize=1):
+                b0 = c * chunk
+                b1 = min(b0 + chunk, total)
+                if write or not mc_flag_get_(&stop):
+                    nbad += 1 - _scan_bytes(desc, count, b0, b1, write, fin, uns, inv32, inv64,
+                                            &stop)
             ok = nbad == 0
         if write:
             mc_fpflags_restore(&flags)
