@@ -67,20 +67,32 @@ def all_finite(*arrays):
     return bool(report)
 
 
-def _reciprocals(scale):
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (numbers.Real, np.number)):
-        raise TypeError(f"unscale_and_check: scale must be a real number, got "
-                        f"{type(scale).__name__}")
+# float32 rounding of a positive double: infinity from 2**128 - 2**103 up (the tie above
+# FLT_MAX goes to the even 2**128), zero at 2**-150 and below (the tie with the smallest
+# subnormal goes to the even 0)
+_F32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
+_F32_UNDERFLOW = 2.0 ** -150
+
+
+def _reciprocal(scale):
+    """1 / scale in float64, after checking that its float32 rounding is finite and > 0 (the
+    compiled core rounds it to float32 once, to nearest even)."""
+    kind = type(scale)
+    if kind is not float and kind is not int:
+        if isinstance(scale, (bool, np.bool_)) or \
+                not isinstance(scale, (numbers.Real, np.number)) or \
+                isinstance(scale, np.complexfloating):
+            raise TypeError(f"unscale_and_check: scale must be a real number, got "
+                            f"{type(scale).__name__}")
     value = float(scale)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"unscale_and_check: scale must be a finite positive number, got {scale!r}")
+    if not (value > 0 and value < math.inf):
+        raise ValueError(f"unscale_and_check: scale must be a finite positive number, got "
+                         f"{scale!r}")
     inv64 = 1.0 / value
-    with np.errstate(over="ignore"):
-        inv32 = np.float32(inv64)
-    if not (np.isfinite(inv32) and inv32 > 0):
+    if not (_F32_UNDERFLOW < inv64 < _F32_OVERFLOW):
         raise ValueError(f"unscale_and_check: 1/scale is not a finite non-zero float32 "
                          f"(scale={scale!r})")
-    return float(inv32), inv64
+    return inv64
 
 
 def unscale_and_check(arrays, scale):
@@ -128,7 +140,8 @@ def unscale_and_check(arrays, scale):
         except TypeError:
             raise TypeError(f"unscale_and_check: arrays must be a sequence of numpy.ndarray, "
                             f"got {type(arrays).__name__}") from None
-    inv32, inv64 = _reciprocals(scale)
+    inv64 = _reciprocal(scale)
+    inv32 = inv64  # rounded to float32 by the compiled core
     report = _lib.unscale_check(arrays, inv32, inv64, True)
     if report >= 0:
         return bool(report)
