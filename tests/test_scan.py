@@ -371,3 +371,82 @@ def test_unscale_refusals_write_nothing():
     single = np.full(3, 4.0, np.float32)
     assert kernels.unscale_and_check(single, 2.0) is True
     assert (single == 2).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# thread splitting on small inputs: every 64-byte piece is its own piece of work
+
+
+@pytest.fixture
+def tiny_pieces():
+    from mixedcore._core import _lib
+    previous = _lib.scan_thresholds(0, 0, 64)
+    try:
+        with kernels.threads(2):
+            yield
+    finally:
+        _lib.scan_thresholds(*previous)
+
+
+def test_split_all_finite_every_position(isa_level, tiny_pieces):
+    """Pieces of 64 bytes cut arrays at every element size; odd-sized 16-bit arrays make the
+    float32 / float64 arrays after them start off the 64-byte grid."""
+    sizes = [3, 17, 1, 40, 33, 9, 64, 5]
+    arrays = [np.full(n, 2.0, DTYPES[i % 4]) for i, n in enumerate(sizes)]
+    assert kernels.all_finite(*arrays)
+    for k, a in enumerate(arrays):
+        for pos in range(a.size):
+            bits(a)[pos] = NONFINITE[a.dtype.name][3]
+            assert not kernels.all_finite(*arrays), (k, pos)
+            a[pos] = 2.0
+    assert kernels.all_finite(*arrays)
+    strided = np.full((50, 7), 1.0, np.float32)[:, ::3]
+    assert kernels.all_finite(strided, arrays[0])
+    strided.base[49, 6] = np.nan
+    assert not kernels.all_finite(strided, arrays[0])
+
+
+def test_split_unscale(isa_level, tiny_pieces):
+    rng = np.random.default_rng(5)
+    src = [rng.standard_normal(n).astype(DTYPES[i % 4]) for i, n in
+           enumerate([3, 17, 1, 40, 33, 9, 64, 5, 1000, 7])]
+    src.append(rng.standard_normal((40, 30)).astype(np.float32)[::-2, ::3])
+    arrays = [a.copy() for a in src]
+    assert kernels.unscale_and_check(arrays, 3.0) is True
+    for a, b in zip(arrays, src):
+        assert_bits_equal(a, reference_unscale(b, 3.0))
+    arrays[4][32] = np.inf
+    assert kernels.unscale_and_check(arrays, 1.0) is False
+
+
+def test_concurrent_python_threads(isa_level):
+    """Kernels release the GIL and keep no shared state: calls from several Python threads
+    at once give each its own answer."""
+    import threading
+    rng = np.random.default_rng(6)
+    work = []
+    for i in range(8):
+        x = rng.standard_normal(50_000 + i).astype(DTYPES[i % 4])
+        if i % 2:
+            x[i * 1000] = np.nan
+        work.append(x)
+    results = {}
+
+    def run(i):
+        for _ in range(20):
+            ok = kernels.all_finite(work[i])
+            if ok != (i % 2 == 0):
+                results[i] = False
+                return
+            y = work[i].copy()
+            if kernels.unscale_and_check([y], 2.0) != (i % 2 == 0):
+                results[i] = False
+                return
+        results[i] = True
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {i: True for i in range(8)}

@@ -53,12 +53,29 @@ ctypedef struct _scan_extent:
     int64_t index
 
 # bytes below which a scan stays on the calling thread
-cdef int64_t SCAN_PARALLEL_MIN = 1 << 21
-cdef int64_t UNSCALE_PARALLEL_MIN = 1 << 20
+cdef int64_t SCAN_PARALLEL_MIN = 1 << 20
+cdef int64_t UNSCALE_PARALLEL_MIN = 1 << 19
 # bytes between two polls of the shared stop flag
 cdef int64_t SCAN_CHUNK = 1 << 16
 # smallest piece of work a thread takes at a time
 cdef int64_t SCAN_PIECE_MIN = 1 << 18
+
+
+def scan_thresholds(int64_t scan=-1, int64_t unscale=-1, int64_t piece=-1):
+    """Bytes from which all_finite / unscale use threads, and the smallest piece of work a
+    thread takes (a multiple of 64); returns the previous values (-1 keeps a value).  For
+    tuning and for tests that exercise the splitting on small inputs."""
+    global SCAN_PARALLEL_MIN, UNSCALE_PARALLEL_MIN, SCAN_PIECE_MIN
+    previous = (SCAN_PARALLEL_MIN, UNSCALE_PARALLEL_MIN, SCAN_PIECE_MIN)
+    if scan >= 0:
+        SCAN_PARALLEL_MIN = scan
+    if unscale >= 0:
+        UNSCALE_PARALLEL_MIN = unscale
+    if piece >= 64:
+        SCAN_PIECE_MIN = piece & ~(<int64_t>63)
+    return previous
+
+
 
 # reasons reported to the validation layer: index * 8 + reason, negated, minus one
 cdef enum:
@@ -386,7 +403,9 @@ def all_finite(arrays):
     """1 when every element of every array is finite, 0 otherwise; a negative value
     -(index * 8 + reason) - 1 when the fast path cannot take arrays[index] (design a)."""
     cdef _ScanTable table = _ScanTable.__new__(_ScanTable)
-    cdef int report = _scan_build(table, arrays, False)
+    cdef int report
+    arrays = tuple(arrays)
+    report = _scan_build(table, arrays, False)
     if report >= 0:
         return -report - 1
     return _scan_execute(table, False, 0.0, 0.0)
@@ -397,7 +416,10 @@ def unscale_check(arrays, float inv32, double inv64, bint check_extents=True):
     1 when every input element was finite.  Negative reports as all_finite, before anything is
     written; with check_extents=False the caller has verified the arrays do not overlap."""
     cdef _ScanTable table = _ScanTable.__new__(_ScanTable)
-    cdef int report = _scan_build(table, arrays, True)
+    cdef int report
+    # a tuple of our own keeps every array alive while the GIL is released
+    arrays = tuple(arrays)
+    report = _scan_build(table, arrays, True)
     if report >= 0:
         return -report - 1
     if check_extents:
