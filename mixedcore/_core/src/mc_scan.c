@@ -15,8 +15,9 @@
  *        float64   top bit 2**63,  Inf 0x7FF0000000000000 -> add 2**52
  *   b. The unscale kernels for float32 / float64 are a multiply fused with the same test; the
  *      16-bit ones call the scalar twins (exact widening, multiply, RNE rounding).
- *   c. mc_*_kernel(level, type) picks the kernel of the highest level <= level that was built:
- *      avx512bf16 runs the avx512 kernels (nothing in a scan needs BF16 instructions).
+ *   c. mc_*_kernel(level, type) picks the kernel of the highest level <= level that was built.
+ *      avx512bf16 runs the avx512 kernels except the bfloat16 unscale, which rounds with
+ *      VCVTNEPS2BF16 there (mc_scan_avx512bf16.c).
  */
 #include <string.h>
 #include "mc_cpu.h"
@@ -170,6 +171,10 @@ mc_unscale_fn mc_unscale_kernel(int level, int type)
     static const mc_unscale_fn generic[4] = MC_UNSCALE_TABLE_(generic);
     if (type < 0 || type >= MC_NDTYPES)
         return NULL;
+#if defined(MC_HAVE_AVX512BF16)
+    if (level >= MC_ISA_AVX512BF16 && type == MC_BF16)
+        return mc_unscale_bf16_avx512bf16;
+#endif
 #if defined(MC_HAVE_AVX512)
     static const mc_unscale_fn avx512[4] = MC_UNSCALE_TABLE_(avx512);
     if (level >= MC_ISA_AVX512)

@@ -84,6 +84,7 @@ int mc_unscale_strided(int type, char *p, int64_t stride, int64_t n, float inv32
 MC_SCAN_DECLARE_(generic)
 MC_SCAN_DECLARE_(avx2)
 MC_SCAN_DECLARE_(avx512)
+int mc_unscale_bf16_avx512bf16(void *, int64_t, float, double);
 
 /* --- a stop flag shared by the threads of one scan ----------------------------------------- */
 
