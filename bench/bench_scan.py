@@ -5,6 +5,9 @@ torch's fused _amp_foreach_non_finite_check_and_unscale_ and numpy's two passes.
     pytest bench/bench_scan.py --benchmark-only --benchmark-group-by=group
     python bench/report.py .benchmarks/.../*.json     # ratios per group
 
+"mixedcore-1t" is mixedcore held to one thread.  On a shared machine, threaded timings (ours
+and torch's) can include waits for a core; compare the single-thread figures too.
+
 unscale_and_check runs in place with scale 1.0 for every implementation, so that repeated
 rounds leave the data unchanged (the cost of a multiply does not depend on the factor).
 """
@@ -37,7 +40,8 @@ def torch_view(torch, x):
     return torch.from_numpy(x)
 
 
-@pytest.mark.parametrize("impl", ["mixedcore", "numpy", "numpy-sum", "torch-sum"])
+@pytest.mark.parametrize("impl", ["mixedcore", "mixedcore-1t", "numpy", "numpy-sum",
+                                  "torch-sum"])
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("dtype", list(DT))
 def test_all_finite(benchmark, dtype, size, impl):
@@ -45,6 +49,9 @@ def test_all_finite(benchmark, dtype, size, impl):
     group = f"all_finite {dtype} {size}"
     if impl == "mixedcore":
         assert run(benchmark, group, impl, lambda: kernels.all_finite(x), x.nbytes) is True
+    elif impl == "mixedcore-1t":
+        with kernels.threads(1):
+            assert run(benchmark, group, impl, lambda: kernels.all_finite(x), x.nbytes) is True
     elif impl == "numpy":
         run(benchmark, group, impl, lambda: np.isfinite(x).all(), x.nbytes)
     elif impl == "numpy-sum":
@@ -78,7 +85,7 @@ def test_all_finite_many_small_numpy(benchmark):
         lambda: all(np.isfinite(a).all() for a in arrays), nbytes)
 
 
-@pytest.mark.parametrize("impl", ["mixedcore", "torch", "numpy"])
+@pytest.mark.parametrize("impl", ["mixedcore", "mixedcore-1t", "torch", "numpy"])
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
 def test_unscale_and_check(benchmark, dtype, size, impl):
@@ -87,6 +94,9 @@ def test_unscale_and_check(benchmark, dtype, size, impl):
     nbytes = 2 * x.nbytes
     if impl == "mixedcore":
         run(benchmark, group, impl, lambda: kernels.unscale_and_check([x], 1.0), nbytes)
+    elif impl == "mixedcore-1t":
+        with kernels.threads(1):
+            run(benchmark, group, impl, lambda: kernels.unscale_and_check([x], 1.0), nbytes)
     elif impl == "numpy":
         one = x.dtype.type(1.0)
 
