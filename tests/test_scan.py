@@ -368,6 +368,14 @@ def test_unscale_refusals_write_nothing():
         assert (good == 1).all()
     with pytest.raises(TypeError, match="unscale_and_check"):
         kernels.unscale_and_check(5, 2.0)
+    # strides (12, 8) over float32 reach distinct elements although the inner dimension spans
+    # more than the outer stride: accepted, each element unscaled once
+    buf = np.arange(8, dtype=np.float32)
+    odd = np.lib.stride_tricks.as_strided(buf, (2, 3), (12, 8))
+    expected = buf.copy()
+    expected[[0, 2, 4, 3, 5, 7]] /= 2
+    assert kernels.unscale_and_check([odd], 2.0) is True
+    assert_bits_equal(buf, expected)
     single = np.full(3, 4.0, np.float32)
     assert kernels.unscale_and_check(single, 2.0) is True
     assert (single == 2).all()

@@ -11,9 +11,10 @@
 #      strides flipped (the base moved to the lowest address), dimensions sorted by decreasing
 #      stride and contiguous neighbours merged.  So reversed and transposed views become one
 #      contiguous run for the vector kernels; only truly strided data takes the scalar loop.
-#      all_finite also drops stride-0 dimensions (the same elements again).  unscale refuses
-#      them, and any array whose sorted strides do not prove it free of internal overlap,
-#      because an element reached twice would be multiplied twice.
+#      all_finite also drops stride-0 dimensions (the same elements again).  unscale reports
+#      them, and any array whose sorted strides do not prove it free of internal overlap
+#      (each stride at least the extent of the dimensions inside it), because an element
+#      reached twice would be multiplied twice; the validation layer then decides exactly.
 #   c. Threads split the concatenation of all arrays into byte ranges (boundaries on 64-byte
 #      multiples; in each array an element belongs to the range holding its first byte), so one
 #      huge array and many small ones balance alike.  The ranges are handed out dynamically,
@@ -122,7 +123,7 @@ cdef int _scan_normalize(cnp.ndarray a, int itemsize, bint for_write, char **dat
     cdef const cnp.npy_intp *dims = cnp.PyArray_DIMS(a)
     cdef const cnp.npy_intp *strides = cnp.PyArray_STRIDES(a)
     cdef char *base = <char *>cnp.PyArray_DATA(a)
-    cdef int64_t n, s, ts, tn, extent
+    cdef int64_t n, s, extent
     for i in range(nd):
         n = dims[i]
         s = strides[i]

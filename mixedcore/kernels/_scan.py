@@ -149,8 +149,6 @@ def unscale_and_check(arrays, scale):
     if reason == _READONLY:
         raise ValueError(f"unscale_and_check: array {index} is read-only (shape "
                          f"{arrays[index].shape}, dtype {arrays[index].dtype})")
-    if reason == _SELF_OVERLAP:
-        raise ValueError(_self_overlap_message(index, arrays[index]))
     return _unscale_slow(arrays, inv32, inv64)
 
 
@@ -160,9 +158,19 @@ def _self_overlap_message(index, x):
             f"internal overlap")
 
 
+def _internal_overlap(x):
+    """True when two indices of ``x`` reach overlapping bytes (exact: sorts every offset)."""
+    offsets = np.zeros((), np.int64)
+    for n, stride in zip(x.shape, x.strides):
+        offsets = np.add.outer(offsets, np.arange(n, dtype=np.int64) * stride)
+    flat = np.sort(offsets, axis=None)
+    return bool((np.diff(flat) < x.itemsize).any())
+
+
 def _unscale_slow(arrays, inv32, inv64):
-    """Arrays the fast path reported: validate each one exactly, run swapped or unaligned
-    arrays through native copies, and copy those back."""
+    """Arrays the fast path reported: validate each one exactly; run swapped, unaligned and
+    oddly strided (but not self-overlapping) arrays through native contiguous copies, and copy
+    those back."""
     ready = []
     for i, x in enumerate(arrays):
         y = _operand("unscale_and_check", f"array {i}", x)
@@ -175,11 +183,18 @@ def _unscale_slow(arrays, inv32, inv64):
             if arrays[i].size and arrays[j].size and overlaps(arrays[i], arrays[j]):
                 raise ValueError(f"unscale_and_check: arrays {j} and {i} share memory; "
                                  f"each element must be unscaled once")
-    report = _lib.unscale_check(ready, inv32, inv64, False)
-    if report < 0:
+    while True:
+        # nothing is written until every array passes, so retrying after a report is safe
+        report = _lib.unscale_check(ready, inv32, inv64, False)
+        if report >= 0:
+            break
         index, reason = _decode(report)
+        x = arrays[index]
+        if reason == _SELF_OVERLAP and ready[index] is x and not _internal_overlap(x):
+            ready[index] = np.array(x, order="C")
+            continue
         if reason == _SELF_OVERLAP:
-            raise ValueError(_self_overlap_message(index, arrays[index]))
+            raise ValueError(_self_overlap_message(index, x))
         raise RuntimeError(f"unscale_and_check: internal error, report {(index, reason)}")
     for x, y in zip(arrays, ready):
         if y is not x:
