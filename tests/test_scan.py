@@ -458,3 +458,26 @@ def test_concurrent_python_threads(isa_level):
     for t in threads:
         t.join()
     assert results == {i: True for i in range(8)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_start_offset(isa_level, dtype):
+    """Arrays starting at each element offset within 64 bytes: the kernels peel a masked head
+    up to the first aligned vector."""
+    per_line = 64 // dtype.itemsize
+    rng = np.random.default_rng(7)
+    for offset in range(per_line):
+        for n in (1, per_line - offset, per_line, 2 * per_line + 3, 700):
+            buf = np.full(n + per_line, 1.25, dtype)
+            x = buf[offset:offset + n]
+            assert kernels.all_finite(x)
+            for pos in sorted({0, n - 1, min(n - 1, per_line - offset), n // 2}):
+                bits(x)[pos] = NONFINITE[dtype.name][3]
+                assert not kernels.all_finite(x), (offset, n, pos)
+                x[pos] = 1.25
+            src = (rng.standard_normal(n) * 100).astype(dtype)
+            x[...] = src
+            assert kernels.unscale_and_check([x], 6.0) is True
+            assert_bits_equal(x, reference_unscale(src, 6.0))
+            assert (buf[:offset].astype(np.float64) == 1.25).all()
+            assert (buf[offset + n:].astype(np.float64) == 1.25).all()

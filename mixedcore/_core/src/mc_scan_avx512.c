@@ -11,8 +11,11 @@
  *      0x7FF00000 (the exponent field lies entirely in the high word).  So float64 and float32
  *      share the 32-bit maximum; float16 and bfloat16 use the 16-bit one.
  *   c. all_finite tests its accumulator once per 1 KiB block and returns at the first block that
- *      fails.  The tail (under 64 bytes) is one byte-masked load: masked-off lanes read as 0,
- *      which is finite, and nothing past the array is touched.
+ *      fails.  The bytes before the first 64-byte boundary and the tail (under 64 bytes each)
+ *      are byte-masked loads: masked-off lanes read as 0, which is finite, and nothing outside
+ *      the array is touched.  Every other load is aligned: numpy places large arrays 16 bytes
+ *      past a page boundary, and a 64-byte access across two cache lines costs twice.
+ *      The unscale kernels align their stores the same way, with a masked head block.
  *   d. unscale: float16 is widened by VCVTPH2PS (exact), multiplied, and rounded back by
  *      VCVTPS2PH with round-to-nearest-even, which is numpy's float32 -> float16 rounding for
  *      every input that is not a signalling NaN.  A product is never a signalling NaN (the
@@ -31,7 +34,7 @@
 
 /* --- all_finite ---------------------------------------------------------------------------- */
 
-#define MC_LD_(p) _mm512_loadu_si512((const void *)(p))
+#define MC_LD_(p) _mm512_load_si512((const void *)(p))
 
 /* MAX: lane-wise signed maximum; GE: nonzero when some lane of acc >= thr. */
 #define MC_FINITE512_(name, esize, MAXOP, GEOP, magnitude, inf)                       \
@@ -40,7 +43,13 @@
         const char *s = (const char *)p;                                              \
         const int64_t nb = n * (esize);                                               \
         const __m512i m = magnitude, thr = inf;                                       \
-        int64_t i = 0;                                                                \
+        __m512i acc = _mm512_setzero_si512();                                         \
+        int64_t i = (int64_t)((0u - (uintptr_t)s) & 63u);                             \
+        if (i > nb)                                                                   \
+            i = nb;                                                                   \
+        if (i > 0)                                                                    \
+            acc = _mm512_and_si512(                                                   \
+                _mm512_maskz_loadu_epi8((__mmask64)((UINT64_C(1) << i) - 1), s), m);  \
         for (; i + 1024 <= nb; i += 1024) {                                           \
             __m512i a0 = _mm512_and_si512(MC_LD_(s + i), m);                          \
             __m512i a1 = _mm512_and_si512(MC_LD_(s + i + 64), m);                     \
@@ -55,7 +64,6 @@
             if (GEOP(MAXOP(MAXOP(a0, a1), MAXOP(a2, a3)), thr))                       \
                 return 0;                                                             \
         }                                                                             \
-        __m512i acc = _mm512_setzero_si512();                                         \
         for (; i + 64 <= nb; i += 64)                                                 \
             acc = MAXOP(acc, _mm512_and_si512(MC_LD_(s + i), m));                     \
         if (i < nb) {                                                                 \
@@ -105,6 +113,11 @@ MC_INLINE_ __m256i bf16_unscale16_(__m256i h, __m512 inv)
     return _mm512_cvtepi32_epi16(f32_bits_to_bf16_(_mm512_castps_si512(f)));
 }
 
+/* Elements before the first A-byte boundary of p, at most n. */
+#define MC_HEAD_(p, A, esize, n)                                                      \
+    ((int64_t)(((0u - (uintptr_t)(p)) & ((A) - 1u)) / (esize)) < (n)                 \
+         ? (int64_t)(((0u - (uintptr_t)(p)) & ((A) - 1u)) / (esize)) : (n))
+
 #define MC_UNSCALE512_16_(name, inf, op)                                              \
     int mc_unscale_##name##_avx512(void *p, int64_t n, float inv32, double inv64)     \
     {                                                                                 \
@@ -112,15 +125,23 @@ MC_INLINE_ __m256i bf16_unscale16_(__m256i h, __m512 inv)
         const __m512 inv = _mm512_set1_ps(inv32);                                     \
         const __m256i m = _mm256_set1_epi16(0x7FFF);                                  \
         __m256i acc = _mm256_setzero_si256();                                         \
+        const int64_t head = MC_HEAD_(s, 32u, 2u, n);                                 \
         int64_t i = 0;                                                                \
         (void)inv64;                                                                  \
+        if (head > 0) {                                                               \
+            const __mmask16 k = (__mmask16)((1u << head) - 1u);                       \
+            const __m256i h = _mm256_maskz_loadu_epi16(k, s);                         \
+            acc = _mm256_and_si256(h, m);                                             \
+            _mm256_mask_storeu_epi16(s, k, op(h, inv));                               \
+            i = head;                                                                 \
+        }                                                                             \
         for (; i + 32 <= n; i += 32) {                                                \
-            const __m256i h0 = _mm256_loadu_si256((const __m256i *)(s + i));          \
-            const __m256i h1 = _mm256_loadu_si256((const __m256i *)(s + i + 16));     \
+            const __m256i h0 = _mm256_load_si256((const __m256i *)(s + i));           \
+            const __m256i h1 = _mm256_load_si256((const __m256i *)(s + i + 16));      \
             acc = _mm256_max_epi16(acc, _mm256_and_si256(h0, m));                     \
             acc = _mm256_max_epi16(acc, _mm256_and_si256(h1, m));                     \
-            _mm256_storeu_si256((__m256i *)(s + i), op(h0, inv));                     \
-            _mm256_storeu_si256((__m256i *)(s + i + 16), op(h1, inv));                \
+            _mm256_store_si256((__m256i *)(s + i), op(h0, inv));                      \
+            _mm256_store_si256((__m256i *)(s + i + 16), op(h1, inv));                 \
         }                                                                             \
         for (; i < n; i += 16) {                                                      \
             const int64_t r = n - i < 16 ? n - i : 16;                                \
@@ -141,14 +162,22 @@ int mc_unscale_f32_avx512(void *p, int64_t n, float inv32, double inv64)
     const __m512 inv = _mm512_set1_ps(inv32);
     const __m512i m = _mm512_set1_epi32(0x7FFFFFFF);
     __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+    const int64_t head = MC_HEAD_(x, 64u, 4u, n);
     int64_t i = 0;
     (void)inv64;
+    if (head > 0) {
+        const __mmask16 k = (__mmask16)((1u << head) - 1u);
+        const __m512 v = _mm512_maskz_loadu_ps(k, x);
+        acc0 = _mm512_and_si512(_mm512_castps_si512(v), m);
+        _mm512_mask_storeu_ps(x, k, _mm512_mul_ps(v, inv));
+        i = head;
+    }
     for (; i + 32 <= n; i += 32) {
-        const __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
+        const __m512 v0 = _mm512_load_ps(x + i), v1 = _mm512_load_ps(x + i + 16);
         acc0 = _mm512_max_epi32(acc0, _mm512_and_si512(_mm512_castps_si512(v0), m));
         acc1 = _mm512_max_epi32(acc1, _mm512_and_si512(_mm512_castps_si512(v1), m));
-        _mm512_storeu_ps(x + i, _mm512_mul_ps(v0, inv));
-        _mm512_storeu_ps(x + i + 16, _mm512_mul_ps(v1, inv));
+        _mm512_store_ps(x + i, _mm512_mul_ps(v0, inv));
+        _mm512_store_ps(x + i + 16, _mm512_mul_ps(v1, inv));
     }
     for (; i < n; i += 16) {
         const int64_t r = n - i < 16 ? n - i : 16;
@@ -166,14 +195,22 @@ int mc_unscale_f64_avx512(void *p, int64_t n, float inv32, double inv64)
     const __m512d inv = _mm512_set1_pd(inv64);
     const __m512i m = _mm512_set1_epi64(INT64_C(0x7FFFFFFF00000000));
     __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+    const int64_t head = MC_HEAD_(x, 64u, 8u, n);
     int64_t i = 0;
     (void)inv32;
+    if (head > 0) {
+        const __mmask8 k = (__mmask8)((1u << head) - 1u);
+        const __m512d v = _mm512_maskz_loadu_pd(k, x);
+        acc0 = _mm512_and_si512(_mm512_castpd_si512(v), m);
+        _mm512_mask_storeu_pd(x, k, _mm512_mul_pd(v, inv));
+        i = head;
+    }
     for (; i + 16 <= n; i += 16) {
-        const __m512d v0 = _mm512_loadu_pd(x + i), v1 = _mm512_loadu_pd(x + i + 8);
+        const __m512d v0 = _mm512_load_pd(x + i), v1 = _mm512_load_pd(x + i + 8);
         acc0 = _mm512_max_epi32(acc0, _mm512_and_si512(_mm512_castpd_si512(v0), m));
         acc1 = _mm512_max_epi32(acc1, _mm512_and_si512(_mm512_castpd_si512(v1), m));
-        _mm512_storeu_pd(x + i, _mm512_mul_pd(v0, inv));
-        _mm512_storeu_pd(x + i + 8, _mm512_mul_pd(v1, inv));
+        _mm512_store_pd(x + i, _mm512_mul_pd(v0, inv));
+        _mm512_store_pd(x + i + 8, _mm512_mul_pd(v1, inv));
     }
     for (; i < n; i += 8) {
         const int64_t r = n - i < 8 ? n - i : 8;

@@ -47,10 +47,19 @@ int mc_unscale_bf16_avx512bf16(void *p, int64_t n, float inv32, double inv64)
     const __m512 inv = _mm512_set1_ps(inv32);
     const __m256i m = _mm256_set1_epi16(0x7FFF);
     __m256i acc = _mm256_setzero_si256();
-    int64_t i = 0;
+    /* elements before the first 32-byte boundary, so that the main loop's stores are aligned */
+    int64_t i = (int64_t)(((0u - (uintptr_t)s) & 31u) / 2u);
     (void)inv64;
+    if (i > n)
+        i = n;
+    if (i > 0) {
+        const __mmask16 k = (__mmask16)((1u << i) - 1u);
+        const __m256i h = _mm256_maskz_loadu_epi16(k, s);
+        acc = _mm256_and_si256(h, m);
+        bf16_unscale16_(s, h, inv, k, inv32);
+    }
     for (; i + 16 <= n; i += 16) {
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(s + i));
+        const __m256i h = _mm256_load_si256((const __m256i *)(s + i));
         acc = _mm256_max_epi16(acc, _mm256_and_si256(h, m));
         bf16_unscale16_(s + i, h, inv, (__mmask16)0xFFFF, inv32);
     }
