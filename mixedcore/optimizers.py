@@ -180,7 +180,8 @@ def _check_pairs(owner, grads_and_vars):
         items = list(grads_and_vars)
     except TypeError:
         raise TypeError(f"{owner}.apply_gradients: grads_and_vars must be an iterable of "
-                        f"(gradient, variable) pairs, got {type(grads_and_vars).__name__}") from None
+                        f"(gradient, variable) pairs, got "
+                        f"{type(grads_and_vars).__name__}") from None
     pairs = []
     for k, item in enumerate(items):
         if not isinstance(item, (tuple, list)) or len(item) != 2:

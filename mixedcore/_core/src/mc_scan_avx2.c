@@ -5,10 +5,12 @@
  *      vectors: AND with the magnitude mask, signed lane maximum, one compare per 1 KiB block
  *      for the early exit.  AVX2 has no unsigned or >= compare; the masked magnitudes are
  *      non-negative, so "acc >= inf" is the signed "acc > inf - 1".
- *   b. AVX2 has no 16-bit masked loads.  all_finite ends with one vector that overlaps the
- *      previous one (testing an element twice changes nothing) and copies arrays shorter than a
- *      vector into a zeroed buffer.  unscale may not touch an element twice, so its tail goes
- *      through a zeroed buffer: copy in, one vector step, copy the live elements back.
+ *   b. AVX2 has no 16-bit masked loads.  all_finite starts with one unaligned vector and
+ *      continues from the first 32-byte boundary (so the main loads never cross a cache
+ *      line), and ends with one vector that overlaps the previous one: testing an element
+ *      twice changes nothing.  Arrays shorter than a vector are copied into a zeroed buffer.
+ *      unscale may not touch an element twice, so its tail goes through a zeroed buffer: copy
+ *      in, one vector step, copy the live elements back.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -17,7 +19,7 @@
 
 #define MC_INLINE_ static inline __attribute__((always_inline))
 #define MC_RNE_ _MM_FROUND_TO_NEAREST_INT
-#define MC_LD_(p) _mm256_loadu_si256((const __m256i *)(p))
+#define MC_LD_(p) _mm256_load_si256((const __m256i *)(p))
 
 #define MC_FINITE256_(name, esize, MAXOP, GTOP, magnitude, inf_minus_1)               \
     int mc_all_finite_##name##_avx2(const void *p, int64_t n)                         \
@@ -25,7 +27,16 @@
         const char *s = (const char *)p;                                              \
         const int64_t nb = n * (esize);                                               \
         const __m256i m = magnitude, thr = inf_minus_1;                               \
-        int64_t i = 0;                                                                \
+        __m256i acc;                                                                  \
+        if (nb < 32) {                                                                \
+            unsigned char buf[32] = {0};                                              \
+            memcpy(buf, s, (size_t)nb);                                               \
+            acc = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)buf), m);      \
+            return !_mm256_movemask_epi8(GTOP(acc, thr));                             \
+        }                                                                             \
+        /* the first vector unaligned, then from the first 32-byte boundary (design b) */ \
+        acc = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)s), m);            \
+        int64_t i = (int64_t)((0u - (uintptr_t)s) & 31u);                             \
         for (; i + 1024 <= nb; i += 1024) {                                           \
             __m256i a0 = _mm256_and_si256(MC_LD_(s + i), m);                          \
             __m256i a1 = _mm256_and_si256(MC_LD_(s + i + 32), m);                     \
@@ -41,17 +52,11 @@
             if (_mm256_movemask_epi8(GTOP(a, thr)))                                   \
                 return 0;                                                             \
         }                                                                             \
-        __m256i acc = _mm256_setzero_si256();                                         \
-        if (nb >= 32) {                                                               \
-            for (; i + 32 <= nb; i += 32)                                             \
-                acc = MAXOP(acc, _mm256_and_si256(MC_LD_(s + i), m));                 \
-            if (i < nb)                                                               \
-                acc = MAXOP(acc, _mm256_and_si256(MC_LD_(s + nb - 32), m));           \
-        } else if (nb > 0) {                                                          \
-            unsigned char buf[32] = {0};                                              \
-            memcpy(buf, s, (size_t)nb);                                               \
-            acc = _mm256_and_si256(MC_LD_(buf), m);                                   \
-        }                                                                             \
+        for (; i + 32 <= nb; i += 32)                                                 \
+            acc = MAXOP(acc, _mm256_and_si256(MC_LD_(s + i), m));                     \
+        if (i < nb)                                                                   \
+            acc = MAXOP(acc, _mm256_and_si256(                                        \
+                _mm256_loadu_si256((const __m256i *)(s + nb - 32)), m));              \
         return !_mm256_movemask_epi8(GTOP(acc, thr));                                 \
     }
 

@@ -76,8 +76,10 @@
 #define MC_GE16_(a, t) _mm512_cmpge_epi16_mask(a, t)
 #define MC_GE32_(a, t) _mm512_cmpge_epi32_mask(a, t)
 
-MC_FINITE512_(f16, 2, _mm512_max_epi16, MC_GE16_, _mm512_set1_epi16(0x7FFF), _mm512_set1_epi16(0x7C00))
-MC_FINITE512_(bf16, 2, _mm512_max_epi16, MC_GE16_, _mm512_set1_epi16(0x7FFF), _mm512_set1_epi16(0x7F80))
+MC_FINITE512_(f16, 2, _mm512_max_epi16, MC_GE16_, _mm512_set1_epi16(0x7FFF),
+              _mm512_set1_epi16(0x7C00))
+MC_FINITE512_(bf16, 2, _mm512_max_epi16, MC_GE16_, _mm512_set1_epi16(0x7FFF),
+              _mm512_set1_epi16(0x7F80))
 MC_FINITE512_(f32, 4, _mm512_max_epi32, MC_GE32_, _mm512_set1_epi32(0x7FFFFFFF),
               _mm512_set1_epi32(0x7F800000))
 MC_FINITE512_(f64, 8, _mm512_max_epi32, MC_GE32_, _mm512_set1_epi64(INT64_C(0x7FFFFFFF00000000)),
