@@ -2,9 +2,11 @@
 __version__ = "0.1.0"
 
 from mixedcore import kernels
-from mixedcore import optimizers
-from mixedcore import loss_scale
-from mixedcore.loss_scale import DynamicLossScale, FixedLossScale, LossScaleOptimizer
 
-__all__ = ["kernels", "optimizers", "loss_scale", "FixedLossScale", "DynamicLossScale",
-           "LossScaleOptimizer", "__version__"]
+__all__ = ["kernels", "__version__"]
+
+from mixedcore import loss_scale, optimizers  # noqa: E402
+from mixedcore.loss_scale import DynamicLossScale, FixedLossScale, LossScaleOptimizer  # noqa: E402
+
+__all__ += ["loss_scale", "optimizers", "FixedLossScale", "DynamicLossScale",
+            "LossScaleOptimizer"]
