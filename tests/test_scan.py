@@ -481,3 +481,26 @@ def test_every_start_offset(isa_level, dtype):
             assert_bits_equal(x, reference_unscale(src, 6.0))
             assert (buf[:offset].astype(np.float64) == 1.25).all()
             assert (buf[offset + n:].astype(np.float64) == 1.25).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.lists(st.integers(1, 7), min_size=1, max_size=3),
+       steps=st.lists(st.sampled_from([1, -1, 2, -3]), min_size=3, max_size=3),
+       dtype_index=st.integers(0, 3), seed=st.integers(0, 2**31),
+       scale=st.sampled_from([1.0, 3.0, 1024.0, 0.75]))
+def test_unscale_random_views(shape, steps, dtype_index, seed, scale):
+    rng = np.random.default_rng(seed)
+    dtype = DTYPES[dtype_index]
+    full = (rng.standard_normal([s * 3 for s in shape]) * 50).astype(dtype)
+    if rng.integers(0, 2):
+        bits(full).reshape(-1)[rng.integers(0, full.size)] = NONFINITE[dtype.name][
+            rng.integers(0, 5)]
+    before = full.copy()
+    index = tuple(slice(None, None, steps[i]) for i in range(len(shape)))
+    view = full[index].transpose(rng.permutation(len(shape)))
+    expected_finite = bool(np.isfinite(before[index].astype(np.float32)).all()) \
+        if dtype != np.float64 else bool(np.isfinite(before[index]).all())
+    assert kernels.unscale_and_check([view], scale) is expected_finite
+    expected = before.copy()
+    expected[index] = reference_unscale(before[index], scale)
+    assert_bits_equal(full, expected)
