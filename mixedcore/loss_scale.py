@@ -33,6 +33,14 @@ def _is_real(value):
             not isinstance(value, (bool, np.bool_)) and not isinstance(value, np.complexfloating))
 
 
+def _float(owner, name, value):
+    """float(value); a value too large for a float64 is a ValueError."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{owner}: {name} is too large: {value!r}") from None
+
+
 def _f32(value):
     """``value`` rounded to float32, as a Python float (inf when it overflows)."""
     with np.errstate(over="ignore"):
@@ -103,7 +111,7 @@ class FixedLossScale(LossScale):
         if not _is_real(loss_scale_value):
             raise ValueError(f"FixedLossScale: loss_scale_value must be a Python int or float, "
                              f"got {type(loss_scale_value).__name__}: {loss_scale_value!r}")
-        value = float(loss_scale_value)
+        value = _float("FixedLossScale", "loss_scale_value", loss_scale_value)
         if not value >= 1 or math.isinf(value):
             raise ValueError(f"FixedLossScale: loss_scale_value must be a finite number >= 1, "
                              f"got {loss_scale_value!r}")
@@ -150,7 +158,7 @@ class DynamicLossScale(LossScale):
         if not _is_real(initial_loss_scale):
             raise TypeError(f"DynamicLossScale: initial_loss_scale must be a number, got "
                             f"{type(initial_loss_scale).__name__}")
-        initial = float(initial_loss_scale)
+        initial = _float("DynamicLossScale", "initial_loss_scale", initial_loss_scale)
         if not (math.isfinite(_f32(initial)) and _f32(initial) > 0):
             raise ValueError(f"DynamicLossScale: initial_loss_scale must be a finite positive "
                              f"float32 value, got {initial_loss_scale!r}")
@@ -164,7 +172,8 @@ class DynamicLossScale(LossScale):
         if not _is_real(multiplier):
             raise TypeError(f"DynamicLossScale: multiplier must be a number, got "
                             f"{type(multiplier).__name__}")
-        if not (math.isfinite(float(multiplier)) and float(multiplier) >= 1):
+        if not (math.isfinite(_float("DynamicLossScale", "multiplier", multiplier)) and
+                float(multiplier) >= 1):
             raise ValueError(f"DynamicLossScale: multiplier must be a finite number >= 1, got "
                              f"{multiplier!r}")
         self._initial_loss_scale = initial

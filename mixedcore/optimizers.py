@@ -34,7 +34,10 @@ def _real(name, owner, value, low=None, high=None, low_open=False, high_open=Fal
     """``value`` as a float after checking its type and range (ValueError / TypeError)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.number)):
         raise TypeError(f"{owner}: {name} must be a real number, got {type(value).__name__}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        v = math.inf
     bad = not math.isfinite(v)
     if low is not None:
         bad = bad or (v <= low if low_open else v < low)

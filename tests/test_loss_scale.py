@@ -41,7 +41,8 @@ def test_fixed_loss_scale():
     assert FixedLossScale(1)() == 1.0
 
 
-@pytest.mark.parametrize("value", [0.5, 0, -3, float("nan"), float("inf"), "8", None, True, [2]])
+@pytest.mark.parametrize("value", [0.5, 0, -3, float("nan"), float("inf"), "8", None, True, [2],
+                                   10 ** 400])
 def test_fixed_loss_scale_bad(value):
     with pytest.raises(ValueError, match="FixedLossScale"):
         FixedLossScale(value)
@@ -157,7 +158,8 @@ def test_dynamic_config_round_trip():
     ({"initial_loss_scale": "big"}, TypeError), ({"increment_period": 0}, ValueError),
     ({"increment_period": 2.5}, TypeError), ({"increment_period": True}, TypeError),
     ({"multiplier": 0.5}, ValueError), ({"multiplier": float("nan")}, ValueError),
-    ({"multiplier": "2"}, TypeError),
+    ({"multiplier": "2"}, TypeError), ({"initial_loss_scale": 10 ** 400}, ValueError),
+    ({"multiplier": 10 ** 400}, ValueError),
 ])
 def test_dynamic_bad_arguments(kwargs, exc):
     with pytest.raises(exc, match="DynamicLossScale"):

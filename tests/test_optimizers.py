@@ -133,6 +133,7 @@ def test_get():
     (lambda: optimizers.Adam(beta_1=1.0), ValueError),
     (lambda: optimizers.Adam(beta_2=-0.5), ValueError),
     (lambda: optimizers.Adam(epsilon=float("nan")), ValueError),
+    (lambda: optimizers.SGD(learning_rate=10 ** 400), ValueError),
 ])
 def test_bad_hyperparameters(make, exc):
     with pytest.raises(exc):

@@ -333,7 +333,8 @@ def test_unscale_no_floating_point_warnings(isa_level):
 
 @pytest.mark.parametrize("scale, exc", [
     (0.0, ValueError), (-2.0, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
-    (1e-300, ValueError), (1e300, ValueError), ("2", TypeError), (True, TypeError),
+    (1e-300, ValueError), (1e300, ValueError), (10 ** 400, ValueError), ("2", TypeError),
+    (True, TypeError),
     (None, TypeError), ([2.0], TypeError),
 ])
 def test_unscale_bad_scale(scale, exc):

@@ -84,7 +84,10 @@ def _reciprocal(scale):
                 isinstance(scale, np.complexfloating):
             raise TypeError(f"unscale_and_check: scale must be a real number, got "
                             f"{type(scale).__name__}")
-    value = float(scale)
+    try:
+        value = float(scale)
+    except OverflowError:
+        value = math.inf
     if not (value > 0 and value < math.inf):
         raise ValueError(f"unscale_and_check: scale must be a finite positive number, got "
                          f"{scale!r}")
