@@ -236,8 +236,8 @@ cdef int _scan_build(_ScanTable table, object arrays, bint for_write) except? -2
 
 
 cdef int _scan_check_extents(_ScanTable table, object arrays) except? -2:
-    """-1 when the byte extents of the arrays are pairwise disjoint, else the report of an
-    array whose extent meets an earlier one (the caller then checks exactly)."""
+    """-1 when the byte extents of the arrays are pairwise disjoint, else SCAN_MAY_OVERLAP (with
+    index 0: the caller then checks every pair exactly)."""
     cdef int n = table.count, i, k
     cdef _scan_extent *ext
     cdef _scan_desc *d
@@ -265,7 +265,7 @@ cdef int _scan_check_extents(_ScanTable table, object arrays) except? -2:
         if ext[i].hi > hi:
             hi = ext[i].hi
     PyMem_Free(ext)
-    return -1 if k < 0 else k * 8 + SCAN_MAY_OVERLAP
+    return -1 if k < 0 else SCAN_MAY_OVERLAP
 
 
 cdef int _scan_run(const _scan_desc *d, char *p, int64_t n, bint write, mc_all_finite_fn *fin,
