@@ -18,13 +18,15 @@
 #   c. Threads split the concatenation of all arrays into byte ranges (boundaries on 64-byte
 #      multiples; in each array an element belongs to the range holding its first byte), so one
 #      huge array and many small ones balance alike.  The ranges are handed out dynamically,
-#      eight per thread, so that a thread the OS delays (shared machines) does not hold up the
-#      others.  all_finite threads share a stop flag, polled between chunks of SCAN_CHUNK
+#      eight per thread, by an atomic counter, so that a thread the OS delays (shared machines)
+#      does not hold up the others; a thread out of work sleeps, rather than spins, until every
+#      team thread has started (mc_wait_arrivals_).  all_finite threads share a stop flag, polled between chunks of SCAN_CHUNK
 #      bytes, and all stop at the first non-finite block any of them finds.
 #   d. unscale first validates every array (writable, no overlap between arrays by a sort of
 #      their byte extents), then writes: nothing is modified when something is refused.
 
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cython.parallel cimport parallel
 from libc.stdlib cimport qsort
 import numpy as _np
 
@@ -37,6 +39,10 @@ cdef extern from "mc_scan.h" nogil:
     int mc_unscale_strided(int type, char *p, int64_t stride, int64_t n, float inv32, double inv64)
     int mc_flag_get_(const int *flag)
     void mc_flag_set_(int *flag)
+    int64_t mc_fetch_add_(int64_t *p, int64_t v)
+    void mc_arrive_(int *arrived)
+    int mc_team_size_()
+    void mc_wait_arrivals_(const int *arrived, int n)
 
 ctypedef struct _scan_desc:
     char *data
@@ -368,12 +374,32 @@ cdef int _scan_bytes(const _scan_desc *desc, int count, int64_t b0, int64_t b1, 
     return ok
 
 
+cdef void _scan_worker(const _scan_desc *desc, int count, int64_t total, int64_t chunk,
+                       int64_t nchunks, bint write, mc_all_finite_fn *fin, mc_unscale_fn *uns,
+                       float inv32, double inv64, int *stop, int64_t *next_piece,
+                       int64_t *nbad, int *arrived) noexcept nogil:
+    """The body every team thread runs: take pieces until none is left (design c), then wait
+    for the other threads before the region's closing barrier (mc_wait_arrivals_)."""
+    cdef int64_t c, b0, b1
+    mc_arrive_(arrived)
+    while True:
+        c = mc_fetch_add_(next_piece, 1)
+        if c >= nchunks:
+            break
+        b0 = c * chunk
+        b1 = min(b0 + chunk, total)
+        if write or not mc_flag_get_(stop):
+            if not _scan_bytes(desc, count, b0, b1, write, fin, uns, inv32, inv64, stop):
+                mc_fetch_add_(nbad, 1)
+    mc_wait_arrivals_(arrived, mc_team_size_())
+
+
 cdef int _scan_execute(_ScanTable table, bint write, float inv32, double inv64) noexcept:
     cdef mc_all_finite_fn fin[4]
     cdef mc_unscale_fn uns[4]
-    cdef int k, nthreads, ok = 1, stop = 0, nbad = 0, count = table.count
+    cdef int k, nthreads, ok = 1, stop = 0, arrived = 0, count = table.count
     cdef _scan_desc *desc = table.desc
-    cdef int64_t total = table.total_bytes, b0, b1, c, nchunks, chunk
+    cdef int64_t total = table.total_bytes, nchunks, chunk, next_piece = 0, nbad = 0
     cdef mc_fpflags_t flags
     for k in range(4):
         fin[k] = mc_all_finite_kernel(_level, k)
@@ -388,12 +414,9 @@ cdef int _scan_execute(_ScanTable table, bint write, float inv32, double inv64) 
         if nthreads == 1 or nchunks < 2:
             ok = _scan_bytes(desc, count, 0, total, write, fin, uns, inv32, inv64, &stop)
         else:
-            for c in prange(nchunks, num_threads=nthreads, schedule="dynamic", chunksize=1):
-                b0 = c * chunk
-                b1 = min(b0 + chunk, total)
-                if write or not mc_flag_get_(&stop):
-                    nbad += 1 - _scan_bytes(desc, count, b0, b1, write, fin, uns, inv32, inv64,
-                                            &stop)
+            with parallel(num_threads=nthreads):
+                _scan_worker(desc, count, total, chunk, nchunks, write, fin, uns, inv32, inv64,
+                             &stop, &next_piece, &nbad, &arrived)
             ok = nbad == 0
         if write:
             mc_fpflags_restore(&flags)

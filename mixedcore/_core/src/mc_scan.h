@@ -24,6 +24,12 @@
 
 #include <stdint.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <time.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "mc_convert_scalar.h"
 
 /* --- scalar twins: the specification ------------------------------------------------------- */
@@ -86,10 +92,47 @@ MC_SCAN_DECLARE_(avx2)
 MC_SCAN_DECLARE_(avx512)
 int mc_unscale_bf16_avx512bf16(void *, int64_t, float, double);
 
-/* --- a stop flag shared by the threads of one scan ----------------------------------------- */
+/* --- coordination of the threads of one scan ----------------------------------------------- */
 
-/* Relaxed atomics: a thread that sees the flag late only scans a little more. */
+/* Relaxed atomics for the stop flag: a thread that sees it late only scans a little more. */
 static inline int mc_flag_get_(const int *flag) { return __atomic_load_n(flag, __ATOMIC_RELAXED); }
 static inline void mc_flag_set_(int *flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
+static inline int64_t mc_fetch_add_(int64_t *p, int64_t v)
+{
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+static inline void mc_arrive_(int *arrived) { __atomic_fetch_add(arrived, 1, __ATOMIC_ACQ_REL); }
+
+/* Threads in the current OpenMP team (1 outside a parallel region or without OpenMP). */
+static inline int mc_team_size_(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+/* Wait until all n threads of the team have arrived, first spinning briefly, then sleeping
+ * 20 us at a time.  The end of an OpenMP region is a barrier where libgomp spin-waits; when a
+ * team thread has not started yet because its core is busy (a shared machine), that spinning
+ * can hold the core it needs for a whole scheduler tick (4 ms and more).  A thread that has
+ * run out of work waits here instead, where sleeping leaves its core free, so the barrier
+ * is reached only once every thread has arrived. */
+static inline void mc_wait_arrivals_(const int *arrived, int n)
+{
+    for (int spin = 0; __atomic_load_n(arrived, __ATOMIC_ACQUIRE) < n; ++spin) {
+        if (spin < 2000) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+#if defined(__unix__) || defined(__APPLE__)
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+#endif
+        }
+    }
+}
 
 #endif
