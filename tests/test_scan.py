@@ -428,9 +428,12 @@ def test_split_unscale(isa_level, tiny_pieces):
     assert kernels.unscale_and_check(arrays, 1.0) is False
 
 
-def test_concurrent_python_threads(isa_level):
+@pytest.mark.parametrize("split", [False, True])
+def test_concurrent_python_threads(isa_level, split, request):
     """Kernels release the GIL and keep no shared state: calls from several Python threads
-    at once give each its own answer."""
+    at once give each its own answer, also when each call runs its own thread team."""
+    if split:
+        request.getfixturevalue("tiny_pieces")
     import threading
     rng = np.random.default_rng(6)
     work = []
