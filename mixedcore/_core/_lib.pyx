@@ -79,3 +79,4 @@ cdef inline int _threads_for(int64_t work, int64_t threshold) noexcept nogil:
 
 
 include "_cast.pxi"
+include "_gemm.pxi"

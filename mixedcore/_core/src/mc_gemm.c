@@ -1,0 +1,280 @@
+/* GEMM: the blocked loops, the generic (portable C) kernels and the per-level selection.
+ *
+ * Design:
+ *   a. mc_gemm_run() is the one blocked loop nest for every level (mc_gemm.h, design a); the
+ *      level only supplies the pack / micro-kernel / epilogue functions and block sizes.
+ *   b. The generic kernels are the scalar twins: packing through the conversion twins of
+ *      mc_convert_scalar.h, a 4 x 16 micro-kernel that multiplies then adds (two roundings per
+ *      step, since the baseline has no FMA; the error bound of docs/gemm.md still holds), and
+ *      the epilogue in plain C.  Compilers may vectorise them for the baseline, never beyond it,
+ *      and -ffp-contract=off keeps every rounding where the source puts it.
+ *   c. The activation is computed in double with libm (erfc, exp, tanh) and rounded once to
+ *      float32, so it is the same function at every level and within one rounding of exact.
+ *      gelu is the exact form x * Phi(x) = 0.5 * x * erfc(-x / sqrt(2)) (Keras' default,
+ *      approximate=False); erfc avoids the cancellation of 1 + erf(x) for negative x.
+ *   d. mc_gemm_select() picks the kernel of the highest level <= the requested one that has the
+ *      input pair: bfloat16 x bfloat16 uses VDPBF16PS at avx512bf16; every other pair (and
+ *      bfloat16 below that level) goes through float32 panels.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mc_convert_scalar.h"
+#include "mc_cpu.h"
+#include "mc_gemm.h"
+
+#define G_MR 4
+#define G_NR 16
+
+static inline float mc_f32_from_bits_(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint32_t mc_bits_from_f32_(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline float mc_load_elem_(const char *p, int type)
+{
+    if (type == MC_F32) {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return mc_f32_from_bits_(type == MC_F16 ? mc_f16_to_f32_bits(h) : mc_bf16_to_f32_bits(h));
+}
+
+/* --- activation ------------------------------------------------------------------------------ */
+
+float mc_gemm_act_scalar_(int act, float v)
+{
+    const double x = (double)v;
+    switch (act) {
+    case MC_ACT_RELU:
+        return v < 0.0f ? 0.0f : v;          /* NaN and -0.0 pass through, like max(0, v) */
+    case MC_ACT_GELU:
+        return (float)(0.5 * x * erfc(-x * 0.70710678118654752440));
+    case MC_ACT_SIGMOID:
+        return (float)(1.0 / (1.0 + exp(-x)));
+    case MC_ACT_TANH:
+        return (float)tanh(x);
+    default:
+        return v;
+    }
+}
+
+/* --- packing ---------------------------------------------------------------------------------- */
+
+void mc_gemm_pack_generic_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
+                           int64_t kc, int w, void *dst)
+{
+    float *d = (float *)dst;
+    for (int64_t k = 0; k < kc; ++k) {
+        const char *s = src + k * ks;
+        int64_t l = 0;
+        for (; l < lanes; ++l)
+            d[l] = mc_load_elem_(s + l * ls, type);
+        for (; l < w; ++l)
+            d[l] = 0.0f;
+        d += w;
+    }
+}
+
+/* bfloat16 only: word l of pair p holds element 2p in its low half and 2p + 1 in its high half
+ * (the layout VDPBF16PS multiplies pairwise); the element past an odd kc is zero. */
+void mc_gemm_pack_pairs_generic_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
+                                 int64_t kc, int w, void *dst)
+{
+    uint32_t *d = (uint32_t *)dst;
+    (void)type;
+    for (int64_t k = 0; k < kc; k += 2) {
+        const char *s = src + k * ks;
+        int64_t l = 0;
+        for (; l < lanes; ++l) {
+            uint16_t lo, hi = 0;
+            memcpy(&lo, s + l * ls, 2);
+            if (k + 1 < kc)
+                memcpy(&hi, s + ks + l * ls, 2);
+            d[l] = (uint32_t)lo | ((uint32_t)hi << 16);
+        }
+        for (; l < w; ++l)
+            d[l] = 0;
+        d += w;
+    }
+}
+
+/* --- generic micro-kernel --------------------------------------------------------------------- */
+
+static void mc_gemm_ukr_generic_(int64_t kc, const void *ap, const void *bp, float *tile, int mr)
+{
+    const float *a = (const float *)ap, *b = (const float *)bp;
+    float c[G_MR][G_NR];
+    memset(c, 0, sizeof c);
+    for (int64_t k = 0; k < kc; ++k) {
+        for (int i = 0; i < G_MR; ++i) {
+            const float ai = a[i];
+            for (int j = 0; j < G_NR; ++j)
+                c[i][j] += ai * b[j];
+        }
+        a += G_MR;
+        b += G_NR;
+    }
+    for (int i = 0; i < mr; ++i)
+        memcpy(tile + i * G_NR, c[i], sizeof c[i]);
+}
+
+/* --- epilogue --------------------------------------------------------------------------------- */
+
+#define MC_AT_(base, rs, cs, i, j) ((base) + (i) * (rs) + (j) * (cs))
+
+void mc_gemm_epi_generic_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
+                          int64_t i, int64_t j, int first, int last)
+{
+    for (int r = 0; r < mr; ++r) {
+        for (int s = 0; s < nr; ++s) {
+            const int64_t ii = i + r, jj = j + s;
+            float t = tile[r * ldt + s];
+            float *acc = (float *)MC_AT_((char *)g->acc, g->acc_rs, g->acc_cs, ii, jj);
+            if (!first)
+                t += *acc;
+            if (!last) {
+                *acc = t;
+                continue;
+            }
+            float v = g->alpha == 1.0f ? t : g->alpha * t;
+            if (g->beta != 0.0f)
+                v += g->beta * *(const float *)MC_AT_((const char *)g->c, g->c_rs, g->c_cs, ii, jj);
+            if (g->bias)
+                v += *(const float *)((const char *)g->bias + jj * g->bias_s);
+            v = mc_gemm_act_scalar_(g->act, v);
+            char *o = MC_AT_(g->out, g->o_rs, g->o_cs, ii, jj);
+            if (g->out_type == MC_F32) {
+                memcpy(o, &v, 4);
+            } else {
+                const uint32_t u = mc_bits_from_f32_(v);
+                const uint16_t h = g->out_type == MC_F16 ? mc_f32_to_f16_bits(u) : mc_f32_to_bf16_bits(u);
+                memcpy(o, &h, 2);
+            }
+        }
+    }
+}
+
+/* --- selection and blocks ---------------------------------------------------------------------- */
+
+static const mc_gemm_kernel mc_gemm_generic_ = {
+    G_MR, G_NR, 0, 4, mc_gemm_pack_generic_, mc_gemm_ukr_generic_, mc_gemm_epi_generic_,
+    64, 256, 2048,
+};
+
+const mc_gemm_kernel *mc_gemm_select(int level, int a_type, int b_type)
+{
+    const mc_gemm_kernel *k = NULL;
+#if defined(MC_HAVE_AVX512BF16)
+    if (!k && level >= MC_ISA_AVX512BF16)
+        k = mc_gemm_kernel_avx512bf16(a_type, b_type);
+#endif
+#if defined(MC_HAVE_AVX512)
+    if (!k && level >= MC_ISA_AVX512)
+        k = mc_gemm_kernel_avx512(a_type, b_type);
+#endif
+#if defined(MC_HAVE_AVX2)
+    if (!k && level >= MC_ISA_AVX2)
+        k = mc_gemm_kernel_avx2(a_type, b_type);
+#endif
+    (void)level;
+    (void)a_type;
+    (void)b_type;
+    return k ? k : &mc_gemm_generic_;
+}
+
+void mc_gemm_blocks_for(const mc_gemm_kernel *kern, const mc_gemm_blocks *want, mc_gemm_blocks *blk)
+{
+    int64_t mc = want && want->mc > 0 ? want->mc : kern->mc;
+    int64_t kc = want && want->kc > 0 ? want->kc : kern->kc;
+    int64_t nc = want && want->nc > 0 ? want->nc : kern->nc;
+    mc = (mc + kern->mr - 1) / kern->mr * kern->mr;
+    nc = (nc + kern->nr - 1) / kern->nr * kern->nr;
+    kc = (kc + 1) / 2 * 2;
+    blk->mc = mc;
+    blk->kc = kc;
+    blk->nc = nc;
+}
+
+static int64_t mc_round64_(int64_t x) { return (x + 63) & ~(int64_t)63; }
+
+int64_t mc_gemm_workspace_bytes(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk)
+{
+    return mc_round64_(blk->nc * blk->kc * 4) + mc_round64_(blk->mc * blk->kc * 4) +
+           mc_round64_((int64_t)kern->mr * kern->nr * 4) + 64;
+}
+
+static _Thread_local void *mc_ws_ = NULL;
+static _Thread_local int64_t mc_ws_bytes_ = 0;
+
+void *mc_gemm_workspace_(int64_t bytes)
+{
+    if (bytes <= mc_ws_bytes_)
+        return mc_ws_;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, (size_t)bytes) != 0)
+        return NULL;
+    free(mc_ws_);
+    mc_ws_ = p;
+    mc_ws_bytes_ = bytes;
+    return p;
+}
+
+/* --- the blocked loops ------------------------------------------------------------------------- */
+
+void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,
+                 int64_t m0, int64_t m1, int64_t n0, int64_t n1, void *work)
+{
+    const int mr = kern->mr, nr = kern->nr;
+    const int64_t K = g->k;
+    char *bp = (char *)work;
+    char *ap = bp + mc_round64_(blk->nc * blk->kc * 4);
+    float *tile = (float *)(ap + mc_round64_(blk->mc * blk->kc * 4));
+
+    if (K == 0) {
+        memset(tile, 0, (size_t)mr * nr * 4);
+        for (int64_t i = m0; i < m1; i += mr)
+            for (int64_t j = n0; j < n1; j += nr)
+                kern->epi(g, tile, nr, (int)(m1 - i < mr ? m1 - i : mr),
+                          (int)(n1 - j < nr ? n1 - j : nr), i, j, 1, 1);
+        return;
+    }
+    for (int64_t jc = n0; jc < n1; jc += blk->nc) {
+        const int64_t nc = n1 - jc < blk->nc ? n1 - jc : blk->nc;
+        for (int64_t pc = 0; pc < K; pc += blk->kc) {
+            const int64_t kc = K - pc < blk->kc ? K - pc : blk->kc;
+            /* packed rows per panel: k steps, or k pairs */
+            const int64_t ksteps = kern->pairs ? (kc + 1) / 2 : kc;
+            const int first = pc == 0, last = pc + kc >= K;
+            for (int64_t jr = 0; jr < nc; jr += nr)
+                kern->pack(g->b + pc * g->b_rs + (jc + jr) * g->b_cs, g->b_type, g->b_cs, g->b_rs,
+                           nc - jr < nr ? nc - jr : nr, kc, nr, bp + jr * ksteps * 4);
+            for (int64_t ic = m0; ic < m1; ic += blk->mc) {
+                const int64_t mcb = m1 - ic < blk->mc ? m1 - ic : blk->mc;
+                for (int64_t ir = 0; ir < mcb; ir += mr)
+                    kern->pack(g->a + (ic + ir) * g->a_rs + pc * g->a_cs, g->a_type, g->a_rs, g->a_cs,
+                               mcb - ir < mr ? mcb - ir : mr, kc, mr, ap + ir * ksteps * 4);
+                for (int64_t jr = 0; jr < nc; jr += nr) {
+                    const int nrr = (int)(nc - jr < nr ? nc - jr : nr);
+                    for (int64_t ir = 0; ir < mcb; ir += mr) {
+                        const int mrr = (int)(mcb - ir < mr ? mcb - ir : mr);
+                        kern->ukr(ksteps, ap + ir * ksteps * 4, bp + jr * ksteps * 4, tile, mrr);
+                        kern->epi(g, tile, nr, mrr, nrr, ic + ir, jc + jr, first, last);
+                    }
+                }
+            }
+        }
+    }
+}
