@@ -86,6 +86,10 @@ void mc_gemm_epi_generic_(const mc_gemm_args *g, const float *tile, int ldt, int
  * lifetime, grown when needed); NULL when out of memory. */
 void *mc_gemm_workspace_(int64_t bytes);
 
+/* The AVX-512 vector epilogue (mc_gemm_avx512.c), shared by the avx512bf16 kernels. */
+void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
+                         int64_t i, int64_t j, int first, int last);
+
 const mc_gemm_kernel *mc_gemm_kernel_avx2(int a_type, int b_type);
 const mc_gemm_kernel *mc_gemm_kernel_avx512(int a_type, int b_type);
 const mc_gemm_kernel *mc_gemm_kernel_avx512bf16(int a_type, int b_type);

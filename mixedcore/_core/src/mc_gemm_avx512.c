@@ -1,0 +1,257 @@
+/* AVX-512 (F/BW/VL/DQ + F16C + FMA) GEMM: float32 panels, FMA micro-kernel, vector epilogue.
+ *
+ * Design:
+ *   a. Micro-kernel MC_MR x MC_NR = 14 x 32: 28 zmm accumulators, 2 zmm of B per k, A broadcast
+ *      from memory into each FMA.  Zen 4 retires one 512-bit FMA per cycle per core, so 28 FMAs
+ *      per k need 28 cycles while the 2 loads + 14 broadcasts fit the two load ports; the
+ *      28-accumulator chain also hides the 4-cycle FMA latency many times over.  Tiles with
+ *      fewer rows (the bottom edge, and small-batch inference) run a copy of the kernel
+ *      specialised to that many rows, so batch 1 costs 1/14 of a full tile, not a full tile.
+ *   b. Each product is one FMA into its accumulator, k in order: the same sequence of float32
+ *      operations as sum += a[k] * b[k] with one rounding per step.
+ *   c. Packing converts float16 (F16C, exact) and bfloat16 (a shift, exact) to float32 on the
+ *      way.  Lanes contiguous in memory (rows of B, columns of a Fortran-ordered A) are masked
+ *      vector loads; lanes contiguous along k (rows of A, a transposed B) are gathers of 16
+ *      lanes, two k at a time for 16-bit types (one 32-bit word holds k and k + 1, read only when
+ *      k + 1 is inside the block); any other layout, or lane offsets beyond 32 bits, uses the
+ *      scalar pack.  No load ever touches an element outside the operand.
+ *   d. The epilogue works on rows of 16 lanes with a mask for the right edge, when the output,
+ *      the accumulator and Cin are contiguous along rows and the activation is none or relu;
+ *      otherwise it is the scalar epilogue.  Rounding to float16 is VCVTPS2PH (round to nearest
+ *      even, subnormals kept; its results equal the scalar twin for every non-signalling input,
+ *      and an arithmetic result is never a signalling NaN); to bfloat16 it is the integer RNE of
+ *      mc_f32_to_bf16_bits.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+#include "mc_convert_scalar.h"
+#include "mc_gemm.h"
+
+#define MC_INLINE_ static inline __attribute__((always_inline))
+#define MC_MR 14
+#define MC_NV 2
+#define MC_NR (16 * MC_NV)
+
+/* --- packing ---------------------------------------------------------------------------------- */
+
+/* The first n lanes (n clamped to 0..16). */
+MC_INLINE_ __mmask16 mc_mask_(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+MC_INLINE_ __m512 mc_load16_(const char *p, int type, __mmask16 m)
+{
+    if (type == MC_F32)
+        return _mm512_maskz_loadu_ps(m, p);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    if (type == MC_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static void mc_pack_lanes_contig_(const char *src, int type, int64_t ks, int64_t lanes,
+                                  int64_t kc, int w, float *d)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    for (int64_t k = 0; k < kc; ++k) {
+        const char *s = src + k * ks;
+        for (int l = 0; l < w; l += 16) {
+            const __mmask16 m = mc_mask_(lanes - l), mw = mc_mask_(w - l);
+            _mm512_mask_storeu_ps(d + l, mw, mc_load16_(s + l * es, type, m));
+        }
+        d += w;
+    }
+}
+
+static void mc_pack_k_contig_(const char *src, int type, int64_t ls, int64_t lanes, int64_t kc,
+                              int w, float *d)
+{
+    __m512i idx[4];
+    __mmask16 msk[4], mw[4];
+    const int nv = (w + 15) / 16;
+    for (int v = 0; v < nv; ++v) {
+        idx[v] = _mm512_mullo_epi32(
+            _mm512_add_epi32(_mm512_set1_epi32(16 * v),
+                             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
+            _mm512_set1_epi32((int)ls));
+        msk[v] = mc_mask_(lanes - 16 * v);
+        mw[v] = mc_mask_(w - 16 * v);
+    }
+    if (type == MC_F32) {
+        for (int64_t k = 0; k < kc; ++k) {
+            for (int v = 0; v < nv; ++v)
+                _mm512_mask_storeu_ps(d + 16 * v, mw[v], _mm512_mask_i32gather_ps(
+                                          _mm512_setzero_ps(), msk[v], idx[v], src + 4 * k, 1));
+            d += w;
+        }
+        return;
+    }
+    int64_t k = 0;
+    for (; k + 1 < kc; k += 2) {
+        for (int v = 0; v < nv; ++v) {
+            const __m512i p = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), msk[v], idx[v],
+                                                          src + 2 * k, 1);
+            __m512 lo, hi;
+            if (type == MC_F16) {
+                lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(p));
+                hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(p, 16)));
+            } else {
+                lo = _mm512_castsi512_ps(_mm512_slli_epi32(p, 16));
+                hi = _mm512_castsi512_ps(_mm512_and_si512(p, _mm512_set1_epi32((int)0xFFFF0000u)));
+            }
+            _mm512_mask_storeu_ps(d + 16 * v, mw[v], lo);
+            _mm512_mask_storeu_ps(d + w + 16 * v, mw[v], hi);
+        }
+        d += 2 * w;
+    }
+    if (k < kc)
+        mc_gemm_pack_generic_(src + 2 * k, type, ls, 2, lanes, 1, w, d);
+}
+
+static void mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
+                            int64_t kc, int w, void *dst)
+{
+    const int64_t es = type == MC_F32 ? 4 : 2;
+    if (ls == es) {
+        mc_pack_lanes_contig_(src, type, ks, lanes, kc, w, (float *)dst);
+    } else if (ks == es && ls > -(INT64_C(1) << 31) / 64 && ls < (INT64_C(1) << 31) / 64) {
+        mc_pack_k_contig_(src, type, ls, lanes, kc, w, (float *)dst);
+    } else {
+        mc_gemm_pack_generic_(src, type, ls, ks, lanes, kc, w, dst);
+    }
+}
+
+/* --- micro-kernel ------------------------------------------------------------------------------ */
+
+MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const float *b,
+                             float *tile)
+{
+    __m512 c[MC_MR][MC_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            c[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 bv[MC_NV];
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            bv[j] = _mm512_load_ps(b + 16 * j);
+#pragma GCC unroll 16
+        for (int i = 0; i < rows; ++i) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 4
+            for (int j = 0; j < MC_NV; ++j)
+                c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
+        }
+        a += MC_MR;
+        b += MC_NR;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            _mm512_store_ps(tile + i * MC_NR + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_ROWS_(R)                                                                     \
+    static void mc_ukr_##R##_(int64_t kc, const float *a, const float *b, float *tile)      \
+    {                                                                                       \
+        mc_ukr_body_(R, kc, a, b, tile);                                                    \
+    }
+MC_UKR_ROWS_(1) MC_UKR_ROWS_(2) MC_UKR_ROWS_(3) MC_UKR_ROWS_(4) MC_UKR_ROWS_(5)
+MC_UKR_ROWS_(6) MC_UKR_ROWS_(7) MC_UKR_ROWS_(8) MC_UKR_ROWS_(9) MC_UKR_ROWS_(10)
+MC_UKR_ROWS_(11) MC_UKR_ROWS_(12) MC_UKR_ROWS_(13) MC_UKR_ROWS_(14)
+
+typedef void (*mc_ukr_rows_fn_)(int64_t, const float *, const float *, float *);
+static const mc_ukr_rows_fn_ mc_ukr_rows_[MC_MR + 1] = {
+    NULL, mc_ukr_1_, mc_ukr_2_, mc_ukr_3_, mc_ukr_4_, mc_ukr_5_, mc_ukr_6_, mc_ukr_7_,
+    mc_ukr_8_, mc_ukr_9_, mc_ukr_10_, mc_ukr_11_, mc_ukr_12_, mc_ukr_13_, mc_ukr_14_,
+};
+
+static void mc_ukr_f32_avx512_(int64_t kc, const void *ap, const void *bp, float *tile, int mr)
+{
+    mc_ukr_rows_[mr](kc, (const float *)ap, (const float *)bp, tile);
+}
+
+/* --- epilogue ----------------------------------------------------------------------------------- */
+
+/* float32 -> bfloat16 bits in 32-bit lanes: mc_f32_to_bf16_bits lane by lane (add 0x7FFF + lsb,
+ * truncate; NaN -> 0x7FC0 with its sign). */
+MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
+{
+    const __m512i b = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    const __m512i a = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
+    const __m512i qnan = _mm512_or_si512(
+        _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x8000)),
+        _mm512_set1_epi32(0x7FC0));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, qnan));
+}
+
+void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
+                         int64_t i, int64_t j, int first, int last)
+{
+    const int es = g->out_type == MC_F32 ? 4 : 2;
+    const int use_c = last && g->beta != 0.0f;
+    if (g->act > MC_ACT_RELU || (!(first && last) && g->acc_cs != 4) ||
+        (last && g->o_cs != es) || (use_c && g->c_cs != 4) ||
+        (last && g->bias && g->bias_s != 4 && g->bias_s != 0)) {
+        mc_gemm_epi_generic_(g, tile, ldt, mr, nr, i, j, first, last);
+        return;
+    }
+    const __m512 alpha = _mm512_set1_ps(g->alpha), beta = _mm512_set1_ps(g->beta);
+    const int scale = g->alpha != 1.0f;
+    for (int r = 0; r < mr; ++r) {
+        const int64_t ii = i + r;
+        float *acc = (float *)((char *)g->acc + ii * g->acc_rs + j * 4);
+        for (int s = 0; s < nr; s += 16) {
+            const int left = nr - s;
+            const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+            __m512 t = _mm512_maskz_loadu_ps(m, tile + r * ldt + s);
+            if (!first)
+                t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, acc + s));
+            if (!last) {
+                _mm512_mask_storeu_ps(acc + s, m, t);
+                continue;
+            }
+            __m512 v = scale ? _mm512_mul_ps(alpha, t) : t;
+            if (use_c) {
+                const float *cp = (const float *)((const char *)g->c + ii * g->c_rs + (j + s) * 4);
+                v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m, cp)));
+            }
+            if (g->bias) {
+                const __m512 bv = g->bias_s == 0 ? _mm512_set1_ps(g->bias[0])
+                                                 : _mm512_maskz_loadu_ps(m, g->bias + j + s);
+                v = _mm512_add_ps(v, bv);
+            }
+            if (g->act == MC_ACT_RELU)
+                v = _mm512_max_ps(_mm512_setzero_ps(), v);   /* NaN and -0.0 pass, as the twin */
+            char *o = g->out + ii * g->o_rs + (j + s) * es;
+            if (g->out_type == MC_F32)
+                _mm512_mask_storeu_ps(o, m, v);
+            else if (g->out_type == MC_F16)
+                _mm256_mask_storeu_epi16(o, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
+                                                                  _MM_FROUND_NO_EXC));
+            else
+                _mm256_mask_storeu_epi16(o, m, mc_f32_to_bf16_v_(v));
+        }
+    }
+}
+
+static const mc_gemm_kernel mc_gemm_f32_avx512_ = {
+    MC_MR, MC_NR, 0, 4, mc_pack_avx512_, mc_ukr_f32_avx512_, mc_gemm_epi_avx512_,
+    140, 256, 2048,
+};
+
+const mc_gemm_kernel *mc_gemm_kernel_avx512(int a_type, int b_type)
+{
+    (void)a_type;
+    (void)b_type;
+    return &mc_gemm_f32_avx512_;
+}

@@ -1,0 +1,168 @@
+/* AVX512-BF16 GEMM: bfloat16 x bfloat16 on VDPBF16PS over K-pair-interleaved panels.
+ *
+ * Design:
+ *   a. Panels hold pairs: the 32-bit word of lane l for pair p is (x[l, 2p], x[l, 2p + 1]), the
+ *      low half first; an odd K ends with a zero in the high half, written by the pack, never read
+ *      from the array.  VDPBF16PS multiplies the two bfloat16 halves of a broadcast A word by the
+ *      halves of 16 B words and adds both products to 16 float32 accumulators: 64 flops per
+ *      instruction, twice the FMA rate.
+ *   b. What VDPBF16PS computes (Intel SDM; measured the same on Zen 4, see tests/test_gemm.py):
+ *      acc = (acc + a_odd * b_odd) + a_even * b_even, each product exact (8 x 8 bit significands),
+ *      each addition rounded to nearest even -- the same two roundings as two FMAs, the odd pair
+ *      first -- but with denormals flushed: subnormal bfloat16 inputs are read as zero and
+ *      subnormal results are flushed to zero, whatever MXCSR says.  The error bound of
+ *      docs/gemm.md therefore holds for inputs whose products and partial sums stay in float32's
+ *      normal range; below 2**-126 the flush adds up to 2**-126 per step.
+ *   c. Micro-kernel 14 x 32 (28 zmm accumulators, as the float32 kernel), with copies specialised
+ *      to fewer rows for the bottom edge and small batches.
+ *   d. Packing: lanes contiguous in memory (rows of B) load two rows of k and interleave them
+ *      with one VPERMT2W per 16 output words; lanes contiguous along k (rows of A) gather one
+ *      32-bit word per lane, which already is the pair; other layouts use the scalar pack.
+ *   e. The epilogue is the avx512 one (float32 tile in, rounding on store).
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+#include "mc_convert_scalar.h"
+#include "mc_gemm.h"
+
+#define MC_INLINE_ static inline __attribute__((always_inline))
+#define MC_MR 14
+#define MC_NV 2
+#define MC_NR (16 * MC_NV)
+
+MC_INLINE_ __mmask32 mc_mask32_(int64_t n)
+{
+    return n >= 32 ? (__mmask32)0xFFFFFFFFu : n <= 0 ? (__mmask32)0 : (__mmask32)((1u << n) - 1u);
+}
+
+MC_INLINE_ __mmask16 mc_mask16_(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+static void mc_pack_pairs_lanes_contig_(const char *src, int64_t ks, int64_t lanes, int64_t kc,
+                                        int w, uint32_t *d)
+{
+    /* word j of the low output = (r0[j], r1[j]) for j < 16; the high output takes j + 16 */
+    const __m512i lo_idx = _mm512_setr_epi32(
+        0x00200000, 0x00210001, 0x00220002, 0x00230003, 0x00240004, 0x00250005, 0x00260006,
+        0x00270007, 0x00280008, 0x00290009, 0x002A000A, 0x002B000B, 0x002C000C, 0x002D000D,
+        0x002E000E, 0x002F000F);
+    const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
+    for (int64_t k = 0; k < kc; k += 2) {
+        const char *s = src + k * ks;
+        for (int l = 0; l < w; l += 32) {
+            const __mmask32 m = mc_mask32_(lanes - l);
+            const __m512i r0 = _mm512_maskz_loadu_epi16(m, s + 2 * l);
+            const __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, s + ks + 2 * l)
+                                          : _mm512_setzero_si512();
+            _mm512_mask_storeu_epi32(d + l, mc_mask16_(w - l),
+                                     _mm512_permutex2var_epi16(r0, lo_idx, r1));
+            if (w - l > 16)
+                _mm512_mask_storeu_epi32(d + l + 16, mc_mask16_(w - l - 16),
+                                         _mm512_permutex2var_epi16(r0, hi_idx, r1));
+        }
+        d += w;
+    }
+}
+
+static void mc_pack_pairs_k_contig_(const char *src, int64_t ls, int64_t lanes, int64_t kc,
+                                    int w, uint32_t *d)
+{
+    __m512i idx[4];
+    __mmask16 msk[4], mw[4];
+    const int nv = (w + 15) / 16;
+    for (int v = 0; v < nv; ++v) {
+        idx[v] = _mm512_mullo_epi32(
+            _mm512_add_epi32(_mm512_set1_epi32(16 * v),
+                             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
+            _mm512_set1_epi32((int)ls));
+        msk[v] = mc_mask16_(lanes - 16 * v);
+        mw[v] = mc_mask16_(w - 16 * v);
+    }
+    int64_t k = 0;
+    for (; k + 1 < kc; k += 2) {
+        for (int v = 0; v < nv; ++v)
+            _mm512_mask_storeu_epi32(d + 16 * v, mw[v], _mm512_mask_i32gather_epi32(
+                                         _mm512_setzero_si512(), msk[v], idx[v], src + 2 * k, 1));
+        d += w;
+    }
+    if (k < kc)
+        mc_gemm_pack_pairs_generic_(src + 2 * k, MC_BF16, ls, 2, lanes, 1, w, d);
+}
+
+static void mc_pack_pairs_avx512bf16_(const char *src, int type, int64_t ls, int64_t ks,
+                                      int64_t lanes, int64_t kc, int w, void *dst)
+{
+    if (ls == 2)
+        mc_pack_pairs_lanes_contig_(src, ks, lanes, kc, w, (uint32_t *)dst);
+    else if (ks == 2 && ls > -(INT64_C(1) << 31) / 64 && ls < (INT64_C(1) << 31) / 64)
+        mc_pack_pairs_k_contig_(src, ls, lanes, kc, w, (uint32_t *)dst);
+    else
+        mc_gemm_pack_pairs_generic_(src, type, ls, ks, lanes, kc, w, dst);
+}
+
+MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kp, const uint32_t *a, const uint32_t *b,
+                             float *tile)
+{
+    __m512 c[MC_MR][MC_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            c[i][j] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < kp; ++p) {
+        __m512bh bv[MC_NV];
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            bv[j] = (__m512bh)_mm512_load_si512(b + 16 * j);
+#pragma GCC unroll 16
+        for (int i = 0; i < rows; ++i) {
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
+#pragma GCC unroll 4
+            for (int j = 0; j < MC_NV; ++j)
+                c[i][j] = _mm512_dpbf16_ps(c[i][j], ai, bv[j]);
+        }
+        a += MC_MR;
+        b += MC_NR;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            _mm512_store_ps(tile + i * MC_NR + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_ROWS_(R)                                                                     \
+    static void mc_ukr_##R##_(int64_t kp, const uint32_t *a, const uint32_t *b, float *tile) \
+    {                                                                                       \
+        mc_ukr_body_(R, kp, a, b, tile);                                                    \
+    }
+MC_UKR_ROWS_(1) MC_UKR_ROWS_(2) MC_UKR_ROWS_(3) MC_UKR_ROWS_(4) MC_UKR_ROWS_(5)
+MC_UKR_ROWS_(6) MC_UKR_ROWS_(7) MC_UKR_ROWS_(8) MC_UKR_ROWS_(9) MC_UKR_ROWS_(10)
+MC_UKR_ROWS_(11) MC_UKR_ROWS_(12) MC_UKR_ROWS_(13) MC_UKR_ROWS_(14)
+
+typedef void (*mc_ukr_rows_fn_)(int64_t, const uint32_t *, const uint32_t *, float *);
+static const mc_ukr_rows_fn_ mc_ukr_rows_[MC_MR + 1] = {
+    NULL, mc_ukr_1_, mc_ukr_2_, mc_ukr_3_, mc_ukr_4_, mc_ukr_5_, mc_ukr_6_, mc_ukr_7_,
+    mc_ukr_8_, mc_ukr_9_, mc_ukr_10_, mc_ukr_11_, mc_ukr_12_, mc_ukr_13_, mc_ukr_14_,
+};
+
+static void mc_ukr_bf16_avx512bf16_(int64_t kp, const void *ap, const void *bp, float *tile,
+                                    int mr)
+{
+    mc_ukr_rows_[mr](kp, (const uint32_t *)ap, (const uint32_t *)bp, tile);
+}
+
+static const mc_gemm_kernel mc_gemm_bf16_avx512bf16_ = {
+    MC_MR, MC_NR, 1, 4, mc_pack_pairs_avx512bf16_, mc_ukr_bf16_avx512bf16_, mc_gemm_epi_avx512_,
+    140, 512, 2048,
+};
+
+const mc_gemm_kernel *mc_gemm_kernel_avx512bf16(int a_type, int b_type)
+{
+    if (a_type == MC_BF16 && b_type == MC_BF16)
+        return &mc_gemm_bf16_avx512bf16_;
+    return NULL;
+}
