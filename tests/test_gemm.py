@@ -1,0 +1,418 @@
+"""mixedcore.kernels.matmul: error bound, layouts, epilogue, determinism, bad input.
+
+Every numerical test runs at every ISA level (the ``isa_level`` fixture).  The reference is the
+float64 product of the same (already rounded) inputs; every element must lie within
+``2 * k * 2**-24 * (|a| @ |b|)`` of it (docs/gemm.md derives the bound).  Inputs are drawn from a
+normal distribution, so no product or partial sum is subnormal: at the avx512bf16 level
+VDPBF16PS flushes subnormals, which ``test_bf16_subnormals`` shows separately.
+"""
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mixedcore import kernels
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+U = 2.0 ** -24
+
+PAIRS = [(F32, F32), (F16, F16), (BF16, BF16), (F32, BF16), (F16, BF16), (BF16, F32)]
+EDGES = [1, 2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97]
+
+
+def _rand(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _f64(x):
+    return np.asarray(x).astype(np.float64)
+
+
+def _bound(a, b, k):
+    return 2 * max(k, 1) * U * (np.abs(_f64(a)) @ np.abs(_f64(b)))
+
+
+def _check(got, a, b):
+    """Every element within the bound of the float64 product of the same inputs."""
+    a64, b64 = _f64(a), _f64(b)
+    ref = a64 @ b64
+    k = a.shape[-1]
+    err = np.abs(_f64(got) - ref)
+    bound = _bound(a, b, k)
+    bad = ~(err <= bound)
+    assert not bad.any(), (
+        f"{bad.sum()} elements outside the bound; worst excess "
+        f"{np.max(np.where(bad, err - bound, 0))}")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+# ---------------------------------------------------------------------------------------------
+# error bound over the shape grid
+
+
+def _grid():
+    # every edge size once in each role, plus shapes crossing several block edges at once
+    shapes = []
+    for i, s in enumerate(EDGES):
+        t = EDGES[(i * 5 + 3) % len(EDGES)]
+        u = EDGES[(i * 7 + 1) % len(EDGES)]
+        shapes += [(s, t, u), (t, s, u), (u, t, s)]
+    shapes += [(130, 300, 70), (29, 1100, 45)]
+    return sorted(set(shapes))
+
+
+@pytest.mark.parametrize("da,db", PAIRS, ids=lambda d: str(d))
+def test_error_bound_shape_grid(isa_level, da, db, rng):
+    for m, k, n in _grid():
+        a = _rand(rng, (m, k), da)
+        b = _rand(rng, (k, n), db)
+        _check(kernels.matmul(a, b), a, b)
+
+
+@pytest.mark.parametrize("da,db", [(F32, F32), (BF16, BF16), (F16, F32)], ids=str)
+def test_error_bound_beyond_every_block(isa_level, da, db, rng):
+    # small blocks so that M, N and K each span several MC / NC / KC blocks cheaply
+    kernels.set_gemm_blocks(mc=28, kc=40, nc=64)
+    try:
+        for m, k, n in [(97, 131, 200), (65, 81, 129), (3, 97, 65)]:
+            a = _rand(rng, (m, k), da)
+            b = _rand(rng, (k, n), db)
+            _check(kernels.matmul(a, b), a, b)
+            got16 = kernels.matmul(a, b, out_dtype=F16)
+            assert np.array_equal(got16.view(np.uint16),
+                                  kernels.matmul(a, b).astype(F16).view(np.uint16))
+    finally:
+        kernels.set_gemm_blocks()
+
+
+@pytest.mark.parametrize("out_dtype", [F16, BF16])
+@pytest.mark.parametrize("da,db", [(F32, F32), (BF16, BF16), (F16, F16)], ids=str)
+def test_16bit_output_is_rounded_once(isa_level, out_dtype, da, db, rng):
+    """A 16-bit result is the float32 result rounded as numpy / ml_dtypes round it."""
+    for m, k, n in [(17, 33, 65), (33, 600, 31), (1, 1100, 3)]:
+        a = _rand(rng, (m, k), da) * 300
+        b = _rand(rng, (k, n), db)
+        a = a.astype(da)
+        got = kernels.matmul(a, b, out_dtype=out_dtype)
+        assert got.dtype == out_dtype
+        want = kernels.matmul(a, b).astype(out_dtype)
+        assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_k_zero_and_empty(isa_level):
+    a = np.ones((3, 0), F16)
+    b = np.ones((0, 4), BF16)
+    got = kernels.matmul(a, b)
+    assert got.shape == (3, 4) and got.dtype == F32 and not got.any()
+    bias = np.arange(4, dtype=F32)
+    got = kernels.matmul(a, b, bias=bias, activation="relu")
+    assert np.array_equal(got, np.broadcast_to(bias, (3, 4)))
+    assert kernels.matmul(np.ones((0, 5), F32), np.ones((5, 4), F32)).shape == (0, 4)
+    assert kernels.matmul(np.ones((3, 5), F32), np.ones((5, 0), F32)).shape == (3, 0)
+    assert kernels.matmul(np.ones((0, 3, 5), F32), np.ones((5, 2), F32)).shape == (0, 3, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# layouts
+
+
+def _layouts(x):
+    """Views of the same values in different memory layouts."""
+    yield "C", x
+    yield "F", np.asfortranarray(x)
+    big = np.zeros((x.shape[0] * 2, x.shape[1] * 3), x.dtype)
+    big[::2, ::3] = x
+    yield "strided", big[::2, ::3]
+    rev = np.ascontiguousarray(x[::-1, ::-1])
+    yield "reversed", rev[::-1, ::-1]
+    yield "transposed", np.ascontiguousarray(x.T).T
+
+
+@pytest.mark.parametrize("da,db", [(F32, F32), (F16, F16), (BF16, BF16), (BF16, F16)], ids=str)
+def test_layouts_give_identical_results(isa_level, da, db, rng):
+    a0 = _rand(rng, (37, 71), da)
+    b0 = _rand(rng, (71, 45), db)
+    want = kernels.matmul(a0, b0)
+    _check(want, a0, b0)
+    for name_a, a in _layouts(a0):
+        for name_b, b in _layouts(b0):
+            got = kernels.matmul(a, b)
+            assert np.array_equal(got, want), (name_a, name_b)
+
+
+def test_batched_broadcast_and_vectors(isa_level, rng):
+    a = _rand(rng, (2, 1, 19, 33), BF16)
+    b = _rand(rng, (3, 33, 21), F16)
+    got = kernels.matmul(a, b)
+    ref = np.matmul(_f64(a), _f64(b))
+    assert got.shape == ref.shape == (2, 3, 19, 21)
+    bound = 2 * 33 * U * np.matmul(np.abs(_f64(a)), np.abs(_f64(b)))
+    assert (np.abs(got - ref) <= bound).all()
+    # batch items equal the single products, bit for bit
+    for i in range(2):
+        for j in range(3):
+            assert np.array_equal(got[i, j], kernels.matmul(a[i, 0], b[j]))
+    # 1-D operands follow numpy.matmul's shapes
+    v = _rand(rng, (33,), F32)
+    w = _rand(rng, (33,), F32)
+    for x, y in [(v, b), (a, v), (v, w), (v, _rand(rng, (33, 5), F32))]:
+        got = kernels.matmul(x, y)
+        ref = np.matmul(_f64(x), _f64(y))
+        assert np.shape(got) == ref.shape
+        bound = 2 * 33 * U * np.matmul(np.abs(_f64(x)), np.abs(_f64(y)))
+        assert np.all(np.abs(_f64(got) - ref) <= bound)
+    # a broadcast (stride 0) batch of B and a transposed batch of A
+    bb = np.broadcast_to(_rand(rng, (33, 21), F32), (4, 33, 21))
+    at = np.ascontiguousarray(np.swapaxes(_rand(rng, (4, 19, 33), F16), 1, 2))
+    got = kernels.matmul(np.swapaxes(at, 1, 2), bb)
+    for i in range(4):
+        assert np.array_equal(got[i], kernels.matmul(np.ascontiguousarray(at[i].T), bb[0]))
+
+
+def test_misaligned_copies_bit_identical(isa_level, rng):
+    for dt in (F32, F16, BF16):
+        a = _rand(rng, (45, 77), dt)
+        b = _rand(rng, (77, 50), dt)
+        want = kernels.matmul(a, b)
+        for shift in (1, 2, 3, 5):
+            buf_a = np.zeros(a.size + 16, dt)
+            buf_b = np.zeros(b.size + 16, dt)
+            a2 = buf_a[shift:shift + a.size].reshape(a.shape)
+            b2 = buf_b[shift:shift + b.size].reshape(b.shape)
+            a2[...] = a
+            b2[...] = b
+            assert np.array_equal(kernels.matmul(a2, b2), want)
+        # not even aligned to the element size: a view into a byte buffer
+        raw = np.zeros(a.nbytes + 1, np.uint8)
+        a3 = raw[1:].view(dt).reshape(a.shape)
+        a3[...] = a
+        assert np.array_equal(kernels.matmul(a3, b), want)
+
+
+@pytest.mark.parametrize("shape", [(300, 200, 90), (2, 700, 3000), (3, 100, 100, 200)])
+@pytest.mark.parametrize("dt", [F32, BF16])
+def test_thread_count_does_not_change_bits(isa_level, shape, dt, rng):
+    if len(shape) == 4:
+        a = _rand(rng, shape[:3], dt)
+        b = _rand(rng, (shape[0], shape[2], shape[3]), dt)
+    else:
+        a = _rand(rng, shape[:2], dt)
+        b = _rand(rng, shape[1:], dt)
+    with kernels.threads(1):
+        one = kernels.matmul(a, b)
+    with kernels.threads(2):
+        two = kernels.matmul(a, b)
+    assert np.array_equal(one, two)
+
+
+# ---------------------------------------------------------------------------------------------
+# special values
+
+
+@pytest.mark.parametrize("dt", [F32, F16, BF16])
+def test_nan_inf_stay_in_their_rows_and_columns(isa_level, dt, rng):
+    m, k, n = 33, 70, 40
+    a = (np.abs(_rand(rng, (m, k), np.float32)) + 0.5).astype(dt)
+    b = (np.abs(_rand(rng, (k, n), np.float32)) + 0.5).astype(dt)
+    a[5, 13] = np.nan
+    b[20, 31] = np.inf
+    got = kernels.matmul(a, b)
+    assert np.isnan(got[5]).all()
+    assert np.isposinf(np.delete(got[:, 31], 5)).all()
+    rest = np.delete(np.delete(got, 5, axis=0), 31, axis=1)
+    assert np.isfinite(rest).all()
+    for od in (F16, BF16):
+        got16 = kernels.matmul(a, b, out_dtype=od).astype(np.float32)
+        assert np.isnan(got16[5]).all() and np.isposinf(np.delete(got16[:, 31], 5)).all()
+
+
+def test_beta_zero_never_reads_c(isa_level, rng):
+    a = _rand(rng, (20, 30), F16)
+    b = _rand(rng, (30, 10), F16)
+    c = np.full((20, 10), np.nan, F32)
+    got = kernels.matmul(a, b, c=c, beta=0.0)
+    assert np.array_equal(got, kernels.matmul(a, b))
+    got = kernels.matmul(a, b, c=c, beta=1.0)
+    assert np.isnan(got).all()
+
+
+def test_bf16_subnormals(isa_level):
+    """Subnormal bfloat16 inputs and products: exact below avx512bf16, flushed to zero by
+    VDPBF16PS at that level (documented in docs/gemm.md)."""
+    a = np.array([[2.0 ** -130, 1.0]], BF16)
+    b = np.array([[1.0], [0.0]], BF16)
+    tiny_in = kernels.matmul(a, b)[0, 0]
+    a = np.array([[2.0 ** -70, 0.0]], BF16)
+    b = np.array([[2.0 ** -70], [0.0]], BF16)
+    tiny_out = kernels.matmul(a, b)[0, 0]
+    if isa_level == "avx512bf16":
+        assert tiny_in == 0.0 and tiny_out == 0.0
+    else:
+        assert tiny_in == np.float32(2.0 ** -130)
+        assert tiny_out == np.float32(2.0 ** -140)
+
+
+def test_vdpbf16ps_rounding_order(isa_level, rng):
+    """Within each pair the odd product is added first, each addition rounded (as two FMAs);
+    at the other levels bfloat16 goes through float32 and every product is added in k order."""
+    k = 8
+    a = (rng.standard_normal((300, k)) * 2.0 ** rng.integers(-12, 12, (300, k))).astype(BF16)
+    b = rng.standard_normal((k, 1)).astype(BF16)
+    got = kernels.matmul(a, b)[:, 0]
+    pa, pb = a.astype(np.float32), b[:, 0].astype(np.float32)
+    acc = np.zeros(300, np.float32)
+    order = [1, 0, 3, 2, 5, 4, 7, 6] if isa_level == "avx512bf16" else range(k)
+    for i in order:
+        acc = acc + pa[:, i] * pb[i]      # products of bfloat16 values are exact in float32
+    if isa_level == "generic":
+        _check(got[:, None], a, b)        # multiply then add: no FMA, same bound
+    else:
+        assert np.array_equal(got, acc)
+
+
+# ---------------------------------------------------------------------------------------------
+# epilogue
+
+
+def _act64(name, x):
+    if name is None:
+        return x
+    if name == "relu":
+        return np.maximum(x, 0)
+    if name == "gelu":
+        return 0.5 * x * np.vectorize(math.erfc)(-x / math.sqrt(2))
+    if name == "sigmoid":
+        return 1 / (1 + np.exp(-x))
+    return np.tanh(x)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "sigmoid", "tanh"])
+@pytest.mark.parametrize("out_dtype", [F32, BF16])
+def test_epilogue_against_numpy(isa_level, activation, out_dtype, rng):
+    m, k, n = 21, 300, 37
+    a = _rand(rng, (m, k), BF16)
+    b = (_rand(rng, (k, n), np.float32) * 0.1).astype(F16)
+    c = _rand(rng, (m, n), F16)
+    bias = _rand(rng, (n,), F32)
+    alpha, beta = 0.75, -1.5
+    got = kernels.matmul(a, b, c=c, beta=beta, alpha=alpha, bias=bias, activation=activation,
+                         out_dtype=out_dtype)
+    assert got.dtype == out_dtype
+    # float64 reference; the tolerance is the product's bound scaled by alpha, plus one float32
+    # rounding of each of the three epilogue operations and of the activation, plus the output
+    # rounding; the activations are 1-Lipschitz or less (gelu: 1.13).
+    s = _f64(a) @ _f64(b)
+    pre = alpha * s + beta * _f64(c) + _f64(bias)
+    want = _act64(activation, pre)
+    err_pre = abs(alpha) * _bound(a, b, k) + 3 * U * (np.abs(alpha * s) + np.abs(beta * _f64(c))
+                                                      + np.abs(_f64(bias)) + np.abs(pre))
+    tol = 1.13 * err_pre + 2 * U * np.abs(want) + 2.0 ** -149
+    if out_dtype == BF16:
+        tol = tol + 2.0 ** -8 * np.abs(want) + 2.0 ** -133
+    assert (np.abs(_f64(got) - want) <= tol).all()
+    if out_dtype == F32 and activation in (None, "relu"):
+        # the vector epilogue agrees bit for bit with the scalar formula applied to the product
+        base = kernels.matmul(a, b)
+        v = np.float32(alpha) * base + np.float32(beta) * c.astype(F32)
+        v = v + bias
+        if activation == "relu":
+            v = np.where(v < 0, np.float32(0), v)
+        assert np.array_equal(got, v)
+
+
+def test_bias_and_c_broadcast(isa_level, rng):
+    a = _rand(rng, (2, 9, 14), F32)
+    b = _rand(rng, (14, 6), F32)
+    base = kernels.matmul(a, b)
+    row = _rand(rng, (6,), F32)
+    col = _rand(rng, (9, 1), BF16)
+    assert np.array_equal(kernels.matmul(a, b, c=row, beta=1.0), base + row)
+    assert np.array_equal(kernels.matmul(a, b, c=col, beta=1.0), base + col.astype(F32))
+    assert np.array_equal(kernels.matmul(a, b, bias=np.float32(2.0) * np.ones(1, F32)), base + 2)
+    assert np.array_equal(kernels.matmul(a, b, bias=row.astype(F16)), base + row.astype(F16).astype(F32))
+
+
+def test_out_argument(isa_level, rng):
+    a = _rand(rng, (10, 20), F16)
+    b = _rand(rng, (20, 12), F16)
+    want = kernels.matmul(a, b)
+    out = np.zeros((10, 12), F32)
+    assert kernels.matmul(a, b, out=out) is out and np.array_equal(out, want)
+    big = np.zeros((20, 36), F32)
+    view = big[::2, ::3]
+    kernels.matmul(a, b, out=view)
+    assert np.array_equal(view, want) and not big[1::2].any()
+    out16 = np.zeros((12, 10), BF16).T
+    kernels.matmul(a, b, out=out16)
+    assert np.array_equal(out16.view(np.uint16), want.astype(BF16).view(np.uint16))
+    raw = np.zeros(10 * 12 * 4 + 1, np.uint8)
+    unaligned = raw[1:].view(F32).reshape(10, 12)
+    kernels.matmul(a, b, out=unaligned)
+    assert np.array_equal(unaligned, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input
+
+
+def test_bad_types():
+    a = np.ones((2, 3), F32)
+    b = np.ones((3, 4), F32)
+    for bad in (np.ones((3, 4), np.int32), np.ones((3, 4), np.complex64),
+                np.ones((3, 4), np.float64), np.array([[1]] * 3, dtype=object)):
+        with pytest.raises(TypeError, match="matmul: unsupported dtype"):
+            kernels.matmul(a, bad)
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        kernels.matmul([[1.0, 2.0, 3.0]], b)
+    with pytest.raises(TypeError, match="out_dtype"):
+        kernels.matmul(a, b, out_dtype=np.float64)
+    with pytest.raises(TypeError, match="bias"):
+        kernels.matmul(a, b, bias=[1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(TypeError, match="bias dtype"):
+        kernels.matmul(a, b, bias=np.ones(4, np.int64))
+    with pytest.raises(TypeError, match="c dtype"):
+        kernels.matmul(a, b, c=np.ones((2, 4), np.float64), beta=1.0)
+    with pytest.raises(TypeError, match="alpha"):
+        kernels.matmul(a, b, alpha="2")
+    with pytest.raises(TypeError, match="out"):
+        kernels.matmul(a, b, out=[[0.0] * 4] * 2)
+
+
+def test_bad_values():
+    a = np.ones((2, 3), F32)
+    b = np.ones((3, 4), F32)
+    with pytest.raises(ValueError, match=r"inner dimensions differ: \(2, 3\) @ \(4, 3\)"):
+        kernels.matmul(a, np.ones((4, 3), F32))
+    with pytest.raises(ValueError, match="at least 1 dimension"):
+        kernels.matmul(np.ones((), F32), b)
+    with pytest.raises(ValueError, match="batch dimensions"):
+        kernels.matmul(np.ones((2, 2, 3), F32), np.ones((3, 3, 4), F32))
+    with pytest.raises(ValueError, match=r"bias has shape \(3,\)"):
+        kernels.matmul(a, b, bias=np.ones(3, F32))
+    with pytest.raises(ValueError, match="c has shape"):
+        kernels.matmul(a, b, c=np.ones((3, 4), F32), beta=1.0)
+    with pytest.raises(ValueError, match="needs c"):
+        kernels.matmul(a, b, beta=0.5)
+    with pytest.raises(ValueError, match="unknown activation"):
+        kernels.matmul(a, b, activation="swish")
+    with pytest.raises(ValueError, match="out has shape"):
+        kernels.matmul(a, b, out=np.zeros((4, 2), F32))
+    with pytest.raises(ValueError, match="out has dtype"):
+        kernels.matmul(a, b, out=np.zeros((2, 4), F16), out_dtype=F32)
+    ro = np.zeros((2, 4), F32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        kernels.matmul(a, b, out=ro)
+    buf = np.ones((3, 4), F32)
+    with pytest.raises(ValueError, match="overlaps"):
+        kernels.matmul(np.ones((3, 3), F32), buf, out=buf)
+    c = np.ones((2, 4), F32)
+    with pytest.raises(ValueError, match="overlaps"):
+        kernels.matmul(a, b, c=c, beta=1.0, out=c)
