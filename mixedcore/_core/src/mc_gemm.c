@@ -234,6 +234,34 @@ void *mc_gemm_workspace_(int64_t bytes)
 
 /* --- the blocked loops ------------------------------------------------------------------------- */
 
+/* The rows of C the epilogue will read or write next: fetched while the micro-kernel runs
+ * (thousands of cycles), so the epilogue does not wait on L2/L3 for its 2 * MR cache lines. */
+static inline void mc_prefetch_tile_(const mc_gemm_args *g, int64_t i, int64_t j, int mr, int nr,
+                                     int first, int last)
+{
+#if defined(__GNUC__)
+    const char *base;
+    int64_t rs, cs;
+    if (first && last) {
+        base = g->out;
+        rs = g->o_rs;
+        cs = g->o_cs;
+    } else {
+        base = (const char *)g->acc;
+        rs = g->acc_rs;
+        cs = g->acc_cs;
+    }
+    const int64_t span = (int64_t)(nr - 1) * cs;
+    for (int r = 0; r < mr; ++r) {
+        const char *p = base + (i + r) * rs + j * cs;
+        __builtin_prefetch(p, 1, 3);
+        __builtin_prefetch(p + span, 1, 3);
+    }
+#else
+    (void)g; (void)i; (void)j; (void)mr; (void)nr; (void)first; (void)last;
+#endif
+}
+
 void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,
                  int64_t m0, int64_t m1, int64_t n0, int64_t n1, void *work)
 {
@@ -270,6 +298,7 @@ void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc
                     const int nrr = (int)(nc - jr < nr ? nc - jr : nr);
                     for (int64_t ir = 0; ir < mcb; ir += mr) {
                         const int mrr = (int)(mcb - ir < mr ? mcb - ir : mr);
+                        mc_prefetch_tile_(g, ic + ir, jc + jr, mrr, nrr, first, last);
                         kern->ukr(ksteps, ap + ir * ksteps * 4, bp + jr * ksteps * 4, tile, mrr);
                         kern->epi(g, tile, nr, mrr, nrr, ic + ir, jc + jr, first, last);
                     }

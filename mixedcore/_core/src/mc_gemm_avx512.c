@@ -246,7 +246,7 @@ void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int 
 
 static const mc_gemm_kernel mc_gemm_f32_avx512_ = {
     MC_MR, MC_NR, 0, 4, mc_pack_avx512_, mc_ukr_f32_avx512_, mc_gemm_epi_avx512_,
-    140, 256, 2048,
+    140, 1024, 1024,
 };
 
 const mc_gemm_kernel *mc_gemm_kernel_avx512(int a_type, int b_type)
