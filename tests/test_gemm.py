@@ -416,3 +416,16 @@ def test_bad_values():
     c = np.ones((2, 4), F32)
     with pytest.raises(ValueError, match="overlaps"):
         kernels.matmul(a, b, c=c, beta=1.0, out=c)
+
+
+@pytest.mark.parametrize("dt", [F32, F16, BF16])
+def test_small_m_reads_b_in_place_with_the_same_bits(isa_level, dt, rng):
+    """Up to MR rows, B is read in place instead of packed: the same operations, the same bits
+    as the rows of a taller product (which packs B), for odd K and ragged N too."""
+    for k, n in [(1, 1), (77, 45), (1101, 33)]:
+        a = _rand(rng, (40, k), dt)
+        b = _rand(rng, (k, n), dt)
+        tall = kernels.matmul(a, b)
+        for m in (1, 2, 5, 13, 14):
+            assert np.array_equal(kernels.matmul(a[:m], b), tall[:m])
+            assert np.array_equal(kernels.matmul(a[:m], np.asfortranarray(b)), tall[:m])

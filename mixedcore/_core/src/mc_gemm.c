@@ -170,7 +170,7 @@ void mc_gemm_epi_generic_(const mc_gemm_args *g, const float *tile, int ldt, int
 /* --- selection and blocks ---------------------------------------------------------------------- */
 
 static const mc_gemm_kernel mc_gemm_generic_ = {
-    G_MR, G_NR, 0, 4, mc_gemm_pack_generic_, mc_gemm_ukr_generic_, mc_gemm_epi_generic_,
+    G_MR, G_NR, 0, 4, mc_gemm_pack_generic_, mc_gemm_ukr_generic_, mc_gemm_epi_generic_, NULL,
     64, 256, 2048,
 };
 
@@ -213,7 +213,7 @@ static int64_t mc_round64_(int64_t x) { return (x + 63) & ~(int64_t)63; }
 int64_t mc_gemm_workspace_bytes(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk)
 {
     return mc_round64_(blk->nc * blk->kc * 4) + mc_round64_(blk->mc * blk->kc * 4) +
-           mc_round64_((int64_t)kern->mr * kern->nr * 4) + 64;
+           mc_round64_((int64_t)kern->mr * (blk->nc > kern->nr ? blk->nc : kern->nr) * 4) + 64;
 }
 
 static _Thread_local void *mc_ws_ = NULL;
@@ -262,6 +262,35 @@ static inline void mc_prefetch_tile_(const mc_gemm_args *g, int64_t i, int64_t j
 #endif
 }
 
+/* Rows of B in place (design of mc_gemm_run): the tile spans the whole nc columns; k advances
+ * in steps of MC_DIRECT_KB rows, each step sweeping all column strips, so B is read row after
+ * row (a strip alone would jump ldb bytes per k: with a power-of-two ldb every row falls in the
+ * same cache set).  Each element still sees its products in k order, as in the packed path. */
+#define MC_DIRECT_KB 16
+static void mc_gemm_direct_(const mc_gemm_kernel *kern, const mc_gemm_args *g, const char *ap,
+                            float *tile, int64_t ic, int64_t mcb, int64_t jc, int64_t nc,
+                            int64_t pc, int64_t kc, int64_t ksteps, int first, int last)
+{
+    const int mr = kern->mr, nr = kern->nr;
+    const int64_t ldt = (nc + nr - 1) / nr * nr;
+    const int64_t es = g->b_type == MC_F32 ? 4 : 2;
+    for (int64_t ir = 0; ir < mcb; ir += mr) {
+        const int mrr = (int)(mcb - ir < mr ? mcb - ir : mr);
+        const char *a = ap + ir * ksteps * 4;
+        for (int64_t kk = 0; kk < kc; kk += MC_DIRECT_KB) {
+            const int64_t kb = kc - kk < MC_DIRECT_KB ? kc - kk : MC_DIRECT_KB;
+            const char *arow = a + (kern->pairs ? kk / 2 : kk) * mr * 4;
+            const char *b = g->b + (pc + kk) * g->b_rs + jc * es;
+            for (int64_t jr = 0; jr < nc; jr += nr)
+                kern->ukr_direct(kb, arow, b + jr * es, g->b_rs, g->b_type,
+                                 (int)(nc - jr < nr ? nc - jr : nr), tile + jr, ldt, mrr, kk > 0);
+        }
+        for (int64_t jr = 0; jr < nc; jr += nr)
+            kern->epi(g, tile + jr, (int)ldt, mrr, (int)(nc - jr < nr ? nc - jr : nr), ic + ir,
+                      jc + jr, first, last);
+    }
+}
+
 void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,
                  int64_t m0, int64_t m1, int64_t n0, int64_t n1, void *work)
 {
@@ -270,6 +299,11 @@ void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc
     char *bp = (char *)work;
     char *ap = bp + mc_round64_(blk->nc * blk->kc * 4);
     float *tile = (float *)(ap + mc_round64_(blk->mc * blk->kc * 4));
+    /* A product with at most MR rows reads each element of B once: the micro-kernel then reads
+     * B in place rather than packing it (packing would write and read it once more).  Decided
+     * on the whole item (g->m), never on the rectangle, so the thread split cannot change it. */
+    const int direct = kern->ukr_direct != NULL && g->m <= mr &&
+                       g->b_cs == (g->b_type == MC_F32 ? 4 : 2);
 
     if (K == 0) {
         memset(tile, 0, (size_t)mr * nr * 4);
@@ -286,7 +320,7 @@ void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc
             /* packed rows per panel: k steps, or k pairs */
             const int64_t ksteps = kern->pairs ? (kc + 1) / 2 : kc;
             const int first = pc == 0, last = pc + kc >= K;
-            for (int64_t jr = 0; jr < nc; jr += nr)
+            for (int64_t jr = 0; jr < nc && !direct; jr += nr)
                 kern->pack(g->b + pc * g->b_rs + (jc + jr) * g->b_cs, g->b_type, g->b_cs, g->b_rs,
                            nc - jr < nr ? nc - jr : nr, kc, nr, bp + jr * ksteps * 4);
             for (int64_t ic = m0; ic < m1; ic += blk->mc) {
@@ -294,6 +328,10 @@ void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc
                 for (int64_t ir = 0; ir < mcb; ir += mr)
                     kern->pack(g->a + (ic + ir) * g->a_rs + pc * g->a_cs, g->a_type, g->a_rs, g->a_cs,
                                mcb - ir < mr ? mcb - ir : mr, kc, mr, ap + ir * ksteps * 4);
+                if (direct) {
+                    mc_gemm_direct_(kern, g, ap, tile, ic, mcb, jc, nc, pc, kc, ksteps, first, last);
+                    continue;
+                }
                 for (int64_t jr = 0; jr < nc; jr += nr) {
                     const int nrr = (int)(nc - jr < nr ? nc - jr : nr);
                     for (int64_t ir = 0; ir < mcb; ir += mr) {

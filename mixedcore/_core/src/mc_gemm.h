@@ -52,6 +52,15 @@ typedef void (*mc_gemm_ukr_fn)(int64_t kc, const void *ap, const void *bp, float
 typedef void (*mc_gemm_epi_fn)(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
                                int64_t i, int64_t j, int first, int last);
 
+/* The same tile as mc_gemm_ukr_fn, with B read in place instead of from a packed panel: kc rows
+ * of nr (<= NR) elements of type b_type, contiguous, ldb bytes apart (kc counts elements of k and
+ * is even except at the end of K for pair formats).  The tile has row length ldt; when
+ * `accumulate` is set the products are added to the tile's values (the partial sums of the
+ * previous kc rows), so a run split over k gives the same bits as one call. */
+typedef void (*mc_gemm_ukr_direct_fn)(int64_t kc, const void *ap, const char *b, int64_t ldb,
+                                      int b_type, int nr, float *tile, int64_t ldt, int mr,
+                                      int accumulate);
+
 typedef struct {
     int mr, nr;
     int pairs;                 /* 1: bfloat16-pair panels, kc stepped by 2 */
@@ -59,6 +68,7 @@ typedef struct {
     mc_gemm_pack_fn pack;
     mc_gemm_ukr_fn ukr;
     mc_gemm_epi_fn epi;
+    mc_gemm_ukr_direct_fn ukr_direct;   /* NULL when the level has none */
     int64_t mc, kc, nc;        /* default block sizes, chosen by measurement (docs/gemm.md) */
 } mc_gemm_kernel;
 

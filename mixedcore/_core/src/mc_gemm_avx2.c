@@ -102,7 +102,7 @@ static void mc_ukr_f32_avx2_(int64_t kc, const void *ap, const void *bp, float *
 }
 
 static const mc_gemm_kernel mc_gemm_f32_avx2_ = {
-    MC_MR, MC_NR, 0, 4, mc_pack_avx2_, mc_ukr_f32_avx2_, mc_gemm_epi_generic_,
+    MC_MR, MC_NR, 0, 4, mc_pack_avx2_, mc_ukr_f32_avx2_, mc_gemm_epi_generic_, NULL,
     72, 256, 2048,
 };
 
