@@ -196,7 +196,8 @@ def test_misaligned_copies_bit_identical(isa_level, rng):
         assert np.array_equal(kernels.matmul(a3, b), want)
 
 
-@pytest.mark.parametrize("shape", [(300, 200, 90), (2, 700, 3000), (3, 100, 100, 200)])
+@pytest.mark.parametrize("shape", [(300, 200, 90), (150, 1100, 70), (2, 700, 3000),
+                                   (3, 100, 100, 200)])
 @pytest.mark.parametrize("dt", [F32, BF16])
 def test_thread_count_does_not_change_bits(isa_level, shape, dt, rng):
     if len(shape) == 4:

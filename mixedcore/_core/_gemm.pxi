@@ -5,9 +5,12 @@
 #      `batch` matrix products of the same (M, N, K): per batch item it passes the byte offsets of
 #      A, B, Cin, out and the float32 accumulator inside their arrays, plus one set of byte strides.
 #   b. Threads split C, never K: with at least as many items as threads, whole items go round-robin
-#      to threads; otherwise each item is cut into one rectangle per thread, along N when it has at
+#      to threads; otherwise each item is cut into one band per thread, along N when it has at
 #      least as many NR-tiles as M has MR-tiles (so batch-1 inference splits its columns), else
-#      along M, at tile boundaries.  The K blocking does not depend on the split (mc_gemm.h, d).
+#      along M, at tile boundaries.  Cut along M, the threads share each packed B block
+#      (mc_gemm_run_shared: an OpenMP region in C, with a barrier after packing and one before the
+#      next block) instead of each packing all of B.  The K blocking does not depend on the split
+#      (mc_gemm.h, d).
 #   c. Below GEMM_PARALLEL_MIN multiply-adds the call stays on the calling thread.
 #   d. Packing buffers are thread-local and kept (mc_gemm_workspace_), so repeated small calls
 #      do not page-fault fresh allocations.
@@ -41,7 +44,9 @@ cdef extern from "mc_gemm.h" nogil:
     void mc_gemm_blocks_for(const mc_gemm_kernel *kern, const mc_gemm_blocks *want,
                             mc_gemm_blocks *blk)
     int64_t mc_gemm_workspace_bytes(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk)
-    void *mc_gemm_workspace_(int64_t nbytes)
+    void *mc_gemm_workspace_(int slot, int64_t nbytes)
+    int mc_gemm_run_shared(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
+                           const mc_gemm_args *g, int nthreads)
     void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,
                      int64_t m0, int64_t m1, int64_t n0, int64_t n1, void *work)
 
@@ -68,21 +73,28 @@ def gemm_kernel_info(int a_type, int b_type):
 gemm_set_blocks(0, 0, 0)
 
 
-cdef int _gemm_item(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, mc_gemm_args *g,
-                    int64_t item, const int64_t *offs, int parts, int part,
-                    bint split_n) noexcept nogil:
-    """Computes part `part` of `parts` of batch item `item`; returns 1 when out of memory."""
-    cdef mc_gemm_args h = g[0]
-    cdef int64_t lo, hi, chunk, tiles, unit, total
-    cdef void *work = mc_gemm_workspace_(mc_gemm_workspace_bytes(kern, blk))
-    if work == NULL:
-        return 1
+cdef void _item_args(const mc_gemm_args *g, int64_t item, const int64_t *offs,
+                     mc_gemm_args *h) noexcept nogil:
+    """The arguments of batch item `item`: g with the item's byte offsets applied."""
+    h[0] = g[0]
     h.a = g.a + offs[5 * item + 0]
     h.b = g.b + offs[5 * item + 1]
     h.out = g.out + offs[5 * item + 2]
     h.acc = <float *>(<char *>g.acc + offs[5 * item + 3])
     if g.c != NULL:
         h.c = <const float *>(<const char *>g.c + offs[5 * item + 4])
+
+
+cdef int _gemm_item(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, mc_gemm_args *g,
+                    int64_t item, const int64_t *offs, int parts, int part,
+                    bint split_n) noexcept nogil:
+    """Computes part `part` of `parts` of batch item `item`; returns 1 when out of memory."""
+    cdef mc_gemm_args h
+    cdef int64_t lo, hi, chunk, tiles, unit, total
+    cdef void *work = mc_gemm_workspace_(0, mc_gemm_workspace_bytes(kern, blk))
+    if work == NULL:
+        return 1
+    _item_args(g, item, offs, &h)
     if parts == 1:
         mc_gemm_run(kern, blk, &h, 0, h.m, 0, h.n, work)
         return 0
@@ -109,7 +121,7 @@ def gemm_run(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, object acc, object c
     byte offsets of A, B, out, acc and Cin for each item."""
     cdef const mc_gemm_kernel *kern = mc_gemm_select(_level, a_type, b_type)
     cdef mc_gemm_blocks blk
-    cdef mc_gemm_args g
+    cdef mc_gemm_args g, h
     cdef int64_t batch = offsets.shape[0]
     cdef const int64_t *offs = <const int64_t *>cnp.PyArray_DATA(offsets)
     cdef int64_t item, it
@@ -160,6 +172,13 @@ def gemm_run(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, object acc, object c
                 while it < batch:
                     failed += _gemm_item(kern, &blk, &g, it, offs, 1, 0, split_n)
                     it = it + nthreads
+        elif not split_n:
+            # cut along M: the threads share each packed B block (mc_gemm_run_shared)
+            for item in range(batch):
+                _item_args(&g, item, offs, &h)
+                if mc_gemm_run_shared(kern, &blk, &h, nthreads) != 0:
+                    failed = 1
+                    break
         else:
             parts = nthreads
             for item in range(batch):

@@ -22,6 +22,9 @@
 #include "mc_convert_scalar.h"
 #include "mc_cpu.h"
 #include "mc_gemm.h"
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #define G_MR 4
 #define G_NR 16
@@ -216,19 +219,19 @@ int64_t mc_gemm_workspace_bytes(const mc_gemm_kernel *kern, const mc_gemm_blocks
            mc_round64_((int64_t)kern->mr * (blk->nc > kern->nr ? blk->nc : kern->nr) * 4) + 64;
 }
 
-static _Thread_local void *mc_ws_ = NULL;
-static _Thread_local int64_t mc_ws_bytes_ = 0;
+static _Thread_local void *mc_ws_[2] = {NULL, NULL};
+static _Thread_local int64_t mc_ws_bytes_[2] = {0, 0};
 
-void *mc_gemm_workspace_(int64_t bytes)
+void *mc_gemm_workspace_(int slot, int64_t bytes)
 {
-    if (bytes <= mc_ws_bytes_)
-        return mc_ws_;
+    if (bytes <= mc_ws_bytes_[slot])
+        return mc_ws_[slot];
     void *p = NULL;
     if (posix_memalign(&p, 64, (size_t)bytes) != 0)
         return NULL;
-    free(mc_ws_);
-    mc_ws_ = p;
-    mc_ws_bytes_ = bytes;
+    free(mc_ws_[slot]);
+    mc_ws_[slot] = p;
+    mc_ws_bytes_[slot] = bytes;
     return p;
 }
 
@@ -291,57 +294,148 @@ static void mc_gemm_direct_(const mc_gemm_kernel *kern, const mc_gemm_args *g, c
     }
 }
 
+/* Packs the B panels q = q0, q0 + qstep, ... of the block at (pc, jc). */
+static void mc_gemm_pack_b_(const mc_gemm_kernel *kern, const mc_gemm_args *g, int64_t jc,
+                            int64_t nc, int64_t pc, int64_t kc, int64_t ksteps, char *bp,
+                            int64_t q0, int64_t qstep)
+{
+    const int nr = kern->nr;
+    for (int64_t jr = q0 * nr; jr < nc; jr += qstep * nr)
+        kern->pack(g->b + pc * g->b_rs + (jc + jr) * g->b_cs, g->b_type, g->b_cs, g->b_rs,
+                   nc - jr < nr ? nc - jr : nr, kc, nr, bp + jr * ksteps * 4);
+}
+
+/* Rows [m0, m1) of the block at (pc, jc), B already packed in bp (unless direct). */
+static void mc_gemm_rows_(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
+                          const mc_gemm_args *g, int64_t m0, int64_t m1, int64_t jc, int64_t nc,
+                          int64_t pc, int64_t kc, int direct, const char *bp, char *ap, float *tile)
+{
+    const int mr = kern->mr, nr = kern->nr;
+    const int64_t ksteps = kern->pairs ? (kc + 1) / 2 : kc;   /* packed rows: k steps or pairs */
+    const int first = pc == 0, last = pc + kc >= g->k;
+    for (int64_t ic = m0; ic < m1; ic += blk->mc) {
+        const int64_t mcb = m1 - ic < blk->mc ? m1 - ic : blk->mc;
+        for (int64_t ir = 0; ir < mcb; ir += mr)
+            kern->pack(g->a + (ic + ir) * g->a_rs + pc * g->a_cs, g->a_type, g->a_rs, g->a_cs,
+                       mcb - ir < mr ? mcb - ir : mr, kc, mr, ap + ir * ksteps * 4);
+        if (direct) {
+            mc_gemm_direct_(kern, g, ap, tile, ic, mcb, jc, nc, pc, kc, ksteps, first, last);
+            continue;
+        }
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+            const int nrr = (int)(nc - jr < nr ? nc - jr : nr);
+            for (int64_t ir = 0; ir < mcb; ir += mr) {
+                const int mrr = (int)(mcb - ir < mr ? mcb - ir : mr);
+                mc_prefetch_tile_(g, ic + ir, jc + jr, mrr, nrr, first, last);
+                kern->ukr(ksteps, ap + ir * ksteps * 4, bp + jr * ksteps * 4, tile, mrr);
+                kern->epi(g, tile, nr, mrr, nrr, ic + ir, jc + jr, first, last);
+            }
+        }
+    }
+}
+
+static void mc_gemm_k_zero_(const mc_gemm_kernel *kern, const mc_gemm_args *g, int64_t m0,
+                            int64_t m1, int64_t n0, int64_t n1, float *tile)
+{
+    const int mr = kern->mr, nr = kern->nr;
+    memset(tile, 0, (size_t)mr * nr * 4);
+    for (int64_t i = m0; i < m1; i += mr)
+        for (int64_t j = n0; j < n1; j += nr)
+            kern->epi(g, tile, nr, (int)(m1 - i < mr ? m1 - i : mr),
+                      (int)(n1 - j < nr ? n1 - j : nr), i, j, 1, 1);
+}
+
+/* A product with at most MR rows reads each element of B once: the micro-kernel then reads B in
+ * place rather than packing it (packing would write and read it once more).  Decided on the
+ * whole item (g->m), never on the rectangle, so the thread split cannot change it. */
+static int mc_gemm_direct_ok_(const mc_gemm_kernel *kern, const mc_gemm_args *g)
+{
+    return kern->ukr_direct != NULL && g->m <= kern->mr &&
+           g->b_cs == (g->b_type == MC_F32 ? 4 : 2);
+}
+
 void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,
                  int64_t m0, int64_t m1, int64_t n0, int64_t n1, void *work)
 {
-    const int mr = kern->mr, nr = kern->nr;
     const int64_t K = g->k;
     char *bp = (char *)work;
     char *ap = bp + mc_round64_(blk->nc * blk->kc * 4);
     float *tile = (float *)(ap + mc_round64_(blk->mc * blk->kc * 4));
-    /* A product with at most MR rows reads each element of B once: the micro-kernel then reads
-     * B in place rather than packing it (packing would write and read it once more).  Decided
-     * on the whole item (g->m), never on the rectangle, so the thread split cannot change it. */
-    const int direct = kern->ukr_direct != NULL && g->m <= mr &&
-                       g->b_cs == (g->b_type == MC_F32 ? 4 : 2);
+    const int direct = mc_gemm_direct_ok_(kern, g);
 
     if (K == 0) {
-        memset(tile, 0, (size_t)mr * nr * 4);
-        for (int64_t i = m0; i < m1; i += mr)
-            for (int64_t j = n0; j < n1; j += nr)
-                kern->epi(g, tile, nr, (int)(m1 - i < mr ? m1 - i : mr),
-                          (int)(n1 - j < nr ? n1 - j : nr), i, j, 1, 1);
+        mc_gemm_k_zero_(kern, g, m0, m1, n0, n1, tile);
         return;
     }
     for (int64_t jc = n0; jc < n1; jc += blk->nc) {
         const int64_t nc = n1 - jc < blk->nc ? n1 - jc : blk->nc;
         for (int64_t pc = 0; pc < K; pc += blk->kc) {
             const int64_t kc = K - pc < blk->kc ? K - pc : blk->kc;
-            /* packed rows per panel: k steps, or k pairs */
-            const int64_t ksteps = kern->pairs ? (kc + 1) / 2 : kc;
-            const int first = pc == 0, last = pc + kc >= K;
-            for (int64_t jr = 0; jr < nc && !direct; jr += nr)
-                kern->pack(g->b + pc * g->b_rs + (jc + jr) * g->b_cs, g->b_type, g->b_cs, g->b_rs,
-                           nc - jr < nr ? nc - jr : nr, kc, nr, bp + jr * ksteps * 4);
-            for (int64_t ic = m0; ic < m1; ic += blk->mc) {
-                const int64_t mcb = m1 - ic < blk->mc ? m1 - ic : blk->mc;
-                for (int64_t ir = 0; ir < mcb; ir += mr)
-                    kern->pack(g->a + (ic + ir) * g->a_rs + pc * g->a_cs, g->a_type, g->a_rs, g->a_cs,
-                               mcb - ir < mr ? mcb - ir : mr, kc, mr, ap + ir * ksteps * 4);
-                if (direct) {
-                    mc_gemm_direct_(kern, g, ap, tile, ic, mcb, jc, nc, pc, kc, ksteps, first, last);
-                    continue;
-                }
-                for (int64_t jr = 0; jr < nc; jr += nr) {
-                    const int nrr = (int)(nc - jr < nr ? nc - jr : nr);
-                    for (int64_t ir = 0; ir < mcb; ir += mr) {
-                        const int mrr = (int)(mcb - ir < mr ? mcb - ir : mr);
-                        mc_prefetch_tile_(g, ic + ir, jc + jr, mrr, nrr, first, last);
-                        kern->ukr(ksteps, ap + ir * ksteps * 4, bp + jr * ksteps * 4, tile, mrr);
-                        kern->epi(g, tile, nr, mrr, nrr, ic + ir, jc + jr, first, last);
-                    }
-                }
+            if (!direct)
+                mc_gemm_pack_b_(kern, g, jc, nc, pc, kc, kern->pairs ? (kc + 1) / 2 : kc, bp, 0, 1);
+            mc_gemm_rows_(kern, blk, g, m0, m1, jc, nc, pc, kc, direct, bp, ap, tile);
+        }
+    }
+}
+
+int mc_gemm_run_shared(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
+                       const mc_gemm_args *g, int nthreads)
+{
+    const int64_t K = g->k, mr = kern->mr;
+    const int64_t abytes = mc_round64_(blk->mc * blk->kc * 4) +
+                           mc_round64_(mr * (blk->nc > kern->nr ? blk->nc : kern->nr) * 4) + 64;
+    char *bp = (char *)mc_gemm_workspace_(1, mc_round64_(blk->nc * blk->kc * 4));
+    int failed = bp == NULL;
+    if (failed || K == 0 || nthreads < 2 || mc_gemm_direct_ok_(kern, g)) {
+        if (failed)
+            return -1;
+        char *w = (char *)mc_gemm_workspace_(0, mc_gemm_workspace_bytes(kern, blk));
+        if (w == NULL)
+            return -1;
+        mc_gemm_run(kern, blk, g, 0, g->m, 0, g->n, w);
+        return 0;
+    }
+    const int64_t tiles = (g->m + mr - 1) / mr;
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(nthreads)
+#endif
+    {
+#if defined(_OPENMP)
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+        const int t = 0, nt = 1;
+#endif
+        const int64_t chunk = (tiles + nt - 1) / nt * mr;
+        const int64_t m0 = t * chunk < g->m ? t * chunk : g->m;
+        const int64_t m1 = m0 + chunk < g->m ? m0 + chunk : g->m;
+        char *ap = (char *)mc_gemm_workspace_(0, abytes);
+        float *tile = ap ? (float *)(ap + mc_round64_(blk->mc * blk->kc * 4)) : NULL;
+        if (ap == NULL) {
+#if defined(_OPENMP)
+#pragma omp atomic write
+#endif
+            failed = 1;
+        }
+        int stop;
+#if defined(_OPENMP)
+#pragma omp barrier
+#pragma omp atomic read
+#endif
+        stop = failed;
+        for (int64_t jc = 0; jc < g->n && !stop; jc += blk->nc) {
+            const int64_t nc = g->n - jc < blk->nc ? g->n - jc : blk->nc;
+            for (int64_t pc = 0; pc < K; pc += blk->kc) {
+                const int64_t kc = K - pc < blk->kc ? K - pc : blk->kc;
+                mc_gemm_pack_b_(kern, g, jc, nc, pc, kc, kern->pairs ? (kc + 1) / 2 : kc, bp, t, nt);
+#if defined(_OPENMP)
+#pragma omp barrier
+#endif
+                mc_gemm_rows_(kern, blk, g, m0, m1, jc, nc, pc, kc, 0, bp, ap, tile);
+#if defined(_OPENMP)
+#pragma omp barrier
+#endif
             }
         }
     }
+    return failed ? -1 : 0;
 }

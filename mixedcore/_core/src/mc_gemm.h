@@ -92,9 +92,14 @@ void mc_gemm_pack_pairs_generic_(const char *src, int type, int64_t ls, int64_t 
                                  int64_t kc, int w, void *dst);
 void mc_gemm_epi_generic_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
                           int64_t i, int64_t j, int first, int last);
-/* A thread-local, 64-byte aligned scratch buffer of at least `bytes` (kept for the thread's
- * lifetime, grown when needed); NULL when out of memory. */
-void *mc_gemm_workspace_(int64_t bytes);
+/* Thread-local, 64-byte aligned scratch buffer number `slot` (0 or 1) of at least `bytes`, kept
+ * for the thread's lifetime and grown when needed; NULL when out of memory. */
+void *mc_gemm_workspace_(int slot, int64_t bytes);
+/* The whole of one item on `nthreads` OpenMP threads that share each packed B block: the
+ * threads pack its panels round-robin, wait, then each computes its own band of MR-tile rows.
+ * Returns -1 when out of memory. */
+int mc_gemm_run_shared(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
+                       const mc_gemm_args *g, int nthreads);
 
 /* The AVX-512 vector epilogue (mc_gemm_avx512.c), shared by the avx512bf16 kernels. */
 void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
