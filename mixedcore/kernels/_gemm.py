@@ -1,4 +1,5 @@
 """Matrix products of float16 / bfloat16 / float32 operands with float32 accumulation."""
+import math
 import numbers
 import os
 
@@ -225,29 +226,29 @@ def _as_matrix(x, batch, vec_a, vec_b):
 
 def _run(a2, b2, out, c32, bias32, bias_stride, batch, m, n, k, vec_a, vec_b, out_code, alpha,
          beta, act):
-    a_b = np.broadcast_to(a2, batch + (m, k))
-    b_b = np.broadcast_to(b2, batch + (k, n))
+    a_code, b_code = GEMM_CODES[a2.dtype], GEMM_CODES[b2.dtype]
     o_m = _as_matrix(out, batch, vec_a, vec_b)
-    kc = _lib.gemm_kernel_info(GEMM_CODES[a2.dtype], GEMM_CODES[b2.dtype])[4]
+    c_m = _as_matrix(c32, batch, vec_a, vec_b) if c32 is not None else None
+    kc = _lib.gemm_kernel_info(a_code, b_code)[4]
     if out_code == GEMM_CODES[_F32] or k <= kc:
         acc = o_m
     else:
         acc = np.empty(batch + (m, n), dtype=np.float32)
-    if c32 is not None:
-        c_m = _as_matrix(c32, batch, vec_a, vec_b)
-        c_arr, c_strides = c_m, (c_m.strides[-2], c_m.strides[-1])
-        c_off = _batch_offsets(c_m, batch)
+    if batch:
+        a_b = np.broadcast_to(a2, batch + (m, k))
+        b_b = np.broadcast_to(b2, batch + (k, n))
+        offsets = np.zeros((math.prod(batch), 5), dtype=np.int64)
+        offsets[:, 0] = _batch_offsets(a_b, batch)
+        offsets[:, 1] = _batch_offsets(b_b, batch)
+        offsets[:, 2] = _batch_offsets(o_m, batch)
+        offsets[:, 3] = _batch_offsets(acc, batch)
+        if c_m is not None:
+            offsets[:, 4] = _batch_offsets(c_m, batch)
     else:
-        c_arr, c_strides = None, (0, 0)
-        c_off = np.zeros(1, dtype=np.int64)
-    offsets = np.empty((int(np.prod(batch, dtype=np.int64)), 5), dtype=np.int64)
-    offsets[:, 0] = _batch_offsets(a_b, batch)
-    offsets[:, 1] = _batch_offsets(b_b, batch)
-    offsets[:, 2] = _batch_offsets(o_m, batch)
-    offsets[:, 3] = _batch_offsets(acc, batch)
-    offsets[:, 4] = c_off
-    _lib.gemm_run(a2, b2, out, acc, c_arr, bias32, offsets, m, n, k,
+        a_b, b_b = a2, b2
+        offsets = np.zeros((1, 5), dtype=np.int64)
+    c_strides = (c_m.strides[-2], c_m.strides[-1]) if c_m is not None else (0, 0)
+    _lib.gemm_run(a2, b2, out, acc, c_m, bias32, offsets, m, n, k,
                   (a_b.strides[-2], a_b.strides[-1]), (b_b.strides[-2], b_b.strides[-1]),
                   (o_m.strides[-2], o_m.strides[-1]), (acc.strides[-2], acc.strides[-1]),
-                  c_strides, bias_stride, GEMM_CODES[a2.dtype], GEMM_CODES[b2.dtype], out_code,
-                  alpha, beta, act)
+                  c_strides, bias_stride, a_code, b_code, out_code, alpha, beta, act)

@@ -134,8 +134,12 @@ MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const f
 #pragma GCC unroll 4
         for (int j = 0; j < MC_NV; ++j)
             c[i][j] = _mm512_setzero_ps();
+#pragma GCC unroll 2
     for (int64_t k = 0; k < kc; ++k) {
         __m512 bv[MC_NV];
+        _mm_prefetch((const char *)(b + 8 * MC_NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 8 * MC_NR + 16), _MM_HINT_T0);
+        _mm_prefetch((const char *)(a + 8 * MC_MR), _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int j = 0; j < MC_NV; ++j)
             bv[j] = _mm512_load_ps(b + 16 * j);
