@@ -11,9 +11,9 @@
  *      operations as sum += a[k] * b[k] with one rounding per step.
  *   c. Packing converts float16 (F16C, exact) and bfloat16 (a shift, exact) to float32 on the
  *      way.  Lanes contiguous in memory (rows of B, columns of a Fortran-ordered A) are masked
- *      vector loads; lanes contiguous along k (rows of A, a transposed B) are gathers of 16
- *      lanes, two k at a time for 16-bit types (one 32-bit word holds k and k + 1, read only when
- *      k + 1 is inside the block); any other layout, or lane offsets beyond 32 bits, uses the
+ *      vector loads; lanes contiguous along k (rows of A, a transposed B) are loaded as 16 rows
+ *      of 16 k (masked at the k edge) and transposed in registers (64 shuffles per 256 values,
+ *      measured 10% faster overall at 256^3 than 16-lane gathers); any other layout uses the
  *      scalar pack.  No load ever touches an element outside the operand.
  *   d. The epilogue works on rows of 16 lanes with a mask for the right edge, when the output,
  *      the accumulator and Cin are contiguous along rows and the activation is none or relu;
@@ -65,49 +65,55 @@ static void mc_pack_lanes_contig_(const char *src, int type, int64_t ks, int64_t
     }
 }
 
+/* r[i] = row i (16 values along k) -> r[j] = column j (16 rows).  Three rounds: 2 x 2 blocks
+ * of elements (unpack), of pairs (shuffle_ps), then of 128-bit lanes (shuffle_f32x4 twice). */
+MC_INLINE_ void mc_transpose16_(__m512 r[16])
+{
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    /* u[4q + e] holds, in 128-bit lane L, column 4L + e of rows 4q .. 4q + 3 */
+    for (int q = 0; q < 4; ++q) {
+        u[4 * q + 0] = _mm512_shuffle_ps(t[4 * q + 0], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm512_shuffle_ps(t[4 * q + 0], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    for (int e = 0; e < 4; ++e) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88);
+        const __m512 v1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xDD);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88);
+        const __m512 v3 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xDD);
+        r[e] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        r[8 + e] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        r[4 + e] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        r[12 + e] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+
+/* Lanes contiguous along k (rows of A): 16 lanes x 16 k loaded as rows (masked at the k edge,
+ * absent lanes are zero), transposed in registers, stored as 16 packed k rows. */
 static void mc_pack_k_contig_(const char *src, int type, int64_t ls, int64_t lanes, int64_t kc,
                               int w, float *d)
 {
-    __m512i idx[4];
-    __mmask16 msk[4], mw[4];
-    const int nv = (w + 15) / 16;
-    for (int v = 0; v < nv; ++v) {
-        idx[v] = _mm512_mullo_epi32(
-            _mm512_add_epi32(_mm512_set1_epi32(16 * v),
-                             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
-            _mm512_set1_epi32((int)ls));
-        msk[v] = mc_mask_(lanes - 16 * v);
-        mw[v] = mc_mask_(w - 16 * v);
-    }
-    if (type == MC_F32) {
-        for (int64_t k = 0; k < kc; ++k) {
-            for (int v = 0; v < nv; ++v)
-                _mm512_mask_storeu_ps(d + 16 * v, mw[v], _mm512_mask_i32gather_ps(
-                                          _mm512_setzero_ps(), msk[v], idx[v], src + 4 * k, 1));
-            d += w;
+    const int es = type == MC_F32 ? 4 : 2;
+    for (int l0 = 0; l0 < w; l0 += 16) {
+        const __mmask16 mw = mc_mask_(w - l0);
+        const int64_t nl = lanes - l0 < 16 ? lanes - l0 : 16;
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            const __mmask16 mk = mc_mask_(kc - k0);
+            __m512 r[16];
+            for (int i = 0; i < 16; ++i)
+                r[i] = i < nl ? mc_load16_(src + (l0 + i) * ls + k0 * es, type, mk)
+                              : _mm512_setzero_ps();
+            mc_transpose16_(r);
+            const int64_t nk = kc - k0 < 16 ? kc - k0 : 16;
+            for (int j = 0; j < nk; ++j)
+                _mm512_mask_storeu_ps(d + (k0 + j) * w + l0, mw, r[j]);
         }
-        return;
     }
-    int64_t k = 0;
-    for (; k + 1 < kc; k += 2) {
-        for (int v = 0; v < nv; ++v) {
-            const __m512i p = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), msk[v], idx[v],
-                                                          src + 2 * k, 1);
-            __m512 lo, hi;
-            if (type == MC_F16) {
-                lo = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(p));
-                hi = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(p, 16)));
-            } else {
-                lo = _mm512_castsi512_ps(_mm512_slli_epi32(p, 16));
-                hi = _mm512_castsi512_ps(_mm512_and_si512(p, _mm512_set1_epi32((int)0xFFFF0000u)));
-            }
-            _mm512_mask_storeu_ps(d + 16 * v, mw[v], lo);
-            _mm512_mask_storeu_ps(d + w + 16 * v, mw[v], hi);
-        }
-        d += 2 * w;
-    }
-    if (k < kc)
-        mc_gemm_pack_generic_(src + 2 * k, type, ls, 2, lanes, 1, w, d);
 }
 
 static void mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
@@ -116,7 +122,7 @@ static void mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, i
     const int64_t es = type == MC_F32 ? 4 : 2;
     if (ls == es) {
         mc_pack_lanes_contig_(src, type, ks, lanes, kc, w, (float *)dst);
-    } else if (ks == es && ls > -(INT64_C(1) << 31) / 64 && ls < (INT64_C(1) << 31) / 64) {
+    } else if (ks == es) {
         mc_pack_k_contig_(src, type, ls, lanes, kc, w, (float *)dst);
     } else {
         mc_gemm_pack_generic_(src, type, ls, ks, lanes, kc, w, dst);
