@@ -16,8 +16,9 @@
  *   c. Micro-kernel 14 x 32 (28 zmm accumulators, as the float32 kernel), with copies specialised
  *      to fewer rows for the bottom edge and small batches.
  *   d. Packing: lanes contiguous in memory (rows of B) load two rows of k and interleave them
- *      with one VPERMT2W per 16 output words; lanes contiguous along k (rows of A) gather one
- *      32-bit word per lane, which already is the pair; other layouts use the scalar pack.
+ *      with one VPERMT2W per 16 output words; lanes contiguous along k (rows of A) are loaded as
+ *      rows of 32-bit words (each already a pair) and transposed in registers, 16 x 16 words at a
+ *      time; other layouts use the scalar pack.
  *   e. The epilogue is the avx512 one (float32 tile in, rounding on store).
  */
 #include <immintrin.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 #include "mc_convert_scalar.h"
 #include "mc_gemm.h"
+#include "mc_gemm_avx512_inl.h"
 
 #define MC_INLINE_ static inline __attribute__((always_inline))
 #define MC_MR 14
@@ -67,29 +69,29 @@ static void mc_pack_pairs_lanes_contig_(const char *src, int64_t ks, int64_t lan
     }
 }
 
+/* Lanes contiguous along k (rows of A): 16 lanes x 16 pairs (32 bfloat16) loaded as rows of
+ * 32-bit words, transposed in registers (pure bit moves), stored as 16 packed pair rows.  An odd
+ * kc ends with a half pair: its high half is masked off at the load, so it reads as zero. */
 static void mc_pack_pairs_k_contig_(const char *src, int64_t ls, int64_t lanes, int64_t kc,
                                     int w, uint32_t *d)
 {
-    __m512i idx[4];
-    __mmask16 msk[4], mw[4];
-    const int nv = (w + 15) / 16;
-    for (int v = 0; v < nv; ++v) {
-        idx[v] = _mm512_mullo_epi32(
-            _mm512_add_epi32(_mm512_set1_epi32(16 * v),
-                             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
-            _mm512_set1_epi32((int)ls));
-        msk[v] = mc_mask16_(lanes - 16 * v);
-        mw[v] = mc_mask16_(w - 16 * v);
+    const int64_t kp = (kc + 1) / 2;
+    for (int l0 = 0; l0 < w; l0 += 16) {
+        const __mmask16 mw = mc_mask16_(w - l0);
+        const int64_t nl = lanes - l0 < 16 ? lanes - l0 : 16;
+        for (int64_t p0 = 0; p0 < kp; p0 += 16) {
+            const __mmask32 mk = mc_mask32_(kc - 2 * p0);
+            __m512 r[16];
+            for (int i = 0; i < 16; ++i)
+                r[i] = i < nl ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(
+                                    mk, src + (l0 + i) * ls + 4 * p0))
+                              : _mm512_setzero_ps();
+            mc_transpose16_(r);
+            const int64_t np_ = kp - p0 < 16 ? kp - p0 : 16;
+            for (int j = 0; j < np_; ++j)
+                _mm512_mask_storeu_epi32(d + (p0 + j) * w + l0, mw, _mm512_castps_si512(r[j]));
+        }
     }
-    int64_t k = 0;
-    for (; k + 1 < kc; k += 2) {
-        for (int v = 0; v < nv; ++v)
-            _mm512_mask_storeu_epi32(d + 16 * v, mw[v], _mm512_mask_i32gather_epi32(
-                                         _mm512_setzero_si512(), msk[v], idx[v], src + 2 * k, 1));
-        d += w;
-    }
-    if (k < kc)
-        mc_gemm_pack_pairs_generic_(src + 2 * k, MC_BF16, ls, 2, lanes, 1, w, d);
 }
 
 static void mc_pack_pairs_avx512bf16_(const char *src, int type, int64_t ls, int64_t ks,
@@ -97,7 +99,7 @@ static void mc_pack_pairs_avx512bf16_(const char *src, int type, int64_t ls, int
 {
     if (ls == 2)
         mc_pack_pairs_lanes_contig_(src, ks, lanes, kc, w, (uint32_t *)dst);
-    else if (ks == 2 && ls > -(INT64_C(1) << 31) / 64 && ls < (INT64_C(1) << 31) / 64)
+    else if (ks == 2)
         mc_pack_pairs_k_contig_(src, ls, lanes, kc, w, (uint32_t *)dst);
     else
         mc_gemm_pack_pairs_generic_(src, type, ls, ks, lanes, kc, w, dst);
