@@ -2,11 +2,14 @@
  *
  * Design:
  *   a. Micro-kernel MC_MR x MC_NR = 14 x 32: 28 zmm accumulators, 2 zmm of B per k, A broadcast
- *      from memory into each FMA.  Zen 4 retires one 512-bit FMA per cycle per core, so 28 FMAs
- *      per k need 28 cycles while the 2 loads + 14 broadcasts fit the two load ports; the
- *      28-accumulator chain also hides the 4-cycle FMA latency many times over.  Tiles with
- *      fewer rows (the bottom edge, and small-batch inference) run a copy of the kernel
- *      specialised to that many rows, so batch 1 costs 1/14 of a full tile, not a full tile.
+ *      from memory for each row.  28 independent accumulators cover the FMA latency (4 cycles)
+ *      at two 512-bit FMAs per cycle, the rate measured on the development machine (one core
+ *      reaches ~205 GFLOP/s, so its FMA units are 512 bits wide: a Zen 5 class core, although
+ *      DESIGN.md says Zen 4; a Zen 4 core double-pumps and does one per cycle, still covered);
+ *      16 loads per 28 FMAs fit the load ports.  Tiles with fewer rows (the bottom edge, and
+ *      small-batch inference) run a copy of the kernel specialised to that many rows, so
+ *      batch 1 costs 1/14 of a full tile, not a full tile.  The small-M variant reads rows of B
+ *      in place (mc_gemm.c, mc_gemm_direct_) with the same FMAs in the same order.
  *   b. Each product is one FMA into its accumulator, k in order: the same sequence of float32
  *      operations as sum += a[k] * b[k] with one rounding per step.
  *   c. Packing converts float16 (F16C, exact) and bfloat16 (a shift, exact) to float32 on the

@@ -6,7 +6,8 @@
  *      from the array.  VDPBF16PS multiplies the two bfloat16 halves of a broadcast A word by the
  *      halves of 16 B words and adds both products to 16 float32 accumulators: 64 flops per
  *      instruction, twice the FMA rate.
- *   b. What VDPBF16PS computes (Intel SDM; measured the same on Zen 4, see tests/test_gemm.py):
+ *   b. What VDPBF16PS computes (Intel SDM; the development machine agrees: tests/test_gemm.py,
+ *      test_vdpbf16ps_rounding_order):
  *      acc = (acc + a_odd * b_odd) + a_even * b_even, each product exact (8 x 8 bit significands),
  *      each addition rounded to nearest even -- the same two roundings as two FMAs, the odd pair
  *      first -- but with denormals flushed: subnormal bfloat16 inputs are read as zero and
