@@ -430,3 +430,31 @@ def test_small_m_reads_b_in_place_with_the_same_bits(isa_level, dt, rng):
         for m in (1, 2, 5, 13, 14):
             assert np.array_equal(kernels.matmul(a[:m], b), tall[:m])
             assert np.array_equal(kernels.matmul(a[:m], np.asfortranarray(b)), tall[:m])
+
+
+@pytest.mark.parametrize("activation", ["gelu", "sigmoid", "tanh"])
+def test_vector_activations_match_the_scalar_twin(isa_level, activation):
+    """The vector epilogue (float64 polynomials) against the scalar twin (libm in float64): the
+    same float32 except, rarely, 1 ulp where the exact value is within 1e-12 of a rounding
+    boundary (docs/gemm.md).  Covers both sides of the gelu branch points (|x| = 2 sqrt 2), tiny,
+    huge and special values."""
+    x = np.concatenate([np.linspace(-30, 30, 40001), np.geomspace(1e-30, 60, 5000),
+                        -np.geomspace(1e-30, 60, 5000),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 3.4e38, -3.4e38, 1e-45]])
+    col = x.astype(np.float32).reshape(-1, 1)
+    one = np.ones((1, 1), np.float32)
+    got = kernels.matmul(col, one, activation=activation)[:, 0]
+    level = kernels.isa()
+    kernels.set_isa("generic")
+    try:
+        want = kernels.matmul(col, one, activation=activation)[:, 0]
+    finally:
+        kernels.set_isa(level)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    ulps = np.abs(got[~nan].view(np.int32).astype(np.int64) - want[~nan].view(np.int32))
+    assert ulps.max() <= 1 and np.count_nonzero(ulps) <= 5
+    ref = np.array([math.erfc(-v / math.sqrt(2)) * 0.5 * v if activation == "gelu" else
+                    (1 / (1 + math.exp(-v)) if activation == "sigmoid" else math.tanh(v))
+                    for v in col[:40001:97, 0].astype(np.float64)])
+    assert np.all(np.abs(got[:40001:97] - ref) <= 2.0 ** -23 * np.abs(ref) + 2.0 ** -149)
