@@ -1,20 +1,30 @@
 /* GEMM: the blocked loops, the generic (portable C) kernels and the per-level selection.
  *
  * Design:
- *   a. mc_gemm_run() is the one blocked loop nest for every level (mc_gemm.h, design a); the
- *      level only supplies the pack / micro-kernel / epilogue functions and block sizes.
+ *   a. One blocked loop nest for every level (mc_gemm.h, design a): mc_gemm_run() for one
+ *      rectangle on the calling thread, mc_gemm_run_shared() for one product on an OpenMP team
+ *      that shares the packed B block.  The blocking lives here, in C, rather than in the Cython
+ *      driver, so that the shared variant can put barriers inside it; the Cython driver still
+ *      decides the split and the thread count.  The level only supplies the pack /
+ *      micro-kernel / epilogue functions and block sizes.
  *   b. The generic kernels are the scalar twins: packing through the conversion twins of
  *      mc_convert_scalar.h, a 4 x 16 micro-kernel that multiplies then adds (two roundings per
  *      step, since the baseline has no FMA; the error bound of docs/gemm.md still holds), and
  *      the epilogue in plain C.  Compilers may vectorise them for the baseline, never beyond it,
  *      and -ffp-contract=off keeps every rounding where the source puts it.
  *   c. The activation is computed in double with libm (erfc, exp, tanh) and rounded once to
- *      float32, so it is the same function at every level and within one rounding of exact.
+ *      float32, within one rounding of exact (the AVX-512 epilogue has a vector version that
+ *      agrees with it except within 1e-12 of a rounding boundary).
  *      gelu is the exact form x * Phi(x) = 0.5 * x * erfc(-x / sqrt(2)) (Keras' default,
  *      approximate=False); erfc avoids the cancellation of 1 + erf(x) for negative x.
  *   d. mc_gemm_select() picks the kernel of the highest level <= the requested one that has the
  *      input pair: bfloat16 x bfloat16 uses VDPBF16PS at avx512bf16; every other pair (and
  *      bfloat16 below that level) goes through float32 panels.
+ *   e. Small M (<= MR rows) reads B in place (mc_gemm_direct_) when its rows are contiguous: the
+ *      same operations in the same order as the packed path, so the same bits.
+ *   f. Scratch buffers are thread-local and kept for the life of the thread (OpenMP keeps its
+ *      pool), so calls do not page-fault fresh allocations: at the avx512 levels about 4.6 MiB
+ *      per thread that ran a large product, plus 4 MiB for the shared B block.
  */
 #include <math.h>
 #include <stdlib.h>
