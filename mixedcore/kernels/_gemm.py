@@ -2,6 +2,7 @@
 import math
 import numbers
 import os
+import threading
 
 import numpy as np
 
@@ -132,7 +133,8 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
     if k != k2:
         raise ValueError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape}")
     try:
-        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        batch = () if a2.ndim == 2 and b2.ndim == 2 else \
+            np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     except ValueError:
         raise ValueError(f"matmul: batch dimensions do not broadcast: {a.shape} @ {b.shape}") \
             from None
@@ -146,7 +148,7 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
         raise ValueError(f"matmul: unknown activation {activation!r}; expected one of "
                          f"{[x for x in ACTIVATIONS if x is not None]} or None")
     for name, v in (("alpha", alpha), ("beta", beta)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        if type(v) is not float and (isinstance(v, bool) or not isinstance(v, numbers.Real)):
             raise TypeError(f"matmul: {name} must be a real number, got {type(v).__name__}")
     alpha32, beta32 = np.float32(alpha), np.float32(beta)
 
@@ -224,6 +226,20 @@ def _as_matrix(x, batch, vec_a, vec_b):
     return x
 
 
+_local = threading.local()
+
+
+def _scratch(shape):
+    """A float32 array of ``shape`` for partial sums, reused between calls of this Python
+    thread (a fresh array of many MiB costs a page fault per 4 KiB on first touch)."""
+    size = math.prod(shape)
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.size < size:
+        buf = np.empty(max(size, 1), dtype=np.float32)
+        _local.buf = buf
+    return buf[:size].reshape(shape)
+
+
 def _run(a2, b2, out, c32, bias32, bias_stride, batch, m, n, k, vec_a, vec_b, out_code, alpha,
          beta, act):
     a_code, b_code = GEMM_CODES[a2.dtype], GEMM_CODES[b2.dtype]
@@ -233,7 +249,7 @@ def _run(a2, b2, out, c32, bias32, bias_stride, batch, m, n, k, vec_a, vec_b, ou
     if out_code == GEMM_CODES[_F32] or k <= kc:
         acc = o_m
     else:
-        acc = np.empty(batch + (m, n), dtype=np.float32)
+        acc = _scratch(batch + (m, n))
     if batch:
         a_b = np.broadcast_to(a2, batch + (m, k))
         b_b = np.broadcast_to(b2, batch + (k, n))
