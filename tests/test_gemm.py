@@ -458,3 +458,32 @@ def test_vector_activations_match_the_scalar_twin(isa_level, activation):
                     (1 / (1 + math.exp(-v)) if activation == "sigmoid" else math.tanh(v))
                     for v in col[:40001:97, 0].astype(np.float64)])
     assert np.all(np.abs(got[:40001:97] - ref) <= 2.0 ** -23 * np.abs(ref) + 2.0 ** -149)
+
+
+def test_mc_nc_do_not_change_bits(isa_level, rng):
+    """MC and NC only reorder whole tiles: the same bits (KC, by design, may change them)."""
+    a = _rand(rng, (100, 150), BF16)
+    b = _rand(rng, (150, 90), F16)
+    want = kernels.matmul(a, b)
+    kernels.set_gemm_blocks(mc=14, nc=32)
+    try:
+        assert np.array_equal(kernels.matmul(a, b), want)
+    finally:
+        kernels.set_gemm_blocks()
+    kernels.set_gemm_blocks(kc=40)
+    try:
+        _check(kernels.matmul(a, b), a, b)
+    finally:
+        kernels.set_gemm_blocks()
+
+
+def test_dtype_names_and_result_types(isa_level):
+    a = np.ones((2, 3), F16)
+    b = np.ones((3, 4), BF16)
+    assert kernels.matmul(a, b, out_dtype="bfloat16").dtype == BF16
+    assert kernels.matmul(a, b, out_dtype="float16").dtype == F16
+    assert kernels.matmul(a, b).dtype == F32
+    s = kernels.matmul(np.ones(3, F32), np.ones(3, BF16))
+    assert np.ndim(s) == 0 and s == 3.0
+    big_endian = np.ones((3, 4), ">f4")
+    assert np.array_equal(kernels.matmul(a, big_endian), np.full((2, 4), 3.0, F32))
