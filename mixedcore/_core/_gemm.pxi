@@ -4,10 +4,10 @@
 #   a. The caller (mixedcore.kernels._gemm) has validated everything and reduced the problem to
 #      `batch` matrix products of the same (M, N, K): per batch item it passes the byte offsets of
 #      A, B, Cin, out and the float32 accumulator inside their arrays, plus one set of byte strides.
-#   b. Threads split C, never K: with at least as many items as threads, whole items go round-robin
-#      to threads; otherwise each item is cut into one band per thread, along N when it has at
-#      least as many NR-tiles as M has MR-tiles (so batch-1 inference splits its columns), else
-#      along M, at tile boundaries.  Cut along M, the threads share each packed B block
+#   b. Threads split C, never K: when the items divide evenly among the threads (or there are
+#      many), whole items go round-robin to threads; otherwise each item is cut into one band per
+#      thread, along N when it has at least as many NR-tiles as M has MR-tiles (so batch-1
+#      inference splits its columns), else along M, at tile boundaries.  Cut along M, the threads share each packed B block
 #      (mc_gemm_run_shared: an OpenMP region in C, with a barrier after packing and one before the
 #      next block) instead of each packing all of B.  The K blocking does not depend on the split
 #      (mc_gemm.h, d).
@@ -166,7 +166,8 @@ def gemm_run(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, object acc, object c
                 if _gemm_item(kern, &blk, &g, item, offs, 1, 0, split_n) != 0:
                     failed = 1
                     break
-        elif batch >= nthreads:
+        elif batch % nthreads == 0 or batch >= 4 * nthreads:
+            # whole items per thread (a remainder of a few items would leave threads idle)
             for t in prange(nthreads, num_threads=nthreads, schedule="static"):
                 it = t
                 while it < batch:
