@@ -50,8 +50,9 @@ cdef extern from "mc_gemm.h" nogil:
     void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,
                      int64_t m0, int64_t m1, int64_t n0, int64_t n1, void *work)
 
-# multiply-adds below which a GEMM stays on one thread (~0.1 ms of one core)
-cdef int64_t GEMM_PARALLEL_MIN = 1 << 22
+# multiply-adds below which a GEMM stays on one thread: measured, 2 threads win from about
+# 512 Ki (8 x 256 x 256: 10.3 -> 8.6 us; 1 x 1024 x 1024: 80 -> 51 us) and lose at 64**3
+cdef int64_t GEMM_PARALLEL_MIN = 1 << 19
 cdef mc_gemm_blocks _gemm_want
 
 
