@@ -29,12 +29,25 @@ def _env_block(name):
 
 
 def set_gemm_blocks(mc=None, kc=None, nc=None):
-    """Override the GEMM block sizes (``None`` keeps the kernel's default); for tuning.
+    """Override the GEMM block sizes, process-wide (for tuning and tests).
 
+    Parameters
+    ----------
+    mc, kc, nc : int, optional
+        Rows of A per packed block, depth of K per block, columns of B per packed block.
+        ``None`` (or 0) restores the kernel's default (docs/gemm.md lists them).  MC is rounded
+        up to the micro-kernel's rows, NC to its columns, KC to even.
+
+    Notes
+    -----
     The environment variables ``MIXEDCORE_GEMM_MC``, ``MIXEDCORE_GEMM_KC`` and
-    ``MIXEDCORE_GEMM_NC`` set them at import.  Results do not depend on MC or NC; KC changes the
-    order of the float32 additions (partial sums of KC products are added in sequence).
+    ``MIXEDCORE_GEMM_NC`` set them at import.  MC and NC never change the results; KC decides
+    where the float32 partial sums of K blocks are added, so it can change the last bits
+    (always within the error bound).
     """
+    for name, v in (("mc", mc), ("kc", kc), ("nc", nc)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0):
+            raise ValueError(f"set_gemm_blocks: {name} must be a non-negative int, got {v!r}")
     _lib.gemm_set_blocks(int(mc or 0), int(kc or 0), int(nc or 0))
 
 
