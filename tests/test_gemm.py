@@ -487,3 +487,18 @@ def test_dtype_names_and_result_types(isa_level):
     assert np.ndim(s) == 0 and s == 3.0
     big_endian = np.ones((3, 4), ">f4")
     assert np.array_equal(kernels.matmul(a, big_endian), np.full((2, 4), 3.0, F32))
+
+
+def test_block_size_settings():
+    with pytest.raises(ValueError, match="set_gemm_blocks: kc"):
+        kernels.set_gemm_blocks(kc=-5)
+    with pytest.raises(ValueError, match="set_gemm_blocks: mc"):
+        kernels.set_gemm_blocks(mc=2.5)
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, MIXEDCORE_GEMM_KC="abc")
+    run = subprocess.run([sys.executable, "-c", "import mixedcore.kernels"], env=env,
+                         capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert run.returncode != 0 and "MIXEDCORE_GEMM_KC='abc'" in run.stderr
