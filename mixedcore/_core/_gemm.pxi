@@ -113,6 +113,18 @@ cdef int _gemm_item(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, mc_ge
     return 0
 
 
+cdef bint _split_along_n(int64_t mtiles, int64_t ntiles, int nthreads) noexcept nogil:
+    """Cut along N when it has at least as many tiles as M, or when its tiles divide among
+    the threads clearly more evenly (256 x 256: 8 column tiles split 4 + 4, while 19 row tiles
+    split 10 + 9)."""
+    cdef double eff_m, eff_n
+    if ntiles >= mtiles:
+        return True
+    eff_m = mtiles / <double>(nthreads * ((mtiles + nthreads - 1) // nthreads))
+    eff_n = ntiles / <double>(nthreads * ((ntiles + nthreads - 1) // nthreads))
+    return eff_n > eff_m + 0.02
+
+
 def gemm_run(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, object acc, object c, object bias,
              cnp.ndarray offsets, int64_t m, int64_t n, int64_t k, tuple a_strides,
              tuple b_strides, tuple o_strides, tuple acc_strides, tuple c_strides,
@@ -159,7 +171,8 @@ def gemm_run(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, object acc, object c
     if batch == 0 or m == 0 or n == 0:
         return
     nthreads = _threads_for(batch * m * n * max(k, 1), GEMM_PARALLEL_MIN)
-    split_n = (n + kern.nr - 1) // kern.nr >= (m + kern.mr - 1) // kern.mr
+    split_n = _split_along_n((m + kern.mr - 1) // kern.mr, (n + kern.nr - 1) // kern.nr,
+                             nthreads)
     with nogil:
         mc_fpflags_save(&flags)
         if nthreads == 1:
