@@ -223,9 +223,15 @@ void mc_gemm_blocks_for(const mc_gemm_kernel *kern, const mc_gemm_blocks *want, 
 
 static int64_t mc_round64_(int64_t x) { return (x + 63) & ~(int64_t)63; }
 
+/* Bytes of a packed block of `lanes` lanes and kc deep (pairs take half the rows). */
+static int64_t mc_block_bytes_(const mc_gemm_kernel *kern, int64_t lanes, int64_t kc)
+{
+    return mc_round64_(lanes * (kern->pairs ? (kc + 1) / 2 : kc) * 4);
+}
+
 int64_t mc_gemm_workspace_bytes(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk)
 {
-    return mc_round64_(blk->nc * blk->kc * 4) + mc_round64_(blk->mc * blk->kc * 4) +
+    return mc_block_bytes_(kern, blk->nc, blk->kc) + mc_block_bytes_(kern, blk->mc, blk->kc) +
            mc_round64_((int64_t)kern->mr * (blk->nc > kern->nr ? blk->nc : kern->nr) * 4) + 64;
 }
 
@@ -369,8 +375,8 @@ void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc
 {
     const int64_t K = g->k;
     char *bp = (char *)work;
-    char *ap = bp + mc_round64_(blk->nc * blk->kc * 4);
-    float *tile = (float *)(ap + mc_round64_(blk->mc * blk->kc * 4));
+    char *ap = bp + mc_block_bytes_(kern, blk->nc, blk->kc);
+    float *tile = (float *)(ap + mc_block_bytes_(kern, blk->mc, blk->kc));
     const int direct = mc_gemm_direct_ok_(kern, g);
 
     if (K == 0) {
@@ -392,9 +398,9 @@ int mc_gemm_run_shared(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
                        const mc_gemm_args *g, int nthreads)
 {
     const int64_t K = g->k, mr = kern->mr;
-    const int64_t abytes = mc_round64_(blk->mc * blk->kc * 4) +
+    const int64_t abytes = mc_block_bytes_(kern, blk->mc, blk->kc) +
                            mc_round64_(mr * (blk->nc > kern->nr ? blk->nc : kern->nr) * 4) + 64;
-    char *bp = (char *)mc_gemm_workspace_(1, mc_round64_(blk->nc * blk->kc * 4));
+    char *bp = (char *)mc_gemm_workspace_(1, mc_block_bytes_(kern, blk->nc, blk->kc));
     int failed = bp == NULL;
     if (failed || K == 0 || nthreads < 2 || mc_gemm_direct_ok_(kern, g)) {
         if (failed)
@@ -419,7 +425,7 @@ int mc_gemm_run_shared(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
         const int64_t m0 = t * chunk < g->m ? t * chunk : g->m;
         const int64_t m1 = m0 + chunk < g->m ? m0 + chunk : g->m;
         char *ap = (char *)mc_gemm_workspace_(0, abytes);
-        float *tile = ap ? (float *)(ap + mc_round64_(blk->mc * blk->kc * 4)) : NULL;
+        float *tile = ap ? (float *)(ap + mc_block_bytes_(kern, blk->mc, blk->kc)) : NULL;
         if (ap == NULL) {
 #if defined(_OPENMP)
 #pragma omp atomic write
