@@ -6,11 +6,12 @@
 #      A, B, Cin, out and the float32 accumulator inside their arrays, plus one set of byte strides.
 #   b. Threads split C, never K: when the items divide evenly among the threads (or there are
 #      many), whole items go round-robin to threads; otherwise each item is cut into one band per
-#      thread, along N when it has at least as many NR-tiles as M has MR-tiles (so batch-1
-#      inference splits its columns), else along M, at tile boundaries.  Cut along M, the threads share each packed B block
-#      (mc_gemm_run_shared: an OpenMP region in C, with a barrier after packing and one before the
-#      next block) instead of each packing all of B.  The K blocking does not depend on the split
-#      (mc_gemm.h, d).
+#      thread: along N, at NR-tile boundaries, when N has at least as many tiles as M (so batch-1
+#      inference splits its columns) or its tiles divide clearly more evenly (_split_along_n);
+#      else along M, in equal bands of rows, with the threads sharing each packed B block
+#      (mc_gemm_run_shared: an OpenMP region in C, a barrier after packing and one before the
+#      next block) instead of each packing all of B.  The K blocking does not depend on the
+#      split (mc_gemm.h, d), nor does any element's sequence of operations.
 #   c. Below GEMM_PARALLEL_MIN multiply-adds the call stays on the calling thread.
 #   d. Packing buffers are thread-local and kept (mc_gemm_workspace_), so repeated small calls
 #      do not page-fault fresh allocations.

@@ -411,7 +411,6 @@ int mc_gemm_run_shared(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
         mc_gemm_run(kern, blk, g, 0, g->m, 0, g->n, w);
         return 0;
     }
-    const int64_t tiles = (g->m + mr - 1) / mr;
 #if defined(_OPENMP)
 #pragma omp parallel num_threads(nthreads)
 #endif
@@ -421,7 +420,10 @@ int mc_gemm_run_shared(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
 #else
         const int t = 0, nt = 1;
 #endif
-        const int64_t chunk = (tiles + nt - 1) / nt * mr;
+        /* equal bands of rows (not of whole tiles): each band ends with its own partial tile,
+         * which balances better than one thread holding every full tile (1024 rows: 36 tiles
+         * + 8 rows each, instead of 37 tiles against 36 + 2 rows) */
+        const int64_t chunk = (g->m + nt - 1) / nt;
         const int64_t m0 = t * chunk < g->m ? t * chunk : g->m;
         const int64_t m1 = m0 + chunk < g->m ? m0 + chunk : g->m;
         char *ap = (char *)mc_gemm_workspace_(0, abytes);
