@@ -502,3 +502,30 @@ def test_block_size_settings():
                          capture_output=True, text=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert run.returncode != 0 and "MIXEDCORE_GEMM_KC='abc'" in run.stderr
+
+
+@pytest.mark.parametrize("out_dtype", [F32, F16, BF16])
+def test_partial_sums_through_strided_out(isa_level, out_dtype, rng):
+    """K over several KC blocks with an output that is not contiguous along rows: the partial
+    sums go through the output itself (float32) or a scratch array (16-bit), then the epilogue."""
+    a = _rand(rng, (23, 90), F16)
+    b = _rand(rng, (90, 37), BF16)
+    c = _rand(rng, (23, 37), F32)
+    want = kernels.matmul(a, b, c=c, beta=0.5, bias=np.ones(37, F32), activation="tanh",
+                          out_dtype=out_dtype)
+    kernels.set_gemm_blocks(kc=16)
+    try:
+        out = np.zeros((37, 23), out_dtype).T
+        got = kernels.matmul(a, b, c=c, beta=0.5, bias=np.ones(37, F32), activation="tanh",
+                             out=out)
+        assert got is out
+        ref = kernels.matmul(a, b, c=c, beta=0.5, bias=np.ones(37, F32), activation="tanh",
+                             out_dtype=out_dtype)
+        assert np.array_equal(got.view(np.uint16 if out_dtype != F32 else np.uint32),
+                              ref.view(np.uint16 if out_dtype != F32 else np.uint32))
+    finally:
+        kernels.set_gemm_blocks()
+    # a different KC moves where block sums are added: within a few float32 roundings
+    tol = 4 * 90 * U * (np.abs(_f64(a)) @ np.abs(_f64(b))) + 2.0 ** -8 * np.abs(_f64(want)) \
+        + 2.0 ** -126
+    assert np.all(np.abs(_f64(got) - _f64(want)) <= tol)
