@@ -6,7 +6,9 @@
  *      Tiles with fewer rows run a copy specialised to that many rows.
  *   b. Packing: lanes contiguous in memory are loaded 8 at a time (F16C or a shift converts
  *      16-bit types exactly), the partial group at the edge element by element through the scalar
- *      twins; every other layout uses the scalar pack.  No load touches an element outside the
+ *      twins; lanes contiguous along k (rows of A) are loaded as 8 rows of 8 k and transposed in
+ *      registers (the k columns after the last full group of 8 through the scalar twins); every
+ *      other layout uses the scalar pack.  No load touches an element outside the
  *      operand.
  *   c. The epilogue is the scalar one (mc_gemm.c): this level is the fallback for CPUs without
  *      AVX-512, where the micro-kernel is what matters.
@@ -32,12 +34,61 @@ MC_INLINE_ __m256 mc_load8_(const char *p, int type)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+/* r[i] = row i (8 values along k) -> r[j] = column j (8 rows): unpack, shuffle pairs, swap
+ * 128-bit halves. */
+MC_INLINE_ void mc_transpose8_(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int q = 0; q < 2; ++q) {
+        u[4 * q + 0] = _mm256_shuffle_ps(t[4 * q + 0], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q + 0], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    for (int e = 0; e < 4; ++e) {
+        r[e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x20);
+        r[4 + e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x31);
+    }
+}
+
+/* Lanes contiguous along k (rows of A): 8 lanes x 8 k loaded as rows and transposed in
+ * registers; the k columns past the last multiple of 8 go through the scalar pack. */
+static void mc_pack_k_contig_(const char *src, int type, int64_t ls, int64_t lanes, int64_t kc,
+                              int w, float *d)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    const int64_t kfull = kc / 8 * 8;
+    for (int l0 = 0; l0 < w; l0 += 8) {
+        const int wl = w - l0 < 8 ? w - l0 : 8;
+        const __m256i store_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(wl),
+                                                      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const int64_t nl = lanes - l0 < 8 ? lanes - l0 : 8;
+        for (int64_t k0 = 0; k0 < kfull; k0 += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; ++i)
+                r[i] = i < nl ? mc_load8_(src + (l0 + i) * ls + k0 * es, type) : _mm256_setzero_ps();
+            mc_transpose8_(r);
+            for (int j = 0; j < 8; ++j)
+                _mm256_maskstore_ps(d + (k0 + j) * w + l0, store_mask, r[j]);
+        }
+    }
+    if (kfull < kc)
+        mc_gemm_pack_generic_(src + kfull * es, type, ls, es, lanes, kc - kfull, w, d + kfull * w);
+}
+
 static void mc_pack_avx2_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
                           int64_t kc, int w, void *dst)
 {
     const int64_t es = type == MC_F32 ? 4 : 2;
     if (ls != es) {
-        mc_gemm_pack_generic_(src, type, ls, ks, lanes, kc, w, dst);
+        if (ks == es)
+            mc_pack_k_contig_(src, type, ls, lanes, kc, w, (float *)dst);
+        else
+            mc_gemm_pack_generic_(src, type, ls, ks, lanes, kc, w, dst);
         return;
     }
     float *d = (float *)dst;
