@@ -529,3 +529,16 @@ def test_partial_sums_through_strided_out(isa_level, out_dtype, rng):
     tol = 4 * 90 * U * (np.abs(_f64(a)) @ np.abs(_f64(b))) + 2.0 ** -8 * np.abs(_f64(want)) \
         + 2.0 ** -126
     assert np.all(np.abs(_f64(got) - _f64(want)) <= tol)
+
+
+@pytest.mark.parametrize("dt", [F32, F16, BF16])
+def test_small_m_wide_n(isa_level, dt, rng):
+    """1-3 rows against many columns (the in-place path takes up to 128 columns per call): the
+    bound, and the same bits as the rows of a taller product, for N not a multiple of 128."""
+    for m, k, n in [(1, 40, 300), (2, 33, 129), (3, 70, 1000), (2, 5, 3000)]:
+        a = _rand(rng, (m, k), dt)
+        b = _rand(rng, (k, n), dt)
+        got = kernels.matmul(a, b)
+        _check(got, a, b)
+        tall = kernels.matmul(np.concatenate([a, _rand(rng, (20, k), dt)]), b)
+        assert np.array_equal(got, tall[:m])

@@ -300,9 +300,13 @@ static void mc_gemm_direct_(const mc_gemm_kernel *kern, const mc_gemm_args *g, c
             const int64_t kb = kc - kk < MC_DIRECT_KB ? kc - kk : MC_DIRECT_KB;
             const char *arow = a + (kern->pairs ? kk / 2 : kk) * mr * 4;
             const char *b = g->b + (pc + kk) * g->b_rs + jc * es;
-            for (int64_t jr = 0; jr < nc; jr += nr)
+            /* 1-3 rows hold too few accumulators to cover the FMA latency over NR columns:
+             * such tiles take direct_wide columns per call when the level offers it */
+            const int step = mrr <= 3 && kern->direct_wide > nr ? kern->direct_wide : nr;
+            for (int64_t jr = 0; jr < nc; jr += step)
                 kern->ukr_direct(kb, arow, b + jr * es, g->b_rs, g->b_type,
-                                 (int)(nc - jr < nr ? nc - jr : nr), tile + jr, ldt, mrr, kk > 0);
+                                 (int)(nc - jr < step ? nc - jr : step), tile + jr, ldt, mrr,
+                                 kk > 0);
         }
         for (int64_t jr = 0; jr < nc; jr += nr)
             kern->epi(g, tile + jr, (int)ldt, mrr, (int)(nc - jr < nr ? nc - jr : nr), ic + ir,

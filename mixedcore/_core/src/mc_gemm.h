@@ -70,6 +70,7 @@ typedef struct {
     mc_gemm_epi_fn epi;
     mc_gemm_ukr_direct_fn ukr_direct;   /* NULL when the level has none */
     int64_t mc, kc, nc;        /* default block sizes, chosen by measurement (docs/gemm.md) */
+    int direct_wide;           /* columns per ukr_direct call for tiles of <= 3 rows (0: NR) */
 } mc_gemm_kernel;
 
 /* The kernel set for a level and pair of input types, falling back level by level. */

@@ -165,31 +165,34 @@ static void mc_ukr_f32_avx512_(int64_t kc, const void *ap, const void *bp, float
 /* B read in place (small M): rows of B loaded with the packing's conversion, masked at the
  * right edge; the FMAs are those of mc_ukr_body_, in the same order, continuing from the tile's
  * partial sums when `accumulate` is set. */
-MC_INLINE_ void mc_ukr_direct_body_(const int rows, int64_t kc, const float *a, const char *b,
-                                    int64_t ldb, int type, int nr, float *tile,
+#define MC_WIDE_NV 8   /* vectors per row in the 1-3 row variant: 128 columns, <= 24 accumulators */
+
+MC_INLINE_ void mc_ukr_direct_body_(const int rows, const int nv, int64_t kc, const float *a,
+                                    const char *b, int64_t ldb, int type, int nr, float *tile,
                                     int64_t ldt, int accumulate)
 {
     const int es = type == MC_F32 ? 4 : 2;
-    __mmask16 m[MC_NV];
-    __m512 c[MC_MR][MC_NV];
-#pragma GCC unroll 4
-    for (int j = 0; j < MC_NV; ++j)
+    __mmask16 m[MC_WIDE_NV];
+    __m512 c[MC_MR][MC_WIDE_NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j)
         m[j] = mc_mask_(nr - 16 * j);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
-#pragma GCC unroll 4
-        for (int j = 0; j < MC_NV; ++j)
-            c[i][j] = accumulate ? _mm512_load_ps(tile + i * ldt + 16 * j) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j)
+            c[i][j] = accumulate && 16 * j < nr ? _mm512_load_ps(tile + i * ldt + 16 * j)
+                                                : _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
-        __m512 bv[MC_NV];
-#pragma GCC unroll 4
-        for (int j = 0; j < MC_NV; ++j)
+        __m512 bv[MC_WIDE_NV];
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j)
             bv[j] = mc_load16_(b + 16 * j * es, type, m[j]);
 #pragma GCC unroll 16
         for (int i = 0; i < rows; ++i) {
             const __m512 ai = _mm512_set1_ps(a[i]);
-#pragma GCC unroll 4
-            for (int j = 0; j < MC_NV; ++j)
+#pragma GCC unroll 8
+            for (int j = 0; j < nv; ++j)
                 c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
         }
         a += MC_MR;
@@ -197,22 +200,27 @@ MC_INLINE_ void mc_ukr_direct_body_(const int rows, int64_t kc, const float *a, 
     }
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
-#pragma GCC unroll 4
-        for (int j = 0; j < MC_NV; ++j)
-            _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j)
+            if (16 * j < nr)   /* the tile row ends at the 32-column multiple after nr */
+                _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
 }
 
-#define MC_UKR_DIRECT_ROWS_(R)                                                              \
-    static void mc_ukr_direct_##R##_(int64_t kc, const float *a, const char *b, int64_t ldb, \
-                                     int type, int nr, float *tile, int64_t ldt, int acc)   \
+#define MC_UKR_DIRECT_NV_(R, NV, name)                                                      \
+    static void name(int64_t kc, const float *a, const char *b, int64_t ldb, int type, int nr, \
+                     float *tile, int64_t ldt, int acc)                                     \
     {                                                                                       \
         if (type == MC_F32)                                                                 \
-            mc_ukr_direct_body_(R, kc, a, b, ldb, MC_F32, nr, tile, ldt, acc);              \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, MC_F32, nr, tile, ldt, acc);          \
         else if (type == MC_F16)                                                            \
-            mc_ukr_direct_body_(R, kc, a, b, ldb, MC_F16, nr, tile, ldt, acc);              \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, MC_F16, nr, tile, ldt, acc);          \
         else                                                                                \
-            mc_ukr_direct_body_(R, kc, a, b, ldb, MC_BF16, nr, tile, ldt, acc);             \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, MC_BF16, nr, tile, ldt, acc);         \
     }
+#define MC_UKR_DIRECT_ROWS_(R) MC_UKR_DIRECT_NV_(R, MC_NV, mc_ukr_direct_##R##_)
+MC_UKR_DIRECT_NV_(1, MC_WIDE_NV, mc_ukr_direct_wide_1_)
+MC_UKR_DIRECT_NV_(2, MC_WIDE_NV, mc_ukr_direct_wide_2_)
+MC_UKR_DIRECT_NV_(3, MC_WIDE_NV, mc_ukr_direct_wide_3_)
 MC_UKR_DIRECT_ROWS_(1) MC_UKR_DIRECT_ROWS_(2) MC_UKR_DIRECT_ROWS_(3) MC_UKR_DIRECT_ROWS_(4)
 MC_UKR_DIRECT_ROWS_(5) MC_UKR_DIRECT_ROWS_(6) MC_UKR_DIRECT_ROWS_(7) MC_UKR_DIRECT_ROWS_(8)
 MC_UKR_DIRECT_ROWS_(9) MC_UKR_DIRECT_ROWS_(10) MC_UKR_DIRECT_ROWS_(11) MC_UKR_DIRECT_ROWS_(12)
@@ -230,6 +238,12 @@ static void mc_ukr_direct_f32_avx512_(int64_t kc, const void *ap, const char *b,
                                       int b_type, int nr, float *tile, int64_t ldt, int mr,
                                       int accumulate)
 {
+    if (nr > MC_NR) {         /* mr <= 3: the wide variant (mc_gemm.c, mc_gemm_direct_) */
+        static const mc_ukr_direct_rows_fn_ wide[4] = {
+            NULL, mc_ukr_direct_wide_1_, mc_ukr_direct_wide_2_, mc_ukr_direct_wide_3_};
+        wide[mr](kc, (const float *)ap, b, ldb, b_type, nr, tile, ldt, accumulate);
+        return;
+    }
     mc_ukr_direct_rows_[mr](kc, (const float *)ap, b, ldb, b_type, nr, tile, ldt, accumulate);
 }
 
@@ -453,7 +467,7 @@ void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int 
 static const mc_gemm_kernel mc_gemm_f32_avx512_ = {
     MC_MR, MC_NR, 0, 4, mc_pack_avx512_, mc_ukr_f32_avx512_, mc_gemm_epi_avx512_,
     mc_ukr_direct_f32_avx512_,
-    140, 1024, 1024,
+    140, 1024, 1024, 16 * MC_WIDE_NV,
 };
 
 const mc_gemm_kernel *mc_gemm_kernel_avx512(int a_type, int b_type)
