@@ -160,8 +160,11 @@ static void mc_ukr_bf16_avx512bf16_(int64_t kp, const void *ap, const void *bp, 
 
 /* B read in place (small M): rows k and k + 1 interleaved on the fly exactly as the pack does
  * (row k + 1 is zero past an odd kc), then the dot products of mc_ukr_body_ in the same order. */
-MC_INLINE_ void mc_ukr_direct_body_(const int rows, int64_t kc, const uint32_t *a, const char *b,
-                                    int64_t ldb, int nr, float *tile,
+#define MC_WIDE_NG 4   /* 32-column groups per row in the 1-3 row variant: 128 columns */
+
+/* ng groups of 32 columns (each: two rows of 32 bfloat16 interleaved into 2 vectors of pairs). */
+MC_INLINE_ void mc_ukr_direct_body_(const int rows, const int ng, int64_t kc, const uint32_t *a,
+                                    const char *b, int64_t ldb, int nr, float *tile,
                                     int64_t ldt, int accumulate)
 {
     const __m512i lo_idx = _mm512_setr_epi32(
@@ -169,23 +172,32 @@ MC_INLINE_ void mc_ukr_direct_body_(const int rows, int64_t kc, const uint32_t *
         0x00270007, 0x00280008, 0x00290009, 0x002A000A, 0x002B000B, 0x002C000C, 0x002D000D,
         0x002E000E, 0x002F000F);
     const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
-    const __mmask32 m = mc_mask32_(nr);
-    __m512 c[MC_MR][MC_NV];
+    __mmask32 m[MC_WIDE_NG];
+    __m512 c[MC_MR][2 * MC_WIDE_NG];
+#pragma GCC unroll 4
+    for (int q = 0; q < ng; ++q)
+        m[q] = mc_mask32_(nr - 32 * q);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
-#pragma GCC unroll 4
-        for (int j = 0; j < MC_NV; ++j)
-            c[i][j] = accumulate ? _mm512_load_ps(tile + i * ldt + 16 * j) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int j = 0; j < 2 * ng; ++j)
+            c[i][j] = accumulate && 16 * j < nr ? _mm512_load_ps(tile + i * ldt + 16 * j)
+                                                : _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; k += 2) {
-        const __m512i r0 = _mm512_maskz_loadu_epi16(m, b);
-        const __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, b + ldb) : _mm512_setzero_si512();
-        const __m512bh bv[2] = {(__m512bh)_mm512_permutex2var_epi16(r0, lo_idx, r1),
-                                (__m512bh)_mm512_permutex2var_epi16(r0, hi_idx, r1)};
+        __m512bh bv[2 * MC_WIDE_NG];
+#pragma GCC unroll 4
+        for (int q = 0; q < ng; ++q) {
+            const __m512i r0 = _mm512_maskz_loadu_epi16(m[q], b + 64 * q);
+            const __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m[q], b + ldb + 64 * q)
+                                          : _mm512_setzero_si512();
+            bv[2 * q] = (__m512bh)_mm512_permutex2var_epi16(r0, lo_idx, r1);
+            bv[2 * q + 1] = (__m512bh)_mm512_permutex2var_epi16(r0, hi_idx, r1);
+        }
 #pragma GCC unroll 16
         for (int i = 0; i < rows; ++i) {
             const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
-#pragma GCC unroll 4
-            for (int j = 0; j < MC_NV; ++j)
+#pragma GCC unroll 8
+            for (int j = 0; j < 2 * ng; ++j)
                 c[i][j] = _mm512_dpbf16_ps(c[i][j], ai, bv[j]);
         }
         a += MC_MR;
@@ -193,21 +205,26 @@ MC_INLINE_ void mc_ukr_direct_body_(const int rows, int64_t kc, const uint32_t *
     }
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
-#pragma GCC unroll 4
-        for (int j = 0; j < MC_NV; ++j)
-            _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
+#pragma GCC unroll 8
+        for (int j = 0; j < 2 * ng; ++j)
+            if (16 * j < nr)   /* the tile row ends at the 32-column multiple after nr */
+                _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
 }
 
-#define MC_UKR_DIRECT_ROWS_(R)                                                              \
-    static void mc_ukr_direct_##R##_(int64_t kc, const uint32_t *a, const char *b,          \
-                                     int64_t ldb, int nr, float *tile, int64_t ldt, int acc) \
+#define MC_UKR_DIRECT_NG_(R, NG, name)                                                      \
+    static void name(int64_t kc, const uint32_t *a, const char *b, int64_t ldb, int nr,    \
+                     float *tile, int64_t ldt, int acc)                                     \
     {                                                                                       \
-        mc_ukr_direct_body_(R, kc, a, b, ldb, nr, tile, ldt, acc);                          \
+        mc_ukr_direct_body_(R, NG, kc, a, b, ldb, nr, tile, ldt, acc);                      \
     }
+#define MC_UKR_DIRECT_ROWS_(R) MC_UKR_DIRECT_NG_(R, 1, mc_ukr_direct_##R##_)
 MC_UKR_DIRECT_ROWS_(1) MC_UKR_DIRECT_ROWS_(2) MC_UKR_DIRECT_ROWS_(3) MC_UKR_DIRECT_ROWS_(4)
 MC_UKR_DIRECT_ROWS_(5) MC_UKR_DIRECT_ROWS_(6) MC_UKR_DIRECT_ROWS_(7) MC_UKR_DIRECT_ROWS_(8)
 MC_UKR_DIRECT_ROWS_(9) MC_UKR_DIRECT_ROWS_(10) MC_UKR_DIRECT_ROWS_(11) MC_UKR_DIRECT_ROWS_(12)
 MC_UKR_DIRECT_ROWS_(13) MC_UKR_DIRECT_ROWS_(14)
+MC_UKR_DIRECT_NG_(1, MC_WIDE_NG, mc_ukr_direct_wide_1_)
+MC_UKR_DIRECT_NG_(2, MC_WIDE_NG, mc_ukr_direct_wide_2_)
+MC_UKR_DIRECT_NG_(3, MC_WIDE_NG, mc_ukr_direct_wide_3_)
 
 typedef void (*mc_ukr_direct_rows_fn_)(int64_t, const uint32_t *, const char *, int64_t, int,
                                        float *, int64_t, int);
@@ -222,13 +239,19 @@ static void mc_ukr_direct_bf16_avx512bf16_(int64_t kc, const void *ap, const cha
                                            int accumulate)
 {
     (void)b_type;
+    if (nr > MC_NR) {         /* mr <= 3: the wide variant (mc_gemm.c, mc_gemm_direct_) */
+        static const mc_ukr_direct_rows_fn_ wide[4] = {
+            NULL, mc_ukr_direct_wide_1_, mc_ukr_direct_wide_2_, mc_ukr_direct_wide_3_};
+        wide[mr](kc, (const uint32_t *)ap, b, ldb, nr, tile, ldt, accumulate);
+        return;
+    }
     mc_ukr_direct_rows_[mr](kc, (const uint32_t *)ap, b, ldb, nr, tile, ldt, accumulate);
 }
 
 static const mc_gemm_kernel mc_gemm_bf16_avx512bf16_ = {
     MC_MR, MC_NR, 1, 4, mc_pack_pairs_avx512bf16_, mc_ukr_bf16_avx512bf16_, mc_gemm_epi_avx512_,
     mc_ukr_direct_bf16_avx512bf16_,
-    140, 2048, 1024,
+    140, 2048, 1024, 32 * MC_WIDE_NG,
 };
 
 const mc_gemm_kernel *mc_gemm_kernel_avx512bf16(int a_type, int b_type)
