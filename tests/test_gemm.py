@@ -337,7 +337,8 @@ def test_bias_and_c_broadcast(isa_level, rng):
     assert np.array_equal(kernels.matmul(a, b, c=row, beta=1.0), base + row)
     assert np.array_equal(kernels.matmul(a, b, c=col, beta=1.0), base + col.astype(F32))
     assert np.array_equal(kernels.matmul(a, b, bias=np.float32(2.0) * np.ones(1, F32)), base + 2)
-    assert np.array_equal(kernels.matmul(a, b, bias=row.astype(F16)), base + row.astype(F16).astype(F32))
+    assert np.array_equal(kernels.matmul(a, b, bias=row.astype(F16)),
+                          base + row.astype(F16).astype(F32))
 
 
 def test_out_argument(isa_level, rng):

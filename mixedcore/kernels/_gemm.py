@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from mixedcore._core import _lib
-from mixedcore.kernels._dispatch import as_native, bfloat16, check_out, overlaps
+from mixedcore.kernels._dispatch import as_native, bfloat16, check_out
 
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
 GEMM_CODES = {_F16: 0, _BF16: 1, _F32: 2}

@@ -20,9 +20,10 @@
  *      scalar pack.  No load ever touches an element outside the operand.
  *   d. The epilogue works on rows of 16 lanes with a mask for the right edge, when the output,
  *      the accumulator and Cin are contiguous along rows; otherwise it is the scalar epilogue.
- *      gelu, sigmoid and tanh are vectorised in float64 (see the activation section).  Rounding to float16 is VCVTPS2PH (round to nearest
- *      even, subnormals kept; its results equal the scalar twin for every non-signalling input,
- *      and an arithmetic result is never a signalling NaN); to bfloat16 it is the integer RNE of
+ *      gelu, sigmoid and tanh are vectorised in float64 (see the activation section).  Rounding
+ *      to float16 is VCVTPS2PH (round to nearest even, subnormals kept; its results equal the
+ *      scalar twin for every non-signalling input, and an arithmetic result is never a
+ *      signalling NaN); to bfloat16 it is the integer RNE of
  *      mc_f32_to_bf16_bits.
  */
 #include <immintrin.h>
