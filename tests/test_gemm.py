@@ -543,3 +543,25 @@ def test_small_m_wide_n(isa_level, dt, rng):
         _check(got, a, b)
         tall = kernels.matmul(np.concatenate([a, _rand(rng, (20, k), dt)]), b)
         assert np.array_equal(got, tall[:m])
+
+
+@pytest.mark.parametrize("dt", [F32, F16, BF16])
+def test_narrow_products_same_bits(isa_level, dt, rng):
+    """At most 8 columns (and twice as many rows) are computed as C^T = B^T A^T: the same
+    operations per element, so the same bits as the columns of a wider product; also with the
+    epilogue, a 1-D b, batches, and a column-major A (which then takes the in-place path)."""
+    a = _rand(rng, (300, 70), dt)
+    b = _rand(rng, (70, 40), dt)
+    c = _rand(rng, (300, 40), F32)
+    wide = kernels.matmul(a, b, c=c, beta=0.5, activation="sigmoid")
+    for n in (1, 3, 8):
+        got = kernels.matmul(a, b[:, :n], c=c[:, :n], beta=0.5, activation="sigmoid")
+        assert np.array_equal(got, wide[:, :n])
+        assert np.array_equal(kernels.matmul(np.asfortranarray(a), b[:, :n], c=c[:, :n],
+                                             beta=0.5, activation="sigmoid"), wide[:, :n])
+    plain = kernels.matmul(a, b)
+    assert np.array_equal(kernels.matmul(a, b[:, 5]), plain[:, 5])
+    batched = kernels.matmul(np.stack([a, a[::-1]]), b[:, :2], out_dtype=F16)
+    assert np.array_equal(batched[1].view(np.uint16),
+                          plain[::-1, :2].astype(F16).view(np.uint16))
+    _check(kernels.matmul(a, b[:, :1]), a, b[:, :1])

@@ -253,6 +253,11 @@ def _scratch(shape):
     return buf[:size].reshape(shape)
 
 
+# at most this many columns (and fewer than half as many as rows), C^T = B^T A^T is computed
+# instead: the narrow side becomes the rows of the micro-tile rather than 8 of its 32 columns
+_SWAP_MAX_N = 8
+
+
 def _run(a2, b2, out, c32, bias32, bias_stride, batch, m, n, k, vec_a, vec_b, out_code, alpha,
          beta, act):
     a_code, b_code = GEMM_CODES[a2.dtype], GEMM_CODES[b2.dtype]
@@ -266,18 +271,26 @@ def _run(a2, b2, out, c32, bias32, bias_stride, batch, m, n, k, vec_a, vec_b, ou
     if batch:
         a_b = np.broadcast_to(a2, batch + (m, k))
         b_b = np.broadcast_to(b2, batch + (k, n))
-        offsets = np.zeros((math.prod(batch), 5), dtype=np.int64)
+    else:
+        a_b, b_b = a2, b2
+    if n <= _SWAP_MAX_N and m > 2 * n and bias_stride == 0:
+        # Every element is the same sequence of FMAs either way (fma(a, b, s) == fma(b, a, s)),
+        # so the swap changes no bit; the decision depends on the shape only.  A bias along
+        # the columns would lie along the rows of the swapped product: not swapped then.
+        a_b, b_b = np.swapaxes(b_b, -1, -2), np.swapaxes(a_b, -1, -2)
+        o_m, acc = np.swapaxes(o_m, -1, -2), np.swapaxes(acc, -1, -2)
+        c_m = np.swapaxes(c_m, -1, -2) if c_m is not None else None
+        a_code, b_code, m, n = b_code, a_code, n, m
+    offsets = np.zeros((math.prod(batch) if batch else 1, 5), dtype=np.int64)
+    if batch:
         offsets[:, 0] = _batch_offsets(a_b, batch)
         offsets[:, 1] = _batch_offsets(b_b, batch)
         offsets[:, 2] = _batch_offsets(o_m, batch)
         offsets[:, 3] = _batch_offsets(acc, batch)
         if c_m is not None:
             offsets[:, 4] = _batch_offsets(c_m, batch)
-    else:
-        a_b, b_b = a2, b2
-        offsets = np.zeros((1, 5), dtype=np.int64)
     c_strides = (c_m.strides[-2], c_m.strides[-1]) if c_m is not None else (0, 0)
-    _lib.gemm_run(a2, b2, out, acc, c_m, bias32, offsets, m, n, k,
+    _lib.gemm_run(a_b, b_b, o_m, acc, c_m, bias32, offsets, m, n, k,
                   (a_b.strides[-2], a_b.strides[-1]), (b_b.strides[-2], b_b.strides[-1]),
                   (o_m.strides[-2], o_m.strides[-1]), (acc.strides[-2], acc.strides[-1]),
                   c_strides, bias_stride, a_code, b_code, out_code, alpha, beta, act)
