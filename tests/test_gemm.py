@@ -543,6 +543,8 @@ def test_small_m_wide_n(isa_level, dt, rng):
         _check(got, a, b)
         tall = kernels.matmul(np.concatenate([a, _rand(rng, (20, k), dt)]), b)
         assert np.array_equal(got, tall[:m])
+        # B contiguous along k (a transposed weight matrix): read in place by columns
+        assert np.array_equal(kernels.matmul(a, np.asfortranarray(b)), tall[:m])
 
 
 @pytest.mark.parametrize("dt", [F32, F16, BF16])

@@ -20,8 +20,9 @@
  *   d. mc_gemm_select() picks the kernel of the highest level <= the requested one that has the
  *      input pair: bfloat16 x bfloat16 uses VDPBF16PS at avx512bf16; every other pair (and
  *      bfloat16 below that level) goes through float32 panels.
- *   e. Small M (<= MR rows) reads B in place (mc_gemm_direct_) when its rows are contiguous: the
- *      same operations in the same order as the packed path, so the same bits.
+ *   e. Small M (<= MR rows) reads B in place (mc_gemm_direct_) when its rows are contiguous, and
+ *      (<= MC_DIRECT_T_MAXM rows) by columns (mc_gemm_direct_t_) when they are contiguous along
+ *      k: the same operations in the same order as the packed path, so the same bits.
  *   f. Scratch buffers are thread-local and kept for the life of the thread (OpenMP keeps its
  *      pool), so calls do not page-fault fresh allocations: at the avx512 levels about 4.6 MiB
  *      per thread that ran a large product, plus 4 MiB for the shared B block.
@@ -314,6 +315,24 @@ static void mc_gemm_direct_(const mc_gemm_kernel *kern, const mc_gemm_args *g, c
     }
 }
 
+/* Columns of B in place (B contiguous along k): one call per NR-column strip over the whole
+ * kc, loading 16 columns x 16 k and transposing them in registers; each element again sees
+ * its products in k order. */
+static void mc_gemm_direct_t_(const mc_gemm_kernel *kern, const mc_gemm_args *g, const char *ap,
+                              float *tile, int64_t ic, int64_t mcb, int64_t jc, int64_t nc,
+                              int64_t pc, int64_t kc, int first, int last)
+{
+    const int nr = kern->nr;
+    const int64_t ldt = (nc + nr - 1) / nr * nr;
+    const int mrr = (int)mcb;                        /* <= MC_DIRECT_T_MAXM: one tile row */
+    for (int64_t jr = 0; jr < nc; jr += nr) {
+        const int nrr = (int)(nc - jr < nr ? nc - jr : nr);
+        kern->ukr_direct_t(kc, ap, g->b + pc * g->b_rs + (jc + jr) * g->b_cs, g->b_cs,
+                           g->b_type, nrr, tile + jr, ldt, mrr);
+        kern->epi(g, tile + jr, (int)ldt, mrr, nrr, ic, jc + jr, first, last);
+    }
+}
+
 /* Packs the B panels q = q0, q0 + qstep, ... of the block at (pc, jc). */
 static void mc_gemm_pack_b_(const mc_gemm_kernel *kern, const mc_gemm_args *g, int64_t jc,
                             int64_t nc, int64_t pc, int64_t kc, int64_t ksteps, char *bp,
@@ -338,6 +357,10 @@ static void mc_gemm_rows_(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
         for (int64_t ir = 0; ir < mcb; ir += mr)
             kern->pack(g->a + (ic + ir) * g->a_rs + pc * g->a_cs, g->a_type, g->a_rs, g->a_cs,
                        mcb - ir < mr ? mcb - ir : mr, kc, mr, ap + ir * ksteps * 4);
+        if (direct == 2) {
+            mc_gemm_direct_t_(kern, g, ap, tile, ic, mcb, jc, nc, pc, kc, first, last);
+            continue;
+        }
         if (direct) {
             mc_gemm_direct_(kern, g, ap, tile, ic, mcb, jc, nc, pc, kc, ksteps, first, last);
             continue;
@@ -370,8 +393,12 @@ static void mc_gemm_k_zero_(const mc_gemm_kernel *kern, const mc_gemm_args *g, i
  * whole item (g->m), never on the rectangle, so the thread split cannot change it. */
 static int mc_gemm_direct_ok_(const mc_gemm_kernel *kern, const mc_gemm_args *g)
 {
-    return kern->ukr_direct != NULL && g->m <= kern->mr &&
-           g->b_cs == (g->b_type == MC_F32 ? 4 : 2);
+    const int64_t es = g->b_type == MC_F32 ? 4 : 2;
+    if (kern->ukr_direct != NULL && g->m <= kern->mr && g->b_cs == es)
+        return 1;                                    /* rows of B contiguous */
+    if (kern->ukr_direct_t != NULL && g->m <= MC_DIRECT_T_MAXM && g->b_rs == es)
+        return 2;                                    /* columns of B contiguous */
+    return 0;
 }
 
 void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,

@@ -61,6 +61,13 @@ typedef void (*mc_gemm_ukr_direct_fn)(int64_t kc, const void *ap, const char *b,
                                       int b_type, int nr, float *tile, int64_t ldt, int mr,
                                       int accumulate);
 
+/* The same tile again, for B whose columns are contiguous along k (a transposed B, or A^T of
+ * a swapped matrix-vector product): nr columns ldc bytes apart, all kc rows in one call, at
+ * most MC_DIRECT_T_MAXM rows; the tile (row length ldt) is overwritten. */
+typedef void (*mc_gemm_ukr_direct_t_fn)(int64_t kc, const void *ap, const char *b, int64_t ldc,
+                                        int b_type, int nr, float *tile, int64_t ldt, int mr);
+#define MC_DIRECT_T_MAXM 6
+
 typedef struct {
     int mr, nr;
     int pairs;                 /* 1: bfloat16-pair panels, kc stepped by 2 */
@@ -71,6 +78,7 @@ typedef struct {
     mc_gemm_ukr_direct_fn ukr_direct;   /* NULL when the level has none */
     int64_t mc, kc, nc;        /* default block sizes, chosen by measurement (docs/gemm.md) */
     int direct_wide;           /* columns per ukr_direct call for tiles of <= 3 rows (0: NR) */
+    mc_gemm_ukr_direct_t_fn ukr_direct_t;   /* NULL when the level has none */
 } mc_gemm_kernel;
 
 /* The kernel set for a level and pair of input types, falling back level by level. */

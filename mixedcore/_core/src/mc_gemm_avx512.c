@@ -250,6 +250,75 @@ static void mc_ukr_direct_f32_avx512_(int64_t kc, const void *ap, const char *b,
 
 /* --- epilogue ----------------------------------------------------------------------------------- */
 
+/* Columns of B in place (B contiguous along k, at most MC_DIRECT_T_MAXM rows): 16 columns x
+ * 16 k loaded as rows (masked at the k edge and the right edge), transposed in registers, then
+ * the FMAs of mc_ukr_body_ for those 16 k, in order; k past kc is skipped, never multiplied. */
+MC_INLINE_ void mc_ukr_direct_t_body_(const int rows, int64_t kc, const float *a, const char *b,
+                                      int64_t ldc, int type, int nr, float *tile, int64_t ldt)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    __m512 c[MC_DIRECT_T_MAXM][MC_NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            c[i][j] = _mm512_setzero_ps();
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+        const __mmask16 mk = mc_mask_(kc - k0);
+        const int64_t nk = kc - k0 < 16 ? kc - k0 : 16;
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j) {
+            const int ncol = nr - 16 * j;
+            if (ncol <= 0)
+                break;
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; ++l)
+                r[l] = l < ncol ? mc_load16_(b + (16 * j + l) * ldc + k0 * es, type, mk)
+                                : _mm512_setzero_ps();
+            mc_transpose16_(r);
+#pragma GCC unroll 16
+            for (int kk = 0; kk < 16; ++kk) {
+                if (kk < nk) {
+#pragma GCC unroll 8
+                    for (int i = 0; i < rows; ++i)
+                        c[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(a[(k0 + kk) * MC_MR + i]), r[kk],
+                                                  c[i][j]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_DIRECT_T_ROWS_(R)                                                            \
+    static void mc_ukr_direct_t_##R##_(int64_t kc, const float *a, const char *b, int64_t ldc, \
+                                       int type, int nr, float *tile, int64_t ldt)          \
+    {                                                                                       \
+        if (type == MC_F32)                                                                 \
+            mc_ukr_direct_t_body_(R, kc, a, b, ldc, MC_F32, nr, tile, ldt);                 \
+        else if (type == MC_F16)                                                            \
+            mc_ukr_direct_t_body_(R, kc, a, b, ldc, MC_F16, nr, tile, ldt);                 \
+        else                                                                                \
+            mc_ukr_direct_t_body_(R, kc, a, b, ldc, MC_BF16, nr, tile, ldt);                \
+    }
+MC_UKR_DIRECT_T_ROWS_(1) MC_UKR_DIRECT_T_ROWS_(2) MC_UKR_DIRECT_T_ROWS_(3)
+MC_UKR_DIRECT_T_ROWS_(4) MC_UKR_DIRECT_T_ROWS_(5) MC_UKR_DIRECT_T_ROWS_(6)
+
+static void mc_ukr_direct_t_f32_avx512_(int64_t kc, const void *ap, const char *b, int64_t ldc,
+                                        int b_type, int nr, float *tile, int64_t ldt, int mr)
+{
+    typedef void (*fn_t)(int64_t, const float *, const char *, int64_t, int, int, float *, int64_t);
+    static const fn_t rows[MC_DIRECT_T_MAXM + 1] = {
+        NULL, mc_ukr_direct_t_1_, mc_ukr_direct_t_2_, mc_ukr_direct_t_3_, mc_ukr_direct_t_4_,
+        mc_ukr_direct_t_5_, mc_ukr_direct_t_6_};
+    rows[mr](kc, (const float *)ap, b, ldc, b_type, nr, tile, ldt);
+}
+
 /* --- activations, 8 doubles at a time --------------------------------------------------------
  * gelu, sigmoid and tanh are evaluated in float64 and rounded once to float32 (as the scalar twin
  * does with libm).  Each float64 value is within about 1e-12 (relative) of the exact function, so
@@ -468,7 +537,7 @@ void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int 
 static const mc_gemm_kernel mc_gemm_f32_avx512_ = {
     MC_MR, MC_NR, 0, 4, mc_pack_avx512_, mc_ukr_f32_avx512_, mc_gemm_epi_avx512_,
     mc_ukr_direct_f32_avx512_,
-    140, 1024, 1024, 16 * MC_WIDE_NV,
+    140, 1024, 1024, 16 * MC_WIDE_NV, mc_ukr_direct_t_f32_avx512_,
 };
 
 const mc_gemm_kernel *mc_gemm_kernel_avx512(int a_type, int b_type)
