@@ -185,7 +185,7 @@ void mc_gemm_epi_generic_(const mc_gemm_args *g, const float *tile, int ldt, int
 
 static const mc_gemm_kernel mc_gemm_generic_ = {
     G_MR, G_NR, 0, 4, mc_gemm_pack_generic_, mc_gemm_ukr_generic_, mc_gemm_epi_generic_, NULL,
-    64, 256, 2048,
+    64, 256, 2048, 0, NULL,
 };
 
 const mc_gemm_kernel *mc_gemm_select(int level, int a_type, int b_type)

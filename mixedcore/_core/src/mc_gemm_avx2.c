@@ -154,7 +154,7 @@ static void mc_ukr_f32_avx2_(int64_t kc, const void *ap, const void *bp, float *
 
 static const mc_gemm_kernel mc_gemm_f32_avx2_ = {
     MC_MR, MC_NR, 0, 4, mc_pack_avx2_, mc_ukr_f32_avx2_, mc_gemm_epi_generic_, NULL,
-    72, 512, 1024,
+    72, 512, 1024, 0, NULL,
 };
 
 const mc_gemm_kernel *mc_gemm_kernel_avx2(int a_type, int b_type)

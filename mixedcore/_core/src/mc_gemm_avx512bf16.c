@@ -251,7 +251,7 @@ static void mc_ukr_direct_bf16_avx512bf16_(int64_t kc, const void *ap, const cha
 static const mc_gemm_kernel mc_gemm_bf16_avx512bf16_ = {
     MC_MR, MC_NR, 1, 4, mc_pack_pairs_avx512bf16_, mc_ukr_bf16_avx512bf16_, mc_gemm_epi_avx512_,
     mc_ukr_direct_bf16_avx512bf16_,
-    140, 2048, 1024, 32 * MC_WIDE_NG,
+    140, 2048, 1024, 32 * MC_WIDE_NG, NULL,
 };
 
 const mc_gemm_kernel *mc_gemm_kernel_avx512bf16(int a_type, int b_type)
