@@ -248,10 +248,79 @@ static void mc_ukr_direct_bf16_avx512bf16_(int64_t kc, const void *ap, const cha
     mc_ukr_direct_rows_[mr](kc, (const uint32_t *)ap, b, ldb, nr, tile, ldt, accumulate);
 }
 
+/* Columns of B in place (B contiguous along k, at most MC_DIRECT_T_MAXM rows): 16 columns x
+ * 16 pairs loaded as rows of 32-bit words (an odd kc masks off the last high half, so it reads
+ * as zero, as in the pack), transposed in registers, then the dot products of mc_ukr_body_ for
+ * those pairs, in order; pairs past kc are skipped. */
+MC_INLINE_ void mc_ukr_direct_t_body_(const int rows, int64_t kc, const uint32_t *a, const char *b,
+                                      int64_t ldc, int nr, float *tile, int64_t ldt)
+{
+    const int64_t kp = (kc + 1) / 2;
+    __m512 c[MC_DIRECT_T_MAXM][MC_NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            c[i][j] = _mm512_setzero_ps();
+    for (int64_t p0 = 0; p0 < kp; p0 += 16) {
+        const __mmask32 mk = mc_mask32_(kc - 2 * p0);
+        const int64_t np_ = kp - p0 < 16 ? kp - p0 : 16;
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j) {
+            const int ncol = nr - 16 * j;
+            if (ncol <= 0)
+                break;
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; ++l)
+                r[l] = l < ncol ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(
+                                      mk, b + (16 * j + l) * ldc + 4 * p0))
+                                : _mm512_setzero_ps();
+            mc_transpose16_(r);
+#pragma GCC unroll 16
+            for (int pp = 0; pp < 16; ++pp) {
+                if (pp < np_) {
+#pragma GCC unroll 8
+                    for (int i = 0; i < rows; ++i)
+                        c[i][j] = _mm512_dpbf16_ps(
+                            c[i][j], (__m512bh)_mm512_set1_epi32((int)a[(p0 + pp) * MC_MR + i]),
+                            (__m512bh)_mm512_castps_si512(r[pp]));
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_DIRECT_T_ROWS_(R)                                                            \
+    static void mc_ukr_direct_t_##R##_(int64_t kc, const uint32_t *a, const char *b,        \
+                                       int64_t ldc, int nr, float *tile, int64_t ldt)       \
+    {                                                                                       \
+        mc_ukr_direct_t_body_(R, kc, a, b, ldc, nr, tile, ldt);                             \
+    }
+MC_UKR_DIRECT_T_ROWS_(1) MC_UKR_DIRECT_T_ROWS_(2) MC_UKR_DIRECT_T_ROWS_(3)
+MC_UKR_DIRECT_T_ROWS_(4) MC_UKR_DIRECT_T_ROWS_(5) MC_UKR_DIRECT_T_ROWS_(6)
+
+static void mc_ukr_direct_t_bf16_avx512bf16_(int64_t kc, const void *ap, const char *b,
+                                             int64_t ldc, int b_type, int nr, float *tile,
+                                             int64_t ldt, int mr)
+{
+    typedef void (*fn_t)(int64_t, const uint32_t *, const char *, int64_t, int, float *, int64_t);
+    static const fn_t rows[MC_DIRECT_T_MAXM + 1] = {
+        NULL, mc_ukr_direct_t_1_, mc_ukr_direct_t_2_, mc_ukr_direct_t_3_, mc_ukr_direct_t_4_,
+        mc_ukr_direct_t_5_, mc_ukr_direct_t_6_};
+    (void)b_type;
+    rows[mr](kc, (const uint32_t *)ap, b, ldc, nr, tile, ldt);
+}
+
 static const mc_gemm_kernel mc_gemm_bf16_avx512bf16_ = {
     MC_MR, MC_NR, 1, 4, mc_pack_pairs_avx512bf16_, mc_ukr_bf16_avx512bf16_, mc_gemm_epi_avx512_,
     mc_ukr_direct_bf16_avx512bf16_,
-    140, 2048, 1024, 32 * MC_WIDE_NG, NULL,
+    140, 2048, 1024, 32 * MC_WIDE_NG, mc_ukr_direct_t_bf16_avx512bf16_,
 };
 
 const mc_gemm_kernel *mc_gemm_kernel_avx512bf16(int a_type, int b_type)
