@@ -110,6 +110,10 @@ class BuildExt(build_ext):
                     macros=ext.define_macros, extra_postargs=base + ISA_FLAGS[level],
                     debug=self.debug)
             ext.extra_objects = objects + list(ext.extra_objects or [])
+            # build_ext relinks only when a source or a dependency is newer than the module:
+            # the per-ISA sources and the headers must count, or editing them alone would
+            # leave a stale module behind
+            ext.depends = list(ext.depends or []) + isa_sources + _headers()
             ext.define_macros = list(ext.define_macros) + [
                 ("MC_HAVE_" + lvl.upper(), "1") for lvl in levels]
             ext.extra_compile_args = base + omp_flags
@@ -134,6 +138,10 @@ def _source_level(path):
         if stem.endswith("_" + level):
             return level
     return None
+
+
+def _headers():
+    return sorted(os.path.join(SRC, f) for f in os.listdir(os.path.join(HERE, SRC)) if f.endswith(".h"))
 
 
 def _c_sources():

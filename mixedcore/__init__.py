@@ -1,4 +1,10 @@
-"""mixedcore: CPU mixed-precision numerics with a Keras-compatible Python layer."""
+"""mixedcore: CPU mixed-precision numerics with a Keras-compatible Python layer.
+
+- ``mixedcore.kernels``: bit-exact float16/bfloat16 conversions, the overflow scan, the
+  fp32-accumulating GEMM (docs/conversions.md, docs/kernels_scan.md, docs/gemm.md).
+- Dtype policies (``DTypePolicy``, ``set_policy``, ``policy_scope``) and loss scaling
+  (``LossScaleOptimizer``), with the names of ``keras.mixed_precision`` (docs/policies.md).
+"""
 __version__ = "0.1.0"
 
 from mixedcore import kernels
@@ -12,10 +18,12 @@ from mixedcore.policy import (
     set_global_policy,
     set_policy,
 )
-from mixedcore import experimental, policies, mixed_precision
+from mixedcore.loss_scale import DynamicLossScale, FixedLossScale, LossScaleOptimizer
+from mixedcore import experimental, loss_scale, mixed_precision, optimizers, policies
 
-__all__ = ["kernels", "__version__"]
-__all__ += [
+__all__ = [
+    "__version__",
+    "kernels",
     "DTypePolicy",
     "Policy",
     "set_policy",
@@ -24,9 +32,14 @@ __all__ += [
     "global_policy",
     "dtype_policy",
     "policy_scope",
+    "FixedLossScale",
+    "DynamicLossScale",
+    "LossScaleOptimizer",
     "experimental",
-    "policies",
+    "loss_scale",
     "mixed_precision",
+    "optimizers",
+    "policies",
 ]
 
 # The Keras-like inference and training layer (SPEC.md section 1).

@@ -10,7 +10,7 @@ Design:
   c. Work below a size threshold stays on the calling thread: a fork/join costs microseconds.
 """
 cimport numpy as cnp
-from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from cython.parallel cimport prange
 
 cnp.import_array()
@@ -79,3 +79,5 @@ cdef inline int _threads_for(int64_t work, int64_t threshold) noexcept nogil:
 
 
 include "_cast.pxi"
+include "_scan.pxi"
+include "_gemm.pxi"

@@ -9,11 +9,17 @@ CPU dispatch: the best instruction-set level of this CPU is chosen at import.  T
 variable ``MIXEDCORE_ISA`` (``generic``, ``avx2``, ``avx512`` or ``avx512bf16``) forces a lower one.
 """
 from mixedcore.kernels._cast import cast
+from mixedcore.kernels._scan import all_finite, unscale_and_check
+from mixedcore.kernels._gemm import matmul, set_gemm_blocks
 from mixedcore.kernels._dispatch import (ISA_LEVELS, available_isas, get_num_threads, isa,
                                          set_isa, set_num_threads, threads)
 
 __all__ = [
     "cast",
+    "all_finite",
+    "unscale_and_check",
+    "matmul",
+    "set_gemm_blocks",
     "isa",
     "available_isas",
     "set_isa",

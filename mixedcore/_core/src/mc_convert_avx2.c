@@ -28,12 +28,18 @@
         }                                                                             \
     } while (0)
 
-#define MC_LOOP_(W, block, twin)                                                      \
-    int64_t i = 0;                                                                    \
-    for (; i + (W) <= n; i += (W))                                                    \
-        block(s + i, d + i);                                                          \
-    for (; i < n; ++i)                                                                \
-        d[i] = twin(s[i]);
+/* The kernel mc_cast_<name>_avx2: blocks of W elements, the scalar twin for the rest. */
+#define MC_ENTRY_(name, STYPE, DTYPE, W, block, twin)                                 \
+    void mc_cast_##name##_avx2(const void *src, void *dst, int64_t n)                 \
+    {                                                                                 \
+        const STYPE *s = (const STYPE *)src;                                          \
+        DTYPE *d = (DTYPE *)dst;                                                      \
+        int64_t i = 0;                                                                \
+        for (; i + (W) <= n; i += (W))                                                \
+            block(s + i, d + i);                                                      \
+        for (; i < n; ++i)                                                            \
+            d[i] = twin(s[i]);                                                        \
+    }
 
 /* 16-bit lane mask (two movemask bits per lane) of float16 signalling NaNs. */
 MC_INLINE_ unsigned f16_snan_bits_(__m128i h)
@@ -78,12 +84,7 @@ MC_INLINE_ void f32_f16_block_(const uint32_t *s, uint16_t *d)
         MC_FIX_LANES_(snan, 1, s, d, mc_f32_to_f16_bits);
 }
 
-void mc_cast_f32_f16_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint32_t *s = (const uint32_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(8, f32_f16_block_, mc_f32_to_f16_bits)
-}
+MC_ENTRY_(f32_f16, uint32_t, uint16_t, 8, f32_f16_block_, mc_f32_to_f16_bits)
 
 MC_INLINE_ void f16_f32_block_(const uint16_t *s, uint32_t *d)
 {
@@ -94,12 +95,7 @@ MC_INLINE_ void f16_f32_block_(const uint16_t *s, uint32_t *d)
         MC_FIX_LANES_(snan, 2, s, d, mc_f16_to_f32_bits);
 }
 
-void mc_cast_f16_f32_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint32_t *d = (uint32_t *)dst;
-    MC_LOOP_(8, f16_f32_block_, mc_f16_to_f32_bits)
-}
+MC_ENTRY_(f16_f32, uint16_t, uint32_t, 8, f16_f32_block_, mc_f16_to_f32_bits)
 
 /* --- float32 <-> bfloat16 ------------------------------------------------------------------ */
 
@@ -110,12 +106,7 @@ MC_INLINE_ void f32_bf16_block_(const uint32_t *s, uint16_t *d)
     _mm256_storeu_si256((__m256i *)d, pack_u32_to_u16_(lo, hi));
 }
 
-void mc_cast_f32_bf16_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint32_t *s = (const uint32_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(16, f32_bf16_block_, mc_f32_to_bf16_bits)
-}
+MC_ENTRY_(f32_bf16, uint32_t, uint16_t, 16, f32_bf16_block_, mc_f32_to_bf16_bits)
 
 MC_INLINE_ void bf16_f32_block_(const uint16_t *s, uint32_t *d)
 {
@@ -123,12 +114,7 @@ MC_INLINE_ void bf16_f32_block_(const uint16_t *s, uint32_t *d)
     _mm256_storeu_si256((__m256i *)d, _mm256_slli_epi32(w, 16));
 }
 
-void mc_cast_bf16_f32_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint32_t *d = (uint32_t *)dst;
-    MC_LOOP_(8, bf16_f32_block_, mc_bf16_to_f32_bits)
-}
+MC_ENTRY_(bf16_f32, uint16_t, uint32_t, 8, bf16_f32_block_, mc_bf16_to_f32_bits)
 
 /* --- float64 -> 16-bit ----------------------------------------------------------------------- */
 
@@ -168,12 +154,7 @@ MC_INLINE_ void f64_f16_block_(const uint64_t *s, uint16_t *d)
         MC_FIX_LANES_(nan, 1, s, d, mc_f64_to_f16_bits);
 }
 
-void mc_cast_f64_f16_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint64_t *s = (const uint64_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(8, f64_f16_block_, mc_f64_to_f16_bits)
-}
+MC_ENTRY_(f64_f16, uint64_t, uint16_t, 8, f64_f16_block_, mc_f64_to_f16_bits)
 
 MC_INLINE_ __m256i f64x8_to_bf16_lanes_(const uint64_t *s)
 {
@@ -187,12 +168,7 @@ MC_INLINE_ void f64_bf16_block_(const uint64_t *s, uint16_t *d)
     _mm256_storeu_si256((__m256i *)d, pack_u32_to_u16_(f64x8_to_bf16_lanes_(s), f64x8_to_bf16_lanes_(s + 8)));
 }
 
-void mc_cast_f64_bf16_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint64_t *s = (const uint64_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(16, f64_bf16_block_, mc_f64_to_bf16_bits)
-}
+MC_ENTRY_(f64_bf16, uint64_t, uint16_t, 16, f64_bf16_block_, mc_f64_to_bf16_bits)
 
 /* --- 16-bit -> float64 ----------------------------------------------------------------------- */
 
@@ -211,12 +187,7 @@ MC_INLINE_ void f16_f64_block_(const uint16_t *s, uint64_t *d)
         MC_FIX_LANES_(snan, 2, s, d, mc_f16_to_f64_bits);
 }
 
-void mc_cast_f16_f64_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint64_t *d = (uint64_t *)dst;
-    MC_LOOP_(8, f16_f64_block_, mc_f16_to_f64_bits)
-}
+MC_ENTRY_(f16_f64, uint16_t, uint64_t, 8, f16_f64_block_, mc_f16_to_f64_bits)
 
 MC_INLINE_ void bf16_f64_block_(const uint16_t *s, uint64_t *d)
 {
@@ -224,12 +195,7 @@ MC_INLINE_ void bf16_f64_block_(const uint16_t *s, uint64_t *d)
     store_f32x8_as_f64_(d, _mm256_castsi256_ps(w));
 }
 
-void mc_cast_bf16_f64_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint64_t *d = (uint64_t *)dst;
-    MC_LOOP_(8, bf16_f64_block_, mc_bf16_to_f64_bits)
-}
+MC_ENTRY_(bf16_f64, uint16_t, uint64_t, 8, bf16_f64_block_, mc_bf16_to_f64_bits)
 
 /* --- float16 <-> bfloat16 -------------------------------------------------------------------- */
 
@@ -240,12 +206,7 @@ MC_INLINE_ void f16_bf16_block_(const uint16_t *s, uint16_t *d)
     _mm256_storeu_si256((__m256i *)d, pack_u32_to_u16_(f32_bits_to_bf16_(lo), f32_bits_to_bf16_(hi)));
 }
 
-void mc_cast_f16_bf16_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(16, f16_bf16_block_, mc_f16_to_bf16_bits)
-}
+MC_ENTRY_(f16_bf16, uint16_t, uint16_t, 16, f16_bf16_block_, mc_f16_to_bf16_bits)
 
 MC_INLINE_ void bf16_f16_block_(const uint16_t *s, uint16_t *d)
 {
@@ -258,12 +219,7 @@ MC_INLINE_ void bf16_f16_block_(const uint16_t *s, uint16_t *d)
     _mm_storeu_si128((__m128i *)d, _mm_blendv_epi8(r, qnan, nan));
 }
 
-void mc_cast_bf16_f16_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(8, bf16_f16_block_, mc_bf16_to_f16_bits)
-}
+MC_ENTRY_(bf16_f16, uint16_t, uint16_t, 8, bf16_f16_block_, mc_bf16_to_f16_bits)
 
 /* --- float32 <-> float64 --------------------------------------------------------------------- */
 
@@ -272,12 +228,7 @@ MC_INLINE_ void f32_f64_block_(const uint32_t *s, uint64_t *d)
     store_f32x8_as_f64_(d, _mm256_loadu_ps((const float *)s));
 }
 
-void mc_cast_f32_f64_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint32_t *s = (const uint32_t *)src;
-    uint64_t *d = (uint64_t *)dst;
-    MC_LOOP_(8, f32_f64_block_, mc_f32_to_f64_bits)
-}
+MC_ENTRY_(f32_f64, uint32_t, uint64_t, 8, f32_f64_block_, mc_f32_to_f64_bits)
 
 MC_INLINE_ void f64_f32_block_(const uint64_t *s, uint32_t *d)
 {
@@ -286,9 +237,4 @@ MC_INLINE_ void f64_f32_block_(const uint64_t *s, uint32_t *d)
     _mm256_storeu_ps((float *)d, _mm256_set_m128(hi, lo));
 }
 
-void mc_cast_f64_f32_avx2(const void *src, void *dst, int64_t n)
-{
-    const uint64_t *s = (const uint64_t *)src;
-    uint32_t *d = (uint32_t *)dst;
-    MC_LOOP_(8, f64_f32_block_, mc_f64_to_f32_bits)
-}
+MC_ENTRY_(f64_f32, uint64_t, uint32_t, 8, f64_f32_block_, mc_f64_to_f32_bits)

@@ -37,13 +37,19 @@
         }                                                                             \
     } while (0)
 
-/* Blocks of W elements; the last, partial block runs with a mask of its length. */
-#define MC_LOOP_(W, MASK_T, block)                                                    \
-    int64_t i = 0;                                                                    \
-    for (; i + (W) <= n; i += (W))                                                    \
-        block(s + i, d + i, (MASK_T)~(MASK_T)0);                                      \
-    if (i < n)                                                                        \
-        block(s + i, d + i, (MASK_T)((1u << (n - i)) - 1u));
+/* The kernel mc_cast_<name>_avx512: blocks of W elements; the last, partial block runs with a
+ * mask of its length. */
+#define MC_ENTRY_(name, STYPE, DTYPE, W, MASK_T, block)                               \
+    void mc_cast_##name##_avx512(const void *src, void *dst, int64_t n)               \
+    {                                                                                 \
+        const STYPE *s = (const STYPE *)src;                                          \
+        DTYPE *d = (DTYPE *)dst;                                                      \
+        int64_t i = 0;                                                                \
+        for (; i + (W) <= n; i += (W))                                                \
+            block(s + i, d + i, (MASK_T)~(MASK_T)0);                                  \
+        if (i < n)                                                                    \
+            block(s + i, d + i, (MASK_T)((1u << (n - i)) - 1u));                      \
+    }
 
 /* --- float32 <-> float16 ------------------------------------------------------------------- */
 
@@ -59,12 +65,7 @@ MC_INLINE_ void f32_f16_block_(const uint32_t *s, uint16_t *d, __mmask16 m)
         MC_FIX_LANES_(snan, s, d, mc_f32_to_f16_bits);
 }
 
-void mc_cast_f32_f16_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint32_t *s = (const uint32_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(16, __mmask16, f32_f16_block_)
-}
+MC_ENTRY_(f32_f16, uint32_t, uint16_t, 16, __mmask16, f32_f16_block_)
 
 /* float16 signalling NaN: exponent all ones, mantissa non-zero, quiet bit (0x200) clear. */
 MC_INLINE_ __mmask16 f16_snan_(__m256i h, __mmask16 m)
@@ -83,12 +84,7 @@ MC_INLINE_ void f16_f32_block_(const uint16_t *s, uint32_t *d, __mmask16 m)
         MC_FIX_LANES_(snan, s, d, mc_f16_to_f32_bits);
 }
 
-void mc_cast_f16_f32_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint32_t *d = (uint32_t *)dst;
-    MC_LOOP_(16, __mmask16, f16_f32_block_)
-}
+MC_ENTRY_(f16_f32, uint16_t, uint32_t, 16, __mmask16, f16_f32_block_)
 
 /* --- float32 <-> bfloat16 ------------------------------------------------------------------ */
 
@@ -125,12 +121,7 @@ MC_INLINE_ void f32_bf16_block_(const uint32_t *s, uint16_t *d, __mmask16 m)
     _mm256_mask_storeu_epi16(d, m, _mm512_cvtepi32_epi16(f32_bits_to_bf16_(b)));
 }
 
-void mc_cast_f32_bf16_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint32_t *s = (const uint32_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(16, __mmask16, f32_bf16_block_)
-}
+MC_ENTRY_(f32_bf16, uint32_t, uint16_t, 16, __mmask16, f32_bf16_block_)
 
 MC_INLINE_ void bf16_f32_block_(const uint16_t *s, uint32_t *d, __mmask16 m)
 {
@@ -138,12 +129,7 @@ MC_INLINE_ void bf16_f32_block_(const uint16_t *s, uint32_t *d, __mmask16 m)
     _mm512_mask_storeu_epi32(d, m, _mm512_slli_epi32(w, 16));
 }
 
-void mc_cast_bf16_f32_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint32_t *d = (uint32_t *)dst;
-    MC_LOOP_(16, __mmask16, bf16_f32_block_)
-}
+MC_ENTRY_(bf16_f32, uint16_t, uint32_t, 16, __mmask16, bf16_f32_block_)
 
 /* --- float64 -> 16-bit ----------------------------------------------------------------------- */
 
@@ -167,12 +153,7 @@ MC_INLINE_ void f64_f16_block_(const uint64_t *s, uint16_t *d, __mmask8 m)
         MC_FIX_LANES_(nan, s, d, mc_f64_to_f16_bits);
 }
 
-void mc_cast_f64_f16_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint64_t *s = (const uint64_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(8, __mmask8, f64_f16_block_)
-}
+MC_ENTRY_(f64_f16, uint64_t, uint16_t, 8, __mmask8, f64_f16_block_)
 
 MC_INLINE_ void f64_bf16_block_(const uint64_t *s, uint16_t *d, __mmask8 m)
 {
@@ -180,12 +161,7 @@ MC_INLINE_ void f64_bf16_block_(const uint64_t *s, uint16_t *d, __mmask8 m)
     _mm_mask_storeu_epi16(d, m, _mm256_cvtepi32_epi16(f32_bits_to_bf16_256_(f64_to_f32_odd_(x))));
 }
 
-void mc_cast_f64_bf16_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint64_t *s = (const uint64_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(8, __mmask8, f64_bf16_block_)
-}
+MC_ENTRY_(f64_bf16, uint64_t, uint16_t, 8, __mmask8, f64_bf16_block_)
 
 /* --- 16-bit -> float64 ----------------------------------------------------------------------- */
 
@@ -201,12 +177,7 @@ MC_INLINE_ void f16_f64_block_(const uint16_t *s, uint64_t *d, __mmask8 m)
         MC_FIX_LANES_(snan, s, d, mc_f16_to_f64_bits);
 }
 
-void mc_cast_f16_f64_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint64_t *d = (uint64_t *)dst;
-    MC_LOOP_(8, __mmask8, f16_f64_block_)
-}
+MC_ENTRY_(f16_f64, uint16_t, uint64_t, 8, __mmask8, f16_f64_block_)
 
 /* VCVTPS2PD quiets a signalling NaN and keeps its payload: exactly mc_bf16_to_f64_bits. */
 MC_INLINE_ void bf16_f64_block_(const uint16_t *s, uint64_t *d, __mmask8 m)
@@ -215,12 +186,7 @@ MC_INLINE_ void bf16_f64_block_(const uint16_t *s, uint64_t *d, __mmask8 m)
     _mm512_mask_storeu_pd(d, m, _mm512_cvt_roundps_pd(_mm256_castsi256_ps(w), _MM_FROUND_NO_EXC));
 }
 
-void mc_cast_bf16_f64_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint64_t *d = (uint64_t *)dst;
-    MC_LOOP_(8, __mmask8, bf16_f64_block_)
-}
+MC_ENTRY_(bf16_f64, uint16_t, uint64_t, 8, __mmask8, bf16_f64_block_)
 
 /* --- float16 <-> bfloat16 -------------------------------------------------------------------- */
 
@@ -231,12 +197,7 @@ MC_INLINE_ void f16_bf16_block_(const uint16_t *s, uint16_t *d, __mmask16 m)
     _mm256_mask_storeu_epi16(d, m, _mm512_cvtepi32_epi16(f32_bits_to_bf16_(_mm512_castps_si512(f))));
 }
 
-void mc_cast_f16_bf16_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(16, __mmask16, f16_bf16_block_)
-}
+MC_ENTRY_(f16_bf16, uint16_t, uint16_t, 16, __mmask16, f16_bf16_block_)
 
 /* bfloat16 NaN lanes become 0x7E00 with their sign (ml_dtypes); the rest rounds by F16C. */
 MC_INLINE_ void bf16_f16_block_(const uint16_t *s, uint16_t *d, __mmask16 m)
@@ -251,12 +212,7 @@ MC_INLINE_ void bf16_f16_block_(const uint16_t *s, uint16_t *d, __mmask16 m)
     _mm256_mask_storeu_epi16(d, m, _mm256_mask_mov_epi16(r, nan, qnan));
 }
 
-void mc_cast_bf16_f16_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint16_t *s = (const uint16_t *)src;
-    uint16_t *d = (uint16_t *)dst;
-    MC_LOOP_(16, __mmask16, bf16_f16_block_)
-}
+MC_ENTRY_(bf16_f16, uint16_t, uint16_t, 16, __mmask16, bf16_f16_block_)
 
 /* --- float32 <-> float64 --------------------------------------------------------------------- */
 
@@ -266,12 +222,7 @@ MC_INLINE_ void f32_f64_block_(const uint32_t *s, uint64_t *d, __mmask8 m)
     _mm512_mask_storeu_pd(d, m, _mm512_cvt_roundps_pd(f, _MM_FROUND_NO_EXC));
 }
 
-void mc_cast_f32_f64_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint32_t *s = (const uint32_t *)src;
-    uint64_t *d = (uint64_t *)dst;
-    MC_LOOP_(8, __mmask8, f32_f64_block_)
-}
+MC_ENTRY_(f32_f64, uint32_t, uint64_t, 8, __mmask8, f32_f64_block_)
 
 MC_INLINE_ void f64_f32_block_(const uint64_t *s, uint32_t *d, __mmask8 m)
 {
@@ -279,9 +230,4 @@ MC_INLINE_ void f64_f32_block_(const uint64_t *s, uint32_t *d, __mmask8 m)
     _mm256_mask_storeu_ps(d, m, _mm512_cvt_roundpd_ps(x, MC_RNE_SAE_));
 }
 
-void mc_cast_f64_f32_avx512(const void *src, void *dst, int64_t n)
-{
-    const uint64_t *s = (const uint64_t *)src;
-    uint32_t *d = (uint32_t *)dst;
-    MC_LOOP_(8, __mmask8, f64_f32_block_)
-}
+MC_ENTRY_(f64_f32, uint64_t, uint32_t, 8, __mmask8, f64_f32_block_)

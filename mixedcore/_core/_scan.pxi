@@ -1,0 +1,453 @@
+# Overflow-scan driver: all_finite and unscale_and_check over many arrays in one call.
+#
+# Design:
+#   a. One call takes every array: the driver reads each ndarray's pointer, dtype, shape and
+#      strides straight from the object into a packed descriptor table (one allocation), so a
+#      list of hundreds of small gradients costs one trip into compiled code.  Arrays the fast
+#      path cannot take (not an ndarray, unsupported dtype, swapped byte order, unaligned) are
+#      reported back by index, as is anything unscale refuses; the validation layer turns the
+#      report into an error message or a copy.
+#   b. Each array is normalised for a scan in any order: length-1 dimensions dropped, negative
+#      strides flipped (the base moved to the lowest address), dimensions sorted by decreasing
+#      stride and contiguous neighbours merged.  So reversed and transposed views become one
+#      contiguous run for the vector kernels; only truly strided data takes the scalar loop.
+#      all_finite also drops stride-0 dimensions (the same elements again).  unscale reports
+#      them, and any array whose sorted strides do not prove it free of internal overlap
+#      (each stride at least the extent of the dimensions inside it), because an element
+#      reached twice would be multiplied twice; the validation layer then decides exactly.
+#   c. Threads split the concatenation of all arrays into byte ranges (boundaries on 64-byte
+#      multiples; in each array an element belongs to the range holding its first byte), so one
+#      huge array and many small ones balance alike.  The ranges are handed out dynamically,
+#      eight per thread, by an atomic counter, so that a thread the OS delays (shared machines)
+#      does not hold up the others; a thread out of work sleeps, rather than spins, until every
+#      team thread has started (mc_wait_arrivals_).  all_finite threads share a stop flag, polled between chunks of SCAN_CHUNK
+#      bytes, and all stop at the first non-finite block any of them finds.
+#   d. unscale first validates every array (writable, no overlap between arrays by a sort of
+#      their byte extents), then writes: nothing is modified when something is refused.
+
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cython.parallel cimport parallel
+from libc.stdlib cimport qsort
+import numpy as _np
+
+cdef extern from "mc_scan.h" nogil:
+    ctypedef int (*mc_all_finite_fn)(const void *p, int64_t n)
+    ctypedef int (*mc_unscale_fn)(void *p, int64_t n, float inv32, double inv64)
+    mc_all_finite_fn mc_all_finite_kernel(int level, int type)
+    mc_unscale_fn mc_unscale_kernel(int level, int type)
+    int mc_all_finite_strided(int type, const char *p, int64_t stride, int64_t n)
+    int mc_unscale_strided(int type, char *p, int64_t stride, int64_t n, float inv32, double inv64)
+    int mc_flag_get_(const int *flag)
+    void mc_flag_set_(int *flag)
+    int64_t mc_fetch_add_(int64_t *p, int64_t v)
+    void mc_arrive_(int *arrived)
+    int mc_team_size_()
+    void mc_wait_arrivals_(const int *arrived, int n)
+
+ctypedef struct _scan_desc:
+    char *data
+    int type
+    int itemsize
+    int nd
+    int64_t size
+    int64_t start
+    int64_t *shape
+    int64_t *stride
+
+ctypedef struct _scan_extent:
+    uintptr_t lo
+    uintptr_t hi
+    int64_t index
+
+# bytes below which a scan stays on the calling thread
+cdef int64_t SCAN_PARALLEL_MIN = 1 << 20
+cdef int64_t UNSCALE_PARALLEL_MIN = 1 << 19
+# bytes between two polls of the shared stop flag
+cdef int64_t SCAN_CHUNK = 1 << 16
+# smallest piece of work a thread takes at a time
+cdef int64_t SCAN_PIECE_MIN = 1 << 18
+
+
+def scan_thresholds(int64_t scan=-1, int64_t unscale=-1, int64_t piece=-1):
+    """Bytes from which all_finite / unscale use threads, and the smallest piece of work a
+    thread takes (a multiple of 64); returns the previous values (-1 keeps a value).  For
+    tuning and for tests that exercise the splitting on small inputs."""
+    global SCAN_PARALLEL_MIN, UNSCALE_PARALLEL_MIN, SCAN_PIECE_MIN
+    previous = (SCAN_PARALLEL_MIN, UNSCALE_PARALLEL_MIN, SCAN_PIECE_MIN)
+    if scan >= 0:
+        SCAN_PARALLEL_MIN = scan
+    if unscale >= 0:
+        UNSCALE_PARALLEL_MIN = unscale
+    if piece >= 64:
+        SCAN_PIECE_MIN = piece & ~(<int64_t>63)
+    return previous
+
+
+
+# reasons reported to the validation layer: index * 8 + reason, negated, minus one
+cdef enum:
+    SCAN_BAD_ARRAY = 0      # not a native, aligned ndarray of a supported dtype
+    SCAN_READONLY = 1
+    SCAN_SELF_OVERLAP = 2
+    SCAN_MAY_OVERLAP = 3    # byte extents of two arrays intersect: the caller checks exactly
+
+cdef int _scan_typenums[4]
+_scan_typenums[0] = _np.dtype(_np.float16).num
+_scan_typenums[1] = -1
+_scan_typenums[2] = _np.dtype(_np.float32).num
+_scan_typenums[3] = _np.dtype(_np.float64).num
+
+
+def scan_set_bfloat16(dtype):
+    """Register the bfloat16 dtype (ml_dtypes') the scan kernels accept."""
+    _scan_typenums[1] = dtype.num
+
+
+cdef inline int _scan_code(object obj, bint need_writable) noexcept:
+    """Type code of obj for the scan, -1 when the fast path cannot take it, -2 read-only."""
+    cdef cnp.ndarray a
+    cdef int t, k
+    if not isinstance(obj, cnp.ndarray):
+        return -1
+    a = <cnp.ndarray>obj
+    t = cnp.PyArray_TYPE(a)
+    for k in range(4):
+        if t == _scan_typenums[k]:
+            if not cnp.PyArray_ISNOTSWAPPED(a) or not cnp.PyArray_ISALIGNED(a):
+                return -1
+            if need_writable and not cnp.PyArray_ISWRITEABLE(a):
+                return -2
+            return k
+    return -1
+
+
+cdef int _scan_normalize(cnp.ndarray a, int itemsize, bint for_write, char **data,
+                         int64_t *shape, int64_t *stride) noexcept:
+    """Design b.  Fills shape/stride (outer first), returns the number of dimensions (>= 1), or
+    -1 when an element is reached twice (only with for_write)."""
+    cdef int nd = cnp.PyArray_NDIM(a), i, j, k = 0
+    cdef const cnp.npy_intp *dims = cnp.PyArray_DIMS(a)
+    cdef const cnp.npy_intp *strides = cnp.PyArray_STRIDES(a)
+    cdef char *base = <char *>cnp.PyArray_DATA(a)
+    cdef int64_t n, s, extent
+    for i in range(nd):
+        n = dims[i]
+        s = strides[i]
+        if n == 1:
+            continue
+        if s < 0:
+            base += (n - 1) * s
+            s = -s
+        if s == 0:
+            if for_write:
+                return -1
+            continue
+        # insertion by decreasing stride
+        j = k
+        while j > 0 and stride[j - 1] < s:
+            stride[j] = stride[j - 1]
+            shape[j] = shape[j - 1]
+            j -= 1
+        stride[j] = s
+        shape[j] = n
+        k += 1
+    if for_write:
+        extent = itemsize
+        for i in range(k - 1, -1, -1):
+            if stride[i] < extent:
+                return -1
+            extent += stride[i] * (shape[i] - 1)
+    # merge neighbours that are contiguous
+    j = 0
+    for i in range(k):
+        if j > 0 and stride[j - 1] == stride[i] * shape[i]:
+            shape[j - 1] *= shape[i]
+            stride[j - 1] = stride[i]
+        else:
+            shape[j] = shape[i]
+            stride[j] = stride[i]
+            j += 1
+    if j == 0:
+        shape[0] = 1
+        stride[0] = itemsize
+        j = 1
+    data[0] = base
+    return j
+
+
+cdef int _scan_extent_cmp(const void *x, const void *y) noexcept nogil:
+    cdef uintptr_t a = (<const _scan_extent *>x).lo, b = (<const _scan_extent *>y).lo
+    return -1 if a < b else (1 if a > b else 0)
+
+
+cdef class _ScanTable:
+    """The packed descriptor table of one call (design a)."""
+    cdef _scan_desc *desc
+    cdef int64_t *pool
+    cdef int count
+    cdef int64_t total_bytes
+
+    def __dealloc__(self):
+        PyMem_Free(self.desc)
+        PyMem_Free(self.pool)
+
+
+cdef int _scan_build(_ScanTable table, object arrays, bint for_write) except? -2:
+    """Fill ``table`` from the sequence ``arrays``.  Returns -1 on success, else the report
+    index * 8 + reason of the first array refused (design a)."""
+    cdef Py_ssize_t n = len(arrays), i, dims = 0
+    cdef int code, nd, k
+    cdef object obj
+    cdef cnp.ndarray a
+    cdef _scan_desc *d
+    cdef int64_t size, offset = 0
+    for i in range(n):
+        obj = arrays[i]
+        code = _scan_code(obj, for_write)
+        if code == -1:
+            return i * 8 + SCAN_BAD_ARRAY
+        if code == -2:
+            return i * 8 + SCAN_READONLY
+        dims += max(cnp.PyArray_NDIM(<cnp.ndarray>obj), 1)
+    table.desc = <_scan_desc *>PyMem_Malloc(max(n, 1) * sizeof(_scan_desc))
+    table.pool = <int64_t *>PyMem_Malloc(max(2 * dims, 2) * sizeof(int64_t))
+    if table.desc == NULL or table.pool == NULL:
+        raise MemoryError()
+    dims = 0
+    table.count = 0
+    for i in range(n):
+        a = <cnp.ndarray>arrays[i]
+        size = cnp.PyArray_SIZE(a)
+        if size == 0:
+            continue
+        d = &table.desc[table.count]
+        d.type = _scan_code(a, False)
+        d.itemsize = mc_dtype_size(d.type)
+        d.shape = table.pool + dims
+        d.stride = table.pool + dims + max(cnp.PyArray_NDIM(a), 1)
+        nd = _scan_normalize(a, d.itemsize, for_write, &d.data, d.shape, d.stride)
+        if nd < 0:
+            return i * 8 + SCAN_SELF_OVERLAP
+        dims += 2 * max(cnp.PyArray_NDIM(a), 1)
+        d.nd = nd
+        # what is actually scanned (all_finite drops stride-0 dimensions)
+        d.size = 1
+        for k in range(nd):
+            d.size *= d.shape[k]
+        d.start = offset
+        offset += d.size * d.itemsize
+        table.count += 1
+    table.total_bytes = offset
+    return -1
+
+
+cdef int _scan_check_extents(_ScanTable table, object arrays) except? -2:
+    """-1 when the byte extents of the arrays are pairwise disjoint, else SCAN_MAY_OVERLAP (with
+    index 0: the caller then checks every pair exactly)."""
+    cdef int n = table.count, i, k
+    cdef _scan_extent *ext
+    cdef _scan_desc *d
+    cdef uintptr_t hi = 0
+    cdef int64_t span
+    if n < 2:
+        return -1
+    ext = <_scan_extent *>PyMem_Malloc(n * sizeof(_scan_extent))
+    if ext == NULL:
+        raise MemoryError()
+    for i in range(n):
+        d = &table.desc[i]
+        span = d.itemsize
+        for k in range(d.nd):
+            span += d.stride[k] * (d.shape[k] - 1)
+        ext[i].lo = <uintptr_t>d.data
+        ext[i].hi = <uintptr_t>d.data + <uintptr_t>span
+        ext[i].index = i
+    qsort(ext, n, sizeof(_scan_extent), _scan_extent_cmp)
+    k = -1
+    for i in range(n):
+        if i > 0 and ext[i].lo < hi:
+            k = i
+            break
+        if ext[i].hi > hi:
+            hi = ext[i].hi
+    PyMem_Free(ext)
+    return -1 if k < 0 else SCAN_MAY_OVERLAP
+
+
+cdef int _scan_run(const _scan_desc *d, char *p, int64_t n, bint write, mc_all_finite_fn *fin,
+                   mc_unscale_fn *uns, float inv32, double inv64, int *stop) noexcept nogil:
+    """One row of n elements at p; returns 1 when all were finite.  all_finite polls the stop
+    flag between chunks and returns 0 once it is set."""
+    cdef int64_t step, chunk
+    cdef int64_t s = d.stride[d.nd - 1]
+    if write:
+        if s == d.itemsize:
+            return uns[d.type](p, n, inv32, inv64)
+        return mc_unscale_strided(d.type, p, s, n, inv32, inv64)
+    chunk = SCAN_CHUNK // d.itemsize
+    while n > 0:
+        if mc_flag_get_(stop):
+            return 0
+        step = chunk if n > chunk else n
+        if s == d.itemsize:
+            if not fin[d.type](p, step):
+                mc_flag_set_(stop)
+                return 0
+        elif not mc_all_finite_strided(d.type, p, s, step):
+            mc_flag_set_(stop)
+            return 0
+        p += step * s
+        n -= step
+    return 1
+
+
+cdef int _scan_elements(const _scan_desc *d, int64_t e0, int64_t e1, bint write,
+                        mc_all_finite_fn *fin, mc_unscale_fn *uns, float inv32, double inv64,
+                        int *stop) noexcept nogil:
+    """Elements [e0, e1) of one array in its normalised order; 1 when all were finite."""
+    cdef int64_t idx[64]
+    cdef int64_t inner = d.shape[d.nd - 1], row, col, off = 0, e = e0, cnt, rem
+    cdef int j, ok = 1
+    if e0 >= e1:
+        return 1
+    row = e0 // inner
+    col = e0 - row * inner
+    rem = row
+    for j in range(d.nd - 2, -1, -1):
+        idx[j] = rem % d.shape[j]
+        rem = rem // d.shape[j]
+        off += idx[j] * d.stride[j]
+    while e < e1:
+        cnt = inner - col
+        if cnt > e1 - e:
+            cnt = e1 - e
+        if not _scan_run(d, d.data + off + col * d.stride[d.nd - 1], cnt, write, fin, uns,
+                         inv32, inv64, stop):
+            ok = 0
+            if not write:
+                return 0
+        e += cnt
+        col = 0
+        for j in range(d.nd - 2, -1, -1):
+            idx[j] += 1
+            off += d.stride[j]
+            if idx[j] < d.shape[j]:
+                break
+            off -= d.stride[j] * d.shape[j]
+            idx[j] = 0
+    return ok
+
+
+cdef inline int64_t _ceil_div(int64_t a, int64_t b) noexcept nogil:
+    return (a + b - 1) // b
+
+
+cdef int _scan_bytes(const _scan_desc *desc, int count, int64_t b0, int64_t b1, bint write,
+                     mc_all_finite_fn *fin, mc_unscale_fn *uns, float inv32, double inv64,
+                     int *stop) noexcept nogil:
+    """Every element whose first byte lies in [b0, b1) of the concatenation (design c)."""
+    cdef int i, lo_i = 0, hi_i = count, mid, ok = 1
+    cdef const _scan_desc *d
+    cdef int64_t lo, hi, nbytes
+    # the first array that ends after b0 (starts are increasing)
+    while hi_i - lo_i > 1:
+        mid = (lo_i + hi_i) // 2
+        if desc[mid].start <= b0:
+            lo_i = mid
+        else:
+            hi_i = mid
+    for i in range(lo_i, count):
+        d = &desc[i]
+        nbytes = d.size * d.itemsize
+        if d.start >= b1:
+            break
+        if d.start + nbytes <= b0:
+            continue
+        lo = b0 - d.start
+        hi = b1 - d.start
+        lo = _ceil_div(lo, d.itemsize) if lo > 0 else 0
+        hi = _ceil_div(hi, d.itemsize) if hi < nbytes else d.size
+        if not _scan_elements(d, lo, hi, write, fin, uns, inv32, inv64, stop):
+            ok = 0
+            if not write:
+                return 0
+    return ok
+
+
+cdef void _scan_worker(const _scan_desc *desc, int count, int64_t total, int64_t chunk,
+                       int64_t nchunks, bint write, mc_all_finite_fn *fin, mc_unscale_fn *uns,
+                       float inv32, double inv64, int *stop, int64_t *next_piece,
+                       int64_t *nbad, int *arrived) noexcept nogil:
+    """The body every team thread runs: take pieces until none is left (design c), then wait
+    for the other threads before the region's closing barrier (mc_wait_arrivals_)."""
+    cdef int64_t c, b0, b1
+    mc_arrive_(arrived)
+    while True:
+        c = mc_fetch_add_(next_piece, 1)
+        if c >= nchunks:
+            break
+        b0 = c * chunk
+        b1 = min(b0 + chunk, total)
+        if write or not mc_flag_get_(stop):
+            if not _scan_bytes(desc, count, b0, b1, write, fin, uns, inv32, inv64, stop):
+                mc_fetch_add_(nbad, 1)
+    mc_wait_arrivals_(arrived, mc_team_size_())
+
+
+cdef int _scan_execute(_ScanTable table, bint write, float inv32, double inv64) noexcept:
+    cdef mc_all_finite_fn fin[4]
+    cdef mc_unscale_fn uns[4]
+    cdef int k, nthreads, ok = 1, stop = 0, arrived = 0, count = table.count
+    cdef _scan_desc *desc = table.desc
+    cdef int64_t total = table.total_bytes, nchunks, chunk, next_piece = 0, nbad = 0
+    cdef mc_fpflags_t flags
+    for k in range(4):
+        fin[k] = mc_all_finite_kernel(_level, k)
+        uns[k] = mc_unscale_kernel(_level, k)
+    nthreads = _threads_for(total, UNSCALE_PARALLEL_MIN if write else SCAN_PARALLEL_MIN)
+    # pieces of 1/8 of a thread's share, at least SCAN_PIECE_MIN bytes, 64-byte multiples
+    chunk = max(total // (8 * nthreads), SCAN_PIECE_MIN) & ~(<int64_t>63)
+    nchunks = (total + chunk - 1) // chunk
+    with nogil:
+        if write:
+            mc_fpflags_save(&flags)
+        if nthreads == 1 or nchunks < 2:
+            ok = _scan_bytes(desc, count, 0, total, write, fin, uns, inv32, inv64, &stop)
+        else:
+            with parallel(num_threads=nthreads):
+                _scan_worker(desc, count, total, chunk, nchunks, write, fin, uns, inv32, inv64,
+                             &stop, &next_piece, &nbad, &arrived)
+            ok = nbad == 0
+        if write:
+            mc_fpflags_restore(&flags)
+    return ok
+
+
+def all_finite(arrays):
+    """1 when every element of every array is finite, 0 otherwise; a negative value
+    -(index * 8 + reason) - 1 when the fast path cannot take arrays[index] (design a)."""
+    cdef _ScanTable table = _ScanTable.__new__(_ScanTable)
+    cdef int report
+    arrays = tuple(arrays)
+    report = _scan_build(table, arrays, False)
+    if report >= 0:
+        return -report - 1
+    return _scan_execute(table, False, 0.0, 0.0)
+
+
+def unscale_check(arrays, float inv32, double inv64, bint check_extents=True):
+    """Multiply every array in place (float64 by inv64, the others by inv32 through float32);
+    1 when every input element was finite.  Negative reports as all_finite, before anything is
+    written; with check_extents=False the caller has verified the arrays do not overlap."""
+    cdef _ScanTable table = _ScanTable.__new__(_ScanTable)
+    cdef int report
+    # a tuple of our own keeps every array alive while the GIL is released
+    arrays = tuple(arrays)
+    report = _scan_build(table, arrays, True)
+    if report >= 0:
+        return -report - 1
+    if check_extents:
+        report = _scan_check_extents(table, arrays)
+        if report >= 0:
+            return -report - 1
+    return _scan_execute(table, True, inv32, inv64)

@@ -1,0 +1,548 @@
+/* AVX-512 (F/BW/VL/DQ + F16C + FMA) GEMM: float32 panels, FMA micro-kernel, vector epilogue.
+ *
+ * Design:
+ *   a. Micro-kernel MC_MR x MC_NR = 14 x 32: 28 zmm accumulators, 2 zmm of B per k, A broadcast
+ *      from memory for each row.  28 independent accumulators cover the FMA latency (4 cycles)
+ *      at two 512-bit FMAs per cycle, the rate measured on the development machine (one core
+ *      reaches ~205 GFLOP/s, so its FMA units are 512 bits wide: a Zen 5 class core, although
+ *      DESIGN.md says Zen 4; a Zen 4 core double-pumps and does one per cycle, still covered);
+ *      16 loads per 28 FMAs fit the load ports.  Tiles with fewer rows (the bottom edge, and
+ *      small-batch inference) run a copy of the kernel specialised to that many rows, so
+ *      batch 1 costs 1/14 of a full tile, not a full tile.  The small-M variant reads rows of B
+ *      in place (mc_gemm.c, mc_gemm_direct_) with the same FMAs in the same order.
+ *   b. Each product is one FMA into its accumulator, k in order: the same sequence of float32
+ *      operations as sum += a[k] * b[k] with one rounding per step.
+ *   c. Packing converts float16 (F16C, exact) and bfloat16 (a shift, exact) to float32 on the
+ *      way.  Lanes contiguous in memory (rows of B, columns of a Fortran-ordered A) are masked
+ *      vector loads; lanes contiguous along k (rows of A, a transposed B) are loaded as 16 rows
+ *      of 16 k (masked at the k edge) and transposed in registers (64 shuffles per 256 values,
+ *      measured 10% faster overall at 256^3 than 16-lane gathers); any other layout uses the
+ *      scalar pack.  No load ever touches an element outside the operand.
+ *   d. The epilogue works on rows of 16 lanes with a mask for the right edge, when the output,
+ *      the accumulator and Cin are contiguous along rows; otherwise it is the scalar epilogue.
+ *      gelu, sigmoid and tanh are vectorised in float64 (see the activation section).  Rounding
+ *      to float16 is VCVTPS2PH (round to nearest even, subnormals kept; its results equal the
+ *      scalar twin for every non-signalling input, and an arithmetic result is never a
+ *      signalling NaN); to bfloat16 it is the integer RNE of
+ *      mc_f32_to_bf16_bits.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+#include "mc_convert_scalar.h"
+#include "mc_gemm.h"
+#include "mc_gemm_avx512_inl.h"
+
+#define MC_INLINE_ static inline __attribute__((always_inline))
+#define MC_MR 14
+#define MC_NV 2
+#define MC_NR (16 * MC_NV)
+
+/* --- packing ---------------------------------------------------------------------------------- */
+
+/* The first n lanes (n clamped to 0..16). */
+MC_INLINE_ __mmask16 mc_mask_(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+MC_INLINE_ __m512 mc_load16_(const char *p, int type, __mmask16 m)
+{
+    if (type == MC_F32)
+        return _mm512_maskz_loadu_ps(m, p);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    if (type == MC_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static void mc_pack_lanes_contig_(const char *src, int type, int64_t ks, int64_t lanes,
+                                  int64_t kc, int w, float *d)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    for (int64_t k = 0; k < kc; ++k) {
+        const char *s = src + k * ks;
+        for (int l = 0; l < w; l += 16) {
+            const __mmask16 m = mc_mask_(lanes - l), mw = mc_mask_(w - l);
+            _mm512_mask_storeu_ps(d + l, mw, mc_load16_(s + l * es, type, m));
+        }
+        d += w;
+    }
+}
+
+/* Lanes contiguous along k (rows of A): 16 lanes x 16 k loaded as rows (masked at the k edge,
+ * absent lanes are zero), transposed in registers, stored as 16 packed k rows. */
+static void mc_pack_k_contig_(const char *src, int type, int64_t ls, int64_t lanes, int64_t kc,
+                              int w, float *d)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    for (int l0 = 0; l0 < w; l0 += 16) {
+        const __mmask16 mw = mc_mask_(w - l0);
+        const int64_t nl = lanes - l0 < 16 ? lanes - l0 : 16;
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            const __mmask16 mk = mc_mask_(kc - k0);
+            __m512 r[16];
+            for (int i = 0; i < 16; ++i)
+                r[i] = i < nl ? mc_load16_(src + (l0 + i) * ls + k0 * es, type, mk)
+                              : _mm512_setzero_ps();
+            mc_transpose16_(r);
+            const int64_t nk = kc - k0 < 16 ? kc - k0 : 16;
+            for (int j = 0; j < nk; ++j)
+                _mm512_mask_storeu_ps(d + (k0 + j) * w + l0, mw, r[j]);
+        }
+    }
+}
+
+static void mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
+                            int64_t kc, int w, void *dst)
+{
+    const int64_t es = type == MC_F32 ? 4 : 2;
+    if (ls == es) {
+        mc_pack_lanes_contig_(src, type, ks, lanes, kc, w, (float *)dst);
+    } else if (ks == es) {
+        mc_pack_k_contig_(src, type, ls, lanes, kc, w, (float *)dst);
+    } else {
+        mc_gemm_pack_generic_(src, type, ls, ks, lanes, kc, w, dst);
+    }
+}
+
+/* --- micro-kernel ------------------------------------------------------------------------------ */
+
+MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const float *b,
+                             float *tile)
+{
+    __m512 c[MC_MR][MC_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            c[i][j] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 bv[MC_NV];
+        _mm_prefetch((const char *)(b + 8 * MC_NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 8 * MC_NR + 16), _MM_HINT_T0);
+        _mm_prefetch((const char *)(a + 8 * MC_MR), _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            bv[j] = _mm512_load_ps(b + 16 * j);
+#pragma GCC unroll 16
+        for (int i = 0; i < rows; ++i) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 4
+            for (int j = 0; j < MC_NV; ++j)
+                c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
+        }
+        a += MC_MR;
+        b += MC_NR;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            _mm512_store_ps(tile + i * MC_NR + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_ROWS_(R)                                                                     \
+    static void mc_ukr_##R##_(int64_t kc, const float *a, const float *b, float *tile)      \
+    {                                                                                       \
+        mc_ukr_body_(R, kc, a, b, tile);                                                    \
+    }
+MC_UKR_ROWS_(1) MC_UKR_ROWS_(2) MC_UKR_ROWS_(3) MC_UKR_ROWS_(4) MC_UKR_ROWS_(5)
+MC_UKR_ROWS_(6) MC_UKR_ROWS_(7) MC_UKR_ROWS_(8) MC_UKR_ROWS_(9) MC_UKR_ROWS_(10)
+MC_UKR_ROWS_(11) MC_UKR_ROWS_(12) MC_UKR_ROWS_(13) MC_UKR_ROWS_(14)
+
+typedef void (*mc_ukr_rows_fn_)(int64_t, const float *, const float *, float *);
+static const mc_ukr_rows_fn_ mc_ukr_rows_[MC_MR + 1] = {
+    NULL, mc_ukr_1_, mc_ukr_2_, mc_ukr_3_, mc_ukr_4_, mc_ukr_5_, mc_ukr_6_, mc_ukr_7_,
+    mc_ukr_8_, mc_ukr_9_, mc_ukr_10_, mc_ukr_11_, mc_ukr_12_, mc_ukr_13_, mc_ukr_14_,
+};
+
+static void mc_ukr_f32_avx512_(int64_t kc, const void *ap, const void *bp, float *tile, int mr)
+{
+    mc_ukr_rows_[mr](kc, (const float *)ap, (const float *)bp, tile);
+}
+
+/* B read in place (small M): rows of B loaded with the packing's conversion, masked at the
+ * right edge; the FMAs are those of mc_ukr_body_, in the same order, continuing from the tile's
+ * partial sums when `accumulate` is set. */
+#define MC_WIDE_NV 8   /* vectors per row in the 1-3 row variant: 128 columns, <= 24 accumulators */
+
+MC_INLINE_ void mc_ukr_direct_body_(const int rows, const int nv, int64_t kc, const float *a,
+                                    const char *b, int64_t ldb, int type, int nr, float *tile,
+                                    int64_t ldt, int accumulate)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    __mmask16 m[MC_WIDE_NV];
+    __m512 c[MC_MR][MC_WIDE_NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j)
+        m[j] = mc_mask_(nr - 16 * j);
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j)
+            c[i][j] = accumulate && 16 * j < nr ? _mm512_load_ps(tile + i * ldt + 16 * j)
+                                                : _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 bv[MC_WIDE_NV];
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j)
+            bv[j] = mc_load16_(b + 16 * j * es, type, m[j]);
+#pragma GCC unroll 16
+        for (int i = 0; i < rows; ++i) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 8
+            for (int j = 0; j < nv; ++j)
+                c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
+        }
+        a += MC_MR;
+        b += ldb;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j)
+            if (16 * j < nr)   /* the tile row ends at the 32-column multiple after nr */
+                _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_DIRECT_NV_(R, NV, name)                                                      \
+    static void name(int64_t kc, const float *a, const char *b, int64_t ldb, int type, int nr, \
+                     float *tile, int64_t ldt, int acc)                                     \
+    {                                                                                       \
+        if (type == MC_F32)                                                                 \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, MC_F32, nr, tile, ldt, acc);          \
+        else if (type == MC_F16)                                                            \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, MC_F16, nr, tile, ldt, acc);          \
+        else                                                                                \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, MC_BF16, nr, tile, ldt, acc);         \
+    }
+#define MC_UKR_DIRECT_ROWS_(R) MC_UKR_DIRECT_NV_(R, MC_NV, mc_ukr_direct_##R##_)
+MC_UKR_DIRECT_NV_(1, MC_WIDE_NV, mc_ukr_direct_wide_1_)
+MC_UKR_DIRECT_NV_(2, MC_WIDE_NV, mc_ukr_direct_wide_2_)
+MC_UKR_DIRECT_NV_(3, MC_WIDE_NV, mc_ukr_direct_wide_3_)
+MC_UKR_DIRECT_ROWS_(1) MC_UKR_DIRECT_ROWS_(2) MC_UKR_DIRECT_ROWS_(3) MC_UKR_DIRECT_ROWS_(4)
+MC_UKR_DIRECT_ROWS_(5) MC_UKR_DIRECT_ROWS_(6) MC_UKR_DIRECT_ROWS_(7) MC_UKR_DIRECT_ROWS_(8)
+MC_UKR_DIRECT_ROWS_(9) MC_UKR_DIRECT_ROWS_(10) MC_UKR_DIRECT_ROWS_(11) MC_UKR_DIRECT_ROWS_(12)
+MC_UKR_DIRECT_ROWS_(13) MC_UKR_DIRECT_ROWS_(14)
+
+typedef void (*mc_ukr_direct_rows_fn_)(int64_t, const float *, const char *, int64_t, int, int,
+                                       float *, int64_t, int);
+static const mc_ukr_direct_rows_fn_ mc_ukr_direct_rows_[MC_MR + 1] = {
+    NULL, mc_ukr_direct_1_, mc_ukr_direct_2_, mc_ukr_direct_3_, mc_ukr_direct_4_,
+    mc_ukr_direct_5_, mc_ukr_direct_6_, mc_ukr_direct_7_, mc_ukr_direct_8_, mc_ukr_direct_9_,
+    mc_ukr_direct_10_, mc_ukr_direct_11_, mc_ukr_direct_12_, mc_ukr_direct_13_, mc_ukr_direct_14_,
+};
+
+static void mc_ukr_direct_f32_avx512_(int64_t kc, const void *ap, const char *b, int64_t ldb,
+                                      int b_type, int nr, float *tile, int64_t ldt, int mr,
+                                      int accumulate)
+{
+    if (nr > MC_NR) {         /* mr <= 3: the wide variant (mc_gemm.c, mc_gemm_direct_) */
+        static const mc_ukr_direct_rows_fn_ wide[4] = {
+            NULL, mc_ukr_direct_wide_1_, mc_ukr_direct_wide_2_, mc_ukr_direct_wide_3_};
+        wide[mr](kc, (const float *)ap, b, ldb, b_type, nr, tile, ldt, accumulate);
+        return;
+    }
+    mc_ukr_direct_rows_[mr](kc, (const float *)ap, b, ldb, b_type, nr, tile, ldt, accumulate);
+}
+
+/* --- epilogue ----------------------------------------------------------------------------------- */
+
+/* Columns of B in place (B contiguous along k, at most MC_DIRECT_T_MAXM rows): 16 columns x
+ * 16 k loaded as rows (masked at the k edge and the right edge), transposed in registers, then
+ * the FMAs of mc_ukr_body_ for those 16 k, in order; k past kc is skipped, never multiplied. */
+MC_INLINE_ void mc_ukr_direct_t_body_(const int rows, int64_t kc, const float *a, const char *b,
+                                      int64_t ldc, int type, int nr, float *tile, int64_t ldt)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    __m512 c[MC_DIRECT_T_MAXM][MC_NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            c[i][j] = _mm512_setzero_ps();
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+        const __mmask16 mk = mc_mask_(kc - k0);
+        const int64_t nk = kc - k0 < 16 ? kc - k0 : 16;
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j) {
+            const int ncol = nr - 16 * j;
+            if (ncol <= 0)
+                break;
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; ++l)
+                r[l] = l < ncol ? mc_load16_(b + (16 * j + l) * ldc + k0 * es, type, mk)
+                                : _mm512_setzero_ps();
+            mc_transpose16_(r);
+#pragma GCC unroll 16
+            for (int kk = 0; kk < 16; ++kk) {
+                if (kk < nk) {
+#pragma GCC unroll 8
+                    for (int i = 0; i < rows; ++i)
+                        c[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(a[(k0 + kk) * MC_MR + i]), r[kk],
+                                                  c[i][j]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_DIRECT_T_ROWS_(R)                                                            \
+    static void mc_ukr_direct_t_##R##_(int64_t kc, const float *a, const char *b, int64_t ldc, \
+                                       int type, int nr, float *tile, int64_t ldt)          \
+    {                                                                                       \
+        if (type == MC_F32)                                                                 \
+            mc_ukr_direct_t_body_(R, kc, a, b, ldc, MC_F32, nr, tile, ldt);                 \
+        else if (type == MC_F16)                                                            \
+            mc_ukr_direct_t_body_(R, kc, a, b, ldc, MC_F16, nr, tile, ldt);                 \
+        else                                                                                \
+            mc_ukr_direct_t_body_(R, kc, a, b, ldc, MC_BF16, nr, tile, ldt);                \
+    }
+MC_UKR_DIRECT_T_ROWS_(1) MC_UKR_DIRECT_T_ROWS_(2) MC_UKR_DIRECT_T_ROWS_(3)
+MC_UKR_DIRECT_T_ROWS_(4) MC_UKR_DIRECT_T_ROWS_(5) MC_UKR_DIRECT_T_ROWS_(6)
+
+static void mc_ukr_direct_t_f32_avx512_(int64_t kc, const void *ap, const char *b, int64_t ldc,
+                                        int b_type, int nr, float *tile, int64_t ldt, int mr)
+{
+    typedef void (*fn_t)(int64_t, const float *, const char *, int64_t, int, int, float *, int64_t);
+    static const fn_t rows[MC_DIRECT_T_MAXM + 1] = {
+        NULL, mc_ukr_direct_t_1_, mc_ukr_direct_t_2_, mc_ukr_direct_t_3_, mc_ukr_direct_t_4_,
+        mc_ukr_direct_t_5_, mc_ukr_direct_t_6_};
+    rows[mr](kc, (const float *)ap, b, ldc, b_type, nr, tile, ldt);
+}
+
+/* --- activations, 8 doubles at a time --------------------------------------------------------
+ * gelu, sigmoid and tanh are evaluated in float64 and rounded once to float32 (as the scalar twin
+ * does with libm).  Each float64 value is within about 1e-12 (relative) of the exact function, so
+ * the rounded float32 equals the correctly rounded one except when the exact value lies within
+ * 1e-12 of a float32 rounding boundary, where it may be the neighbour (1 ulp).
+ *
+ * exp: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in a 32-bit head, so n * head is exact, and
+ * a tail); e**r by its Taylor polynomial to degree 13 (remainder below 2e-16); 2**n applied by
+ * VSCALEFPD, which rounds subnormal results correctly and saturates to 0 / inf.
+ * erfc(z), for gelu(x) = 0.5 x erfc(-x / sqrt 2):
+ *   |z| <= 2: 1 - z P(z**2), P a Chebyshev fit of erf(z) / z on [0, 4] (degree 16, relative
+ *             error of erfc below 5e-13 there; erfc >= 0.0046);
+ *   z > 2:    exp(-z**2) H(1 / z**2) / (z sqrt(pi)), H a Chebyshev fit of z sqrt(pi) erfcx(z) on
+ *             u = 1 / z**2 in (0, 1/4] (degree 16, relative error below 2e-13);
+ *   z < -2:   2 - erfc(-z).
+ * The coefficients were fitted at Chebyshev nodes against scipy.special.erf / erfcx and checked
+ * on 400001 points per interval. */
+static const double mc_erf_cheb_[17] = {
+    7.41555282042402175e-01,
+    -3.01071073386594723e-01,
+    6.89948306898315877e-02,
+    -1.39162712647220438e-02,
+    2.42079952243347014e-03,
+    -3.65863968584782275e-04,
+    4.86209844322828957e-05,
+    -5.74925655806025657e-06,
+    6.11324357796714452e-07,
+    -5.89910152601356998e-08,
+    5.20700916628170074e-09,
+    -4.23297493559254222e-10,
+    3.18810811982413894e-11,
+    -2.23605193528056845e-12,
+    1.46726262789929819e-13,
+    -9.03082419320794894e-15,
+    4.65880557338263287e-16,
+};
+static const double mc_erfcx_cheb_[17] = {
+    9.49608041575614181e-01,
+    -4.70275154155887498e-02,
+    3.03294145765809712e-03,
+    -2.90242266489223230e-04,
+    3.52209506875192523e-05,
+    -5.04034901688282070e-06,
+    8.16420834993985231e-07,
+    -1.45833125362940710e-07,
+    2.82199799108737581e-08,
+    -5.84036195244764158e-09,
+    1.28032132466579710e-09,
+    -2.95088027401491850e-10,
+    7.10823153573945509e-11,
+    -1.78099372239543625e-11,
+    4.62300459660337933e-12,
+    -1.23918268300565259e-12,
+    3.41946255672822693e-13,
+};
+
+MC_INLINE_ __m512d mc_cheb_pd_(const double *c, int deg, __m512d t)
+{
+    const __m512d t2 = _mm512_add_pd(t, t);
+    __m512d b1 = _mm512_setzero_pd(), b2 = _mm512_setzero_pd();
+    for (int k = deg; k >= 1; --k) {
+        const __m512d b0 = _mm512_sub_pd(_mm512_fmadd_pd(t2, b1, _mm512_set1_pd(c[k])), b2);
+        b2 = b1;
+        b1 = b0;
+    }
+    return _mm512_sub_pd(_mm512_fmadd_pd(t, b1, _mm512_set1_pd(c[0])), b2);
+}
+
+MC_INLINE_ __m512d mc_exp_pd_(__m512d x)
+{
+    /* min/max return their second operand for a NaN, so NaN lanes stay NaN */
+    x = _mm512_max_pd(_mm512_set1_pd(-746.0), _mm512_min_pd(_mm512_set1_pd(710.0), x));
+    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
+    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);
+    static const double inv_fact[14] = {
+        1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320,
+        1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800.0};
+    __m512d p = _mm512_set1_pd(inv_fact[13]);
+    for (int k = 12; k >= 0; --k)
+        p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(inv_fact[k]));
+    return _mm512_scalef_pd(p, n);
+}
+
+MC_INLINE_ __m512d mc_sigmoid_pd_(__m512d x)
+{
+    const __m512d one = _mm512_set1_pd(1.0);
+    return _mm512_div_pd(one, _mm512_add_pd(one, mc_exp_pd_(_mm512_sub_pd(_mm512_setzero_pd(), x))));
+}
+
+/* tanh: odd Taylor polynomial below |x| = 1/16 (next term below 8e-15 relative), else
+ * (1 - e) / (1 + e) with e = exp(-2|x|) (1 - e >= 0.117: no cancellation), sign restored. */
+MC_INLINE_ __m512d mc_tanh_pd_(__m512d x)
+{
+    const __m512d sign = _mm512_set1_pd(-0.0);
+    const __m512d a = _mm512_andnot_pd(sign, x);
+    const __m512d s = _mm512_mul_pd(x, x);
+    __m512d p = _mm512_set1_pd(62.0 / 2835);
+    p = _mm512_fmadd_pd(p, s, _mm512_set1_pd(-17.0 / 315));
+    p = _mm512_fmadd_pd(p, s, _mm512_set1_pd(2.0 / 15));
+    p = _mm512_fmadd_pd(p, s, _mm512_set1_pd(-1.0 / 3));
+    const __m512d small = _mm512_fmadd_pd(_mm512_mul_pd(p, s), x, x);
+    const __m512d e = mc_exp_pd_(_mm512_mul_pd(a, _mm512_set1_pd(-2.0)));
+    const __m512d one = _mm512_set1_pd(1.0);
+    const __m512d big = _mm512_or_pd(_mm512_div_pd(_mm512_sub_pd(one, e), _mm512_add_pd(one, e)),
+                                     _mm512_and_pd(sign, x));
+    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a, _mm512_set1_pd(0.0625), _CMP_LT_OQ), big, small);
+}
+
+MC_INLINE_ __m512d mc_gelu_pd_(__m512d x)
+{
+    const __m512d sign = _mm512_set1_pd(-0.0), one = _mm512_set1_pd(1.0), two = _mm512_set1_pd(2.0);
+    const __m512d z = _mm512_mul_pd(x, _mm512_set1_pd(-0.70710678118654752440));
+    const __m512d az = _mm512_andnot_pd(sign, z);
+    /* |z| <= 2 */
+    const __m512d zc = _mm512_max_pd(_mm512_set1_pd(-2.0), _mm512_min_pd(two, z));
+    const __m512d s = _mm512_mul_pd(zc, zc);
+    const __m512d mid = _mm512_fnmadd_pd(zc, mc_cheb_pd_(mc_erf_cheb_, 16, _mm512_fmsub_pd(s, _mm512_set1_pd(0.5), one)), one);
+    /* |z| > 2: erfc(|z|) */
+    const __m512d at = _mm512_max_pd(two, az);
+    const __m512d u = _mm512_div_pd(one, _mm512_mul_pd(at, at));
+    const __m512d h = mc_cheb_pd_(mc_erfcx_cheb_, 16, _mm512_fmsub_pd(u, _mm512_set1_pd(8.0), one));
+    const __m512d tail = _mm512_div_pd(
+        _mm512_mul_pd(mc_exp_pd_(_mm512_sub_pd(_mm512_setzero_pd(), _mm512_mul_pd(at, at))), h),
+        _mm512_mul_pd(at, _mm512_set1_pd(1.7724538509055160273)));
+    __m512d erfc = mid;
+    erfc = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(z, two, _CMP_GT_OQ), erfc, tail);
+    erfc = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(z, _mm512_set1_pd(-2.0), _CMP_LT_OQ), erfc,
+                                _mm512_sub_pd(two, tail));
+    return _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(0.5), x), erfc);
+}
+
+MC_INLINE_ __m512d mc_act_pd_(int act, __m512d x)
+{
+    return act == MC_ACT_GELU ? mc_gelu_pd_(x) : act == MC_ACT_SIGMOID ? mc_sigmoid_pd_(x)
+                                                                        : mc_tanh_pd_(x);
+}
+
+/* gelu / sigmoid / tanh of 16 floats through float64. */
+static __m512 mc_act_ps_(int act, __m512 v)
+{
+    const __m512d lo = mc_act_pd_(act, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    const __m512d hi = mc_act_pd_(act, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+}
+
+/* float32 -> bfloat16 bits in 32-bit lanes: mc_f32_to_bf16_bits lane by lane (add 0x7FFF + lsb,
+ * truncate; NaN -> 0x7FC0 with its sign). */
+MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
+{
+    const __m512i b = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    const __m512i a = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
+    const __m512i qnan = _mm512_or_si512(
+        _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x8000)),
+        _mm512_set1_epi32(0x7FC0));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, qnan));
+}
+
+void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
+                         int64_t i, int64_t j, int first, int last)
+{
+    const int es = g->out_type == MC_F32 ? 4 : 2;
+    const int use_c = last && g->beta != 0.0f;
+    if ((!(first && last) && g->acc_cs != 4) ||
+        (last && g->o_cs != es) || (use_c && g->c_cs != 4) ||
+        (last && g->bias && g->bias_s != 4 && g->bias_s != 0)) {
+        mc_gemm_epi_generic_(g, tile, ldt, mr, nr, i, j, first, last);
+        return;
+    }
+    const __m512 alpha = _mm512_set1_ps(g->alpha), beta = _mm512_set1_ps(g->beta);
+    const int scale = g->alpha != 1.0f;
+    for (int r = 0; r < mr; ++r) {
+        const int64_t ii = i + r;
+        float *acc = (float *)((char *)g->acc + ii * g->acc_rs + j * 4);
+        for (int s = 0; s < nr; s += 16) {
+            const int left = nr - s;
+            const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+            __m512 t = _mm512_maskz_loadu_ps(m, tile + r * ldt + s);
+            if (!first)
+                t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, acc + s));
+            if (!last) {
+                _mm512_mask_storeu_ps(acc + s, m, t);
+                continue;
+            }
+            __m512 v = scale ? _mm512_mul_ps(alpha, t) : t;
+            if (use_c) {
+                const float *cp = (const float *)((const char *)g->c + ii * g->c_rs + (j + s) * 4);
+                v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m, cp)));
+            }
+            if (g->bias) {
+                const __m512 bv = g->bias_s == 0 ? _mm512_set1_ps(g->bias[0])
+                                                 : _mm512_maskz_loadu_ps(m, g->bias + j + s);
+                v = _mm512_add_ps(v, bv);
+            }
+            if (g->act == MC_ACT_RELU)
+                v = _mm512_max_ps(_mm512_setzero_ps(), v);   /* NaN and -0.0 pass, as the twin */
+            else if (g->act != MC_ACT_NONE)
+                v = mc_act_ps_(g->act, v);
+            char *o = g->out + ii * g->o_rs + (j + s) * es;
+            if (g->out_type == MC_F32)
+                _mm512_mask_storeu_ps(o, m, v);
+            else if (g->out_type == MC_F16)
+                _mm256_mask_storeu_epi16(o, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
+                                                                  _MM_FROUND_NO_EXC));
+            else
+                _mm256_mask_storeu_epi16(o, m, mc_f32_to_bf16_v_(v));
+        }
+    }
+}
+
+static const mc_gemm_kernel mc_gemm_f32_avx512_ = {
+    MC_MR, MC_NR, 0, 4, mc_pack_avx512_, mc_ukr_f32_avx512_, mc_gemm_epi_avx512_,
+    mc_ukr_direct_f32_avx512_,
+    140, 1024, 1024, 16 * MC_WIDE_NV, mc_ukr_direct_t_f32_avx512_,
+};
+
+const mc_gemm_kernel *mc_gemm_kernel_avx512(int a_type, int b_type)
+{
+    (void)a_type;
+    (void)b_type;
+    return &mc_gemm_f32_avx512_;
+}

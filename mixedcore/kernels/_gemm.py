@@ -1,0 +1,296 @@
+"""Matrix products of float16 / bfloat16 / float32 operands with float32 accumulation."""
+import math
+import numbers
+import os
+import threading
+
+import numpy as np
+
+from mixedcore._core import _lib
+from mixedcore.kernels._dispatch import as_native, bfloat16, check_out
+
+_F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
+GEMM_CODES = {_F16: 0, _BF16: 1, _F32: 2}
+GEMM_NAMES = "float16, bfloat16, float32"
+ACTIVATIONS = {None: 0, "linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4}
+
+
+def _env_block(name):
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected a positive integer") from None
+    if value < 1:
+        raise ValueError(f"{name}={text!r}: expected a positive integer")
+    return value
+
+
+def set_gemm_blocks(mc=None, kc=None, nc=None):
+    """Override the GEMM block sizes, process-wide (for tuning and tests).
+
+    Parameters
+    ----------
+    mc, kc, nc : int, optional
+        Rows of A per packed block, depth of K per block, columns of B per packed block.
+        ``None`` (or 0) restores the kernel's default (docs/gemm.md lists them).  MC is rounded
+        up to the micro-kernel's rows, NC to its columns, KC to even.
+
+    Notes
+    -----
+    The environment variables ``MIXEDCORE_GEMM_MC``, ``MIXEDCORE_GEMM_KC`` and
+    ``MIXEDCORE_GEMM_NC`` set them at import.  MC and NC never change the results; KC decides
+    where the float32 partial sums of K blocks are added, so it can change the last bits
+    (always within the error bound).
+    """
+    for name, v in (("mc", mc), ("kc", kc), ("nc", nc)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0):
+            raise ValueError(f"set_gemm_blocks: {name} must be a non-negative int, got {v!r}")
+    _lib.gemm_set_blocks(int(mc or 0), int(kc or 0), int(nc or 0))
+
+
+set_gemm_blocks(_env_block("MIXEDCORE_GEMM_MC"), _env_block("MIXEDCORE_GEMM_KC"),
+                _env_block("MIXEDCORE_GEMM_NC"))
+
+
+def _code(x):
+    return GEMM_CODES.get(x.dtype.newbyteorder("="))
+
+
+def _operand(name, x):
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"matmul: {name} must be a numpy.ndarray, got {type(x).__name__}")
+    if _code(x) is None:
+        raise TypeError(f"matmul: unsupported dtype {x.dtype} for {name}; supported: {GEMM_NAMES}")
+    return as_native(x)
+
+
+def _batch_offsets(x, batch_shape):
+    """Byte offset of each batch item of ``x`` (shape batch_shape + (r, c)), C order."""
+    off = np.zeros(batch_shape, dtype=np.int64)
+    nb = len(batch_shape)
+    for d in range(nb):
+        shape = [1] * nb
+        shape[d] = batch_shape[d]
+        off = off + (np.arange(batch_shape[d], dtype=np.int64) * x.strides[d]).reshape(shape)
+    return off.reshape(-1)
+
+
+def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=1.0, beta=0.0,
+           c=None):
+    """``activation(alpha * a @ b + beta * c + bias)`` with float32 products and sums.
+
+    Parameters
+    ----------
+    a : ndarray of shape (..., m, k) or (k,)
+        float16, bfloat16 (``ml_dtypes.bfloat16``) or float32.  Any strides: transposed,
+        Fortran-ordered, reversed and sliced views are read in place.
+    b : ndarray of shape (..., k, n) or (k,)
+        Same dtypes as ``a`` (the two may differ).  Batch dimensions broadcast as in
+        ``numpy.matmul``; a 1-D operand is a vector, as in numpy.
+    out : ndarray, optional
+        Where to write the result: the result's shape, dtype ``out_dtype`` (or, when
+        ``out_dtype`` is None, its own dtype, which must be float16, bfloat16 or float32),
+        writable, not overlapping any input.  Any strides.
+    out_dtype : dtype-like, optional
+        float32 (default), float16 or bfloat16.  A 16-bit result is the float32 result rounded
+        once to nearest even, bit-identical to ``numpy``/``ml_dtypes`` ``astype``.
+    bias : ndarray of shape (n,), optional
+        Added to every row (float16, bfloat16 or float32; shape () or (1,) broadcasts).
+    activation : {None, "linear", "relu", "gelu", "sigmoid", "tanh"}
+        Applied last.  "gelu" is the exact form ``x * Phi(x)`` (erf based, Keras'
+        ``approximate=False``).
+    alpha, beta : float
+        Scale factors, rounded to float32.
+    c : ndarray, optional
+        Broadcastable to the result's shape; required when ``beta != 0`` and never read when
+        ``beta == 0``.
+
+    Returns
+    -------
+    ndarray
+        ``out`` if given, else a new C-contiguous array of the result's shape (a numpy scalar
+        when both operands are 1-D).
+
+    Raises
+    ------
+    TypeError
+        An operand, ``bias``, ``c`` or ``out`` that is not an ndarray; an unsupported dtype
+        (integers, complex, float64, object); alpha/beta that are not real numbers.
+    ValueError
+        0-d operands; inner or batch dimensions that do not match; ``bias`` or ``c`` of the
+        wrong shape; ``beta != 0`` without ``c``; an unknown activation; ``out`` of the wrong
+        shape or dtype, read-only, or overlapping an input.
+
+    Notes
+    -----
+    Each element is the float32 sum of float32 products (exact for 16-bit inputs), accumulated
+    in blocks of KC products; then ``alpha * s``, ``+ beta * c``, ``+ bias``, the activation
+    (computed in double, rounded once to float32) and the output rounding.  Every element is
+    within ``2 * k * 2**-24 * (|a| @ |b|)`` of the exact product of the given inputs.  Results
+    are bit-identical for any number of threads and any alignment.  At the avx512bf16 level,
+    bfloat16 @ bfloat16 runs on VDPBF16PS, which flushes subnormal inputs and results to zero;
+    docs/gemm.md has the details.
+    """
+    a = _operand("a", a)
+    b = _operand("b", b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: operands must have at least 1 dimension, got shapes "
+                         f"{a.shape} @ {b.shape}")
+    a2 = a[np.newaxis, :] if a.ndim == 1 else a
+    b2 = b[:, np.newaxis] if b.ndim == 1 else b
+    m, k = a2.shape[-2:]
+    k2, n = b2.shape[-2:]
+    if k != k2:
+        raise ValueError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape}")
+    try:
+        batch = () if a2.ndim == 2 and b2.ndim == 2 else \
+            np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions do not broadcast: {a.shape} @ {b.shape}") \
+            from None
+    out_shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
+
+    if isinstance(activation, str) or activation is None:
+        act = ACTIVATIONS.get(activation)
+    else:
+        act = None
+    if act is None:
+        raise ValueError(f"matmul: unknown activation {activation!r}; expected one of "
+                         f"{[x for x in ACTIVATIONS if x is not None]} or None")
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if type(v) is not float and (isinstance(v, bool) or not isinstance(v, numbers.Real)):
+            raise TypeError(f"matmul: {name} must be a real number, got {type(v).__name__}")
+    alpha32, beta32 = np.float32(alpha), np.float32(beta)
+
+    if out_dtype is None:
+        target = out.dtype if isinstance(out, np.ndarray) else _F32
+        if isinstance(out, np.ndarray) and _code(out) is None:
+            raise TypeError(f"matmul: unsupported out dtype {out.dtype}; supported: {GEMM_NAMES}")
+    else:
+        try:
+            target = np.dtype(out_dtype)
+        except TypeError as exc:
+            raise TypeError(f"matmul: cannot interpret {out_dtype!r} as a dtype ({exc})") from None
+        if target not in GEMM_CODES:
+            raise TypeError(f"matmul: unsupported out_dtype {target}; supported: {GEMM_NAMES}")
+
+    inputs = [a, b]
+    bias32 = None
+    bias_stride = 0
+    if bias is not None:
+        if not isinstance(bias, np.ndarray):
+            raise TypeError(f"matmul: bias must be a numpy.ndarray, got {type(bias).__name__}")
+        if _code(bias) is None:
+            raise TypeError(f"matmul: unsupported bias dtype {bias.dtype}; supported: {GEMM_NAMES}")
+        if bias.shape not in ((), (1,), (n,)):
+            raise ValueError(f"matmul: bias has shape {bias.shape}, expected ({n},) for "
+                             f"{a.shape} @ {b.shape}")
+        inputs.append(bias)
+        bias32 = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
+        bias_stride = 4 if bias32.shape[0] == n and n > 1 else 0
+
+    if c is None and beta32 != 0:
+        raise ValueError(f"matmul: beta = {beta} needs c")
+    c32 = None
+    if c is not None:
+        if not isinstance(c, np.ndarray):
+            raise TypeError(f"matmul: c must be a numpy.ndarray, got {type(c).__name__}")
+        if _code(c) is None:
+            raise TypeError(f"matmul: unsupported c dtype {c.dtype}; supported: {GEMM_NAMES}")
+        try:
+            np.broadcast_shapes(c.shape, out_shape)
+            cb = np.broadcast_to(c, out_shape)
+        except ValueError:
+            raise ValueError(f"matmul: c has shape {c.shape}, which does not broadcast to the "
+                             f"result shape {out_shape}") from None
+        inputs.append(c)
+        if beta32 != 0:
+            if _code(cb) != GEMM_CODES[_F32]:
+                cb = np.broadcast_to(c.astype(np.float32), out_shape)
+            c32 = as_native(cb)
+
+    if out is None:
+        result = np.empty(out_shape, dtype=target)
+        work_out = result
+    else:
+        check_out("matmul", out, out_shape, target, inputs)
+        result = out
+        work_out = out if out.flags.aligned else np.empty(out_shape, dtype=target)
+
+    if result.size:
+        _run(a2, b2, work_out, c32, bias32, bias_stride, batch, m, n, k, a.ndim == 1,
+             b.ndim == 1, GEMM_CODES[target], float(alpha32), float(beta32), act)
+        if work_out is not result:
+            result[...] = work_out
+    if out is None and out_shape == ():
+        return result[()]
+    return result
+
+
+def _as_matrix(x, batch, vec_a, vec_b):
+    """View of an output-shaped array with the 1-D operands' axes restored: batch + (m, n)."""
+    if vec_a:
+        x = np.expand_dims(x, x.ndim - (0 if vec_b else 1))
+    if vec_b:
+        x = np.expand_dims(x, x.ndim)
+    return x
+
+
+_local = threading.local()
+
+
+def _scratch(shape):
+    """A float32 array of ``shape`` for partial sums, reused between calls of this Python
+    thread (a fresh array of many MiB costs a page fault per 4 KiB on first touch)."""
+    size = math.prod(shape)
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.size < size:
+        buf = np.empty(max(size, 1), dtype=np.float32)
+        _local.buf = buf
+    return buf[:size].reshape(shape)
+
+
+# at most this many columns (and fewer than half as many as rows), C^T = B^T A^T is computed
+# instead: the narrow side becomes the rows of the micro-tile rather than 8 of its 32 columns
+_SWAP_MAX_N = 8
+
+
+def _run(a2, b2, out, c32, bias32, bias_stride, batch, m, n, k, vec_a, vec_b, out_code, alpha,
+         beta, act):
+    a_code, b_code = GEMM_CODES[a2.dtype], GEMM_CODES[b2.dtype]
+    o_m = _as_matrix(out, batch, vec_a, vec_b)
+    c_m = _as_matrix(c32, batch, vec_a, vec_b) if c32 is not None else None
+    kc = _lib.gemm_kernel_info(a_code, b_code)[4]
+    if out_code == GEMM_CODES[_F32] or k <= kc:
+        acc = o_m
+    else:
+        acc = _scratch(batch + (m, n))
+    if batch:
+        a_b = np.broadcast_to(a2, batch + (m, k))
+        b_b = np.broadcast_to(b2, batch + (k, n))
+    else:
+        a_b, b_b = a2, b2
+    if n <= _SWAP_MAX_N and m > 2 * n and bias_stride == 0:
+        # Every element is the same sequence of FMAs either way (fma(a, b, s) == fma(b, a, s)),
+        # so the swap changes no bit; the decision depends on the shape only.  A bias along
+        # the columns would lie along the rows of the swapped product: not swapped then.
+        a_b, b_b = np.swapaxes(b_b, -1, -2), np.swapaxes(a_b, -1, -2)
+        o_m, acc = np.swapaxes(o_m, -1, -2), np.swapaxes(acc, -1, -2)
+        c_m = np.swapaxes(c_m, -1, -2) if c_m is not None else None
+        a_code, b_code, m, n = b_code, a_code, n, m
+    offsets = np.zeros((math.prod(batch) if batch else 1, 5), dtype=np.int64)
+    if batch:
+        offsets[:, 0] = _batch_offsets(a_b, batch)
+        offsets[:, 1] = _batch_offsets(b_b, batch)
+        offsets[:, 2] = _batch_offsets(o_m, batch)
+        offsets[:, 3] = _batch_offsets(acc, batch)
+        if c_m is not None:
+            offsets[:, 4] = _batch_offsets(c_m, batch)
+    c_strides = (c_m.strides[-2], c_m.strides[-1]) if c_m is not None else (0, 0)
+    _lib.gemm_run(a_b, b_b, o_m, acc, c_m, bias32, offsets, m, n, k,
+                  (a_b.strides[-2], a_b.strides[-1]), (b_b.strides[-2], b_b.strides[-1]),
+                  (o_m.strides[-2], o_m.strides[-1]), (acc.strides[-2], acc.strides[-1]),
+                  c_strides, bias_stride, a_code, b_code, out_code, alpha, beta, act)

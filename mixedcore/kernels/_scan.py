@@ -1,0 +1,205 @@
+"""Overflow scans: all_finite and the fused unscale_and_check."""
+import math
+import numbers
+
+import numpy as np
+
+from mixedcore._core import _lib
+from mixedcore.kernels._dispatch import SUPPORTED_NAMES, as_native, bfloat16, float_code, overlaps
+
+_lib.scan_set_bfloat16(bfloat16)
+
+# reasons of a report from the compiled driver (_scan.pxi): -(index * 8 + reason) - 1
+_BAD_ARRAY, _READONLY, _SELF_OVERLAP, _MAY_OVERLAP = range(4)
+
+
+def _decode(report):
+    code = -report - 1
+    return code // 8, code % 8
+
+
+def _operand(fname, what, x):
+    """``x`` as an array the compiled core takes (a native, aligned copy if it must), or the
+    TypeError that explains why it cannot be scanned."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{fname}: {what} must be a numpy.ndarray of dtype {SUPPORTED_NAMES}; "
+                        f"got {type(x).__name__}")
+    if float_code(x.dtype) is None:
+        raise TypeError(f"{fname}: {what} has unsupported dtype {x.dtype}; "
+                        f"supported: {SUPPORTED_NAMES}")
+    return as_native(x)
+
+
+def all_finite(*arrays):
+    """True when no element of any of the arrays is NaN or infinite.
+
+    Parameters
+    ----------
+    *arrays : ndarray
+        Any number of arrays of dtype float16, bfloat16 (``ml_dtypes.bfloat16``), float32 or
+        float64, in any mix; any shape, any strides (reversed, transposed, strided views).
+
+    Returns
+    -------
+    bool
+        True when every element is finite (also for no arrays and for empty arrays).
+
+    Raises
+    ------
+    TypeError
+        An argument that is not an ndarray, or an ndarray of another dtype.
+
+    Notes
+    -----
+    One pass over the data and no temporary arrays: the test is an integer compare of the
+    exponent bits (signalling NaNs are caught, no floating-point flag is raised), vectorised at
+    every instruction-set level, and the scan stops at the first block holding a non-finite
+    value.  All the arrays are handed to the compiled core in one call; large totals are split
+    across threads.  Arrays in a swapped byte order or unaligned are scanned through a copy.
+    """
+    report = _lib.all_finite(arrays)
+    if report >= 0:
+        return bool(report)
+    ready = [_operand("all_finite", f"argument {i}", x) for i, x in enumerate(arrays)]
+    report = _lib.all_finite(ready)
+    if report < 0:  # every operand is now native and aligned
+        raise RuntimeError(f"all_finite: internal error, report {_decode(report)}")
+    return bool(report)
+
+
+# float32 rounding of a positive double: infinity from 2**128 - 2**103 up (the tie above
+# FLT_MAX goes to the even 2**128), zero at 2**-150 and below (the tie with the smallest
+# subnormal goes to the even 0)
+_F32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
+_F32_UNDERFLOW = 2.0 ** -150
+
+
+def _reciprocal(scale):
+    """1 / scale in float64, after checking that its float32 rounding is finite and > 0 (the
+    compiled core rounds it to float32 once, to nearest even)."""
+    kind = type(scale)
+    if kind is not float and kind is not int:
+        if isinstance(scale, (bool, np.bool_)) or \
+                not isinstance(scale, (numbers.Real, np.number)) or \
+                isinstance(scale, np.complexfloating):
+            raise TypeError(f"unscale_and_check: scale must be a real number, got "
+                            f"{type(scale).__name__}")
+    try:
+        value = float(scale)
+    except OverflowError:
+        value = math.inf
+    if not (value > 0 and value < math.inf):
+        raise ValueError(f"unscale_and_check: scale must be a finite positive number, got "
+                         f"{scale!r}")
+    inv64 = 1.0 / value
+    if not (_F32_UNDERFLOW < inv64 < _F32_OVERFLOW):
+        raise ValueError(f"unscale_and_check: 1/scale is not a finite non-zero float32 "
+                         f"(scale={scale!r})")
+    return inv64
+
+
+def unscale_and_check(arrays, scale):
+    """Divide gradients by the loss scale in place and report whether they were all finite.
+
+    Every element becomes ``x * fp32(1 / fp64(scale))``: float16 and bfloat16 arrays are
+    widened to float32 (exactly), multiplied, and rounded back to nearest even; float32 arrays
+    are multiplied in float32; float64 arrays are multiplied by ``1 / scale`` in float64.
+
+    Parameters
+    ----------
+    arrays : sequence of ndarray, or one ndarray
+        Writable arrays of dtype float16, bfloat16, float32 or float64 (mixed allowed), any
+        shape and strides, no two of them sharing memory.
+    scale : float
+        The loss scale: a finite number > 0 whose reciprocal is a finite, non-zero float32.
+
+    Returns
+    -------
+    bool
+        True when every element was finite BEFORE the multiplication (also for no arrays).
+
+    Raises
+    ------
+    TypeError
+        ``arrays`` not a sequence of ndarrays, an unsupported dtype, or a non-numeric scale.
+    ValueError
+        A read-only array, arrays that overlap each other or themselves (an element reached by
+        two indices), or a scale that is not a finite positive number.  Nothing is written
+        when an error is raised.
+
+    Notes
+    -----
+    One pass: each element is read once, tested on its exponent bits, multiplied and stored,
+    all arrays in one call into the compiled core (split across threads when large).  The
+    results are bit-identical to numpy / ml_dtypes computing
+    ``(x.astype(float32) * fp32(1 / scale)).astype(x.dtype)``, NaN payloads included, at every
+    instruction-set level.  No floating-point warning is raised.
+    """
+    if isinstance(arrays, np.ndarray):
+        arrays = (arrays,)
+    elif not isinstance(arrays, (list, tuple)):
+        try:
+            arrays = list(arrays)
+        except TypeError:
+            raise TypeError(f"unscale_and_check: arrays must be a sequence of numpy.ndarray, "
+                            f"got {type(arrays).__name__}") from None
+    inv64 = _reciprocal(scale)
+    inv32 = inv64  # rounded to float32 by the compiled core
+    report = _lib.unscale_check(arrays, inv32, inv64, True)
+    if report >= 0:
+        return bool(report)
+    index, reason = _decode(report)
+    if reason == _READONLY:
+        raise ValueError(f"unscale_and_check: array {index} is read-only (shape "
+                         f"{arrays[index].shape}, dtype {arrays[index].dtype})")
+    return _unscale_slow(arrays, inv32, inv64)
+
+
+def _self_overlap_message(index, x):
+    return (f"unscale_and_check: array {index} reaches some elements through more than one "
+            f"index (shape {x.shape}, strides {x.strides}); pass an array without "
+            f"internal overlap")
+
+
+def _internal_overlap(x):
+    """True when two indices of ``x`` reach overlapping bytes (exact: sorts every offset)."""
+    offsets = np.zeros((), np.int64)
+    for n, stride in zip(x.shape, x.strides):
+        offsets = np.add.outer(offsets, np.arange(n, dtype=np.int64) * stride)
+    flat = np.sort(offsets, axis=None)
+    return bool((np.diff(flat) < x.itemsize).any())
+
+
+def _unscale_slow(arrays, inv32, inv64):
+    """Arrays the fast path reported: validate each one exactly; run swapped, unaligned and
+    oddly strided (but not self-overlapping) arrays through native contiguous copies, and copy
+    those back."""
+    ready = []
+    for i, x in enumerate(arrays):
+        y = _operand("unscale_and_check", f"array {i}", x)
+        if not x.flags.writeable:
+            raise ValueError(f"unscale_and_check: array {i} is read-only (shape {x.shape}, "
+                             f"dtype {x.dtype})")
+        ready.append(y)
+    for i in range(len(arrays)):
+        for j in range(i):
+            if arrays[i].size and arrays[j].size and overlaps(arrays[i], arrays[j]):
+                raise ValueError(f"unscale_and_check: arrays {j} and {i} share memory; "
+                                 f"each element must be unscaled once")
+    while True:
+        # nothing is written until every array passes, so retrying after a report is safe
+        report = _lib.unscale_check(ready, inv32, inv64, False)
+        if report >= 0:
+            break
+        index, reason = _decode(report)
+        x = arrays[index]
+        if reason == _SELF_OVERLAP and ready[index] is x and not _internal_overlap(x):
+            ready[index] = np.array(x, order="C")
+            continue
+        if reason == _SELF_OVERLAP:
+            raise ValueError(_self_overlap_message(index, x))
+        raise RuntimeError(f"unscale_and_check: internal error, report {(index, reason)}")
+    for x, y in zip(arrays, ready):
+        if y is not x:
+            x[...] = y
+    return bool(report)

@@ -1,0 +1,518 @@
+"""Loss scaling: ``FixedLossScale``, ``DynamicLossScale`` and ``LossScaleOptimizer``.
+
+Semantics are TensorFlow's (``tf.train.experimental.*LossScale`` of TF 2.0-2.3 and
+``tf.keras.mixed_precision.LossScaleOptimizer`` of tf.keras 2.4+); SPEC.md section 5 and
+docs/loss_scaling.md.
+
+Design:
+  A. The current scale of a DynamicLossScale is held as a float32 value, as TF holds it in a
+     float32 variable: growth happens only when ``scale * multiplier`` is finite in float32
+     (at most 2**127 with the default multiplier), and every scale is exactly representable
+     when the loss is scaled in float32.
+  B. The overflow check is ``kernels.all_finite`` over all gradients in one call (one pass, no
+     temporary boolean arrays); ``get_unscaled_gradients`` copies the gradients and unscales
+     the copies with ``kernels.unscale_and_check``.  None gradients pass through both.
+  C. A LossScaleOptimizer is an optimizer (``optimizers.get`` takes it as is), so it cannot be
+     wrapped again: TypeError, as in tf.keras.
+"""
+import abc
+import math
+import numbers
+
+import numpy as np
+
+from mixedcore import kernels
+from mixedcore import optimizers as _optimizers
+
+__all__ = ["LossScale", "FixedLossScale", "DynamicLossScale", "LossScaleOptimizer", "get",
+           "serialize", "deserialize"]
+
+
+def _is_real(value):
+    return (isinstance(value, (numbers.Real, np.number)) and
+            not isinstance(value, (bool, np.bool_)) and not isinstance(value, np.complexfloating))
+
+
+def _float(owner, name, value):
+    """float(value); a value too large for a float64 is a ValueError."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{owner}: {name} is too large: {value!r}") from None
+
+
+def _f32(value):
+    """``value`` rounded to float32, as a Python float (inf when it overflows)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
+
+
+def _flatten(grads):
+    """Gradients as a flat list of arrays (nested lists / tuples / dicts flattened, None
+    dropped, other array-likes converted)."""
+    out = []
+    stack = [grads]
+    while stack:
+        item = stack.pop()
+        if item is None:
+            continue
+        if isinstance(item, np.ndarray):
+            out.append(item)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        else:
+            out.append(np.asarray(item))
+    return out
+
+
+class LossScale(abc.ABC):
+    """Base class of loss scales (``tf.train.experimental.LossScale``).
+
+    A loss scale is called to get the current scale, and updated once per step with the
+    (unscaled) gradients; ``update`` returns whether the step should be applied.
+    """
+
+    @abc.abstractmethod
+    def __call__(self):
+        """The current loss scale, a float."""
+
+    @abc.abstractmethod
+    def update(self, grads):
+        """Update the scale from this step's gradients; return True when the step should be
+        applied."""
+
+    @abc.abstractmethod
+    def get_config(self):
+        """The constructor arguments, a dict."""
+
+    @classmethod
+    def from_config(cls, config):
+        """A new loss scale from ``get_config()`` output (in its initial state)."""
+        return cls(**config)
+
+
+class FixedLossScale(LossScale):
+    """A loss scale that never changes and never skips a step.
+
+    Parameters
+    ----------
+    loss_scale_value : int or float
+        The scale, >= 1.
+
+    Raises
+    ------
+    ValueError
+        A value that is not an int or float, or below 1 (TF raises ValueError for both).
+    """
+
+    def __init__(self, loss_scale_value):
+        if not _is_real(loss_scale_value):
+            raise ValueError(f"FixedLossScale: loss_scale_value must be a Python int or float, "
+                             f"got {type(loss_scale_value).__name__}: {loss_scale_value!r}")
+        value = _float("FixedLossScale", "loss_scale_value", loss_scale_value)
+        if not value >= 1 or math.isinf(value):
+            raise ValueError(f"FixedLossScale: loss_scale_value must be a finite number >= 1, "
+                             f"got {loss_scale_value!r}")
+        self._loss_scale_value = value
+
+    def __call__(self):
+        return self._loss_scale_value
+
+    def update(self, grads):
+        """Returns True: a fixed scale applies every step, finite or not (as TF)."""
+        return True
+
+    def get_config(self):
+        return {"loss_scale_value": self._loss_scale_value}
+
+    def __repr__(self):
+        return f"FixedLossScale({self._loss_scale_value!r})"
+
+
+class DynamicLossScale(LossScale):
+    """A loss scale that grows after a run of finite steps and backs off on overflow.
+
+    Parameters
+    ----------
+    initial_loss_scale : float, default 2**15
+        The starting scale: finite and > 0 (kept in float32, design A).
+    increment_period : int, default 2000
+        Finite steps in a row before the scale is multiplied by ``multiplier``; >= 1.
+    multiplier : float, default 2.0
+        Growth and back-off factor; finite and >= 1.
+
+    Notes
+    -----
+    ``update(grads)``, with ``good`` the number of finite steps since the last change:
+
+    - all gradients finite: if ``good + 1 >= increment_period`` the scale becomes
+      ``scale * multiplier`` when that is finite in float32 (else it stays) and ``good = 0``;
+      otherwise ``good += 1``.  Returns True.
+    - any gradient NaN or infinite: ``good = 0`` and ``scale = max(scale / multiplier, 1)``.
+      Returns False: the step must be skipped.
+    """
+
+    def __init__(self, initial_loss_scale=2 ** 15, increment_period=2000, multiplier=2.0):
+        if not _is_real(initial_loss_scale):
+            raise TypeError(f"DynamicLossScale: initial_loss_scale must be a number, got "
+                            f"{type(initial_loss_scale).__name__}")
+        initial = _float("DynamicLossScale", "initial_loss_scale", initial_loss_scale)
+        if not (math.isfinite(_f32(initial)) and _f32(initial) > 0):
+            raise ValueError(f"DynamicLossScale: initial_loss_scale must be a finite positive "
+                             f"float32 value, got {initial_loss_scale!r}")
+        if isinstance(increment_period, (bool, np.bool_)) or \
+                not isinstance(increment_period, numbers.Integral):
+            raise TypeError(f"DynamicLossScale: increment_period must be an int, got "
+                            f"{type(increment_period).__name__}: {increment_period!r}")
+        if increment_period < 1:
+            raise ValueError(f"DynamicLossScale: increment_period must be >= 1, got "
+                             f"{increment_period}")
+        if not _is_real(multiplier):
+            raise TypeError(f"DynamicLossScale: multiplier must be a number, got "
+                            f"{type(multiplier).__name__}")
+        if not (math.isfinite(_float("DynamicLossScale", "multiplier", multiplier)) and
+                float(multiplier) >= 1):
+            raise ValueError(f"DynamicLossScale: multiplier must be a finite number >= 1, got "
+                             f"{multiplier!r}")
+        self._initial_loss_scale = initial
+        self._increment_period = int(increment_period)
+        self._multiplier = float(multiplier)
+        self._current_loss_scale = _f32(initial)
+        self._num_good_steps = 0
+
+    @property
+    def initial_loss_scale(self):
+        return self._initial_loss_scale
+
+    @property
+    def increment_period(self):
+        return self._increment_period
+
+    @property
+    def multiplier(self):
+        return self._multiplier
+
+    @property
+    def current_loss_scale(self):
+        """The scale now (float)."""
+        return self._current_loss_scale
+
+    @property
+    def num_good_steps(self):
+        """Finite steps since the scale last changed (or since the last overflow)."""
+        return self._num_good_steps
+
+    def __call__(self):
+        return self._current_loss_scale
+
+    def update(self, grads):
+        """Check ``grads`` and move the scale; True when the step should be applied.
+
+        Parameters
+        ----------
+        grads : ndarray, sequence of ndarray (None entries allowed), or nested lists / dicts
+            This step's gradients (float16, bfloat16, float32 or float64).
+
+        Returns
+        -------
+        bool
+            True when every gradient element is finite.
+        """
+        finite = kernels.all_finite(*_flatten(grads))
+        self._advance(finite)
+        return finite
+
+    def _advance(self, finite):
+        """The state machine of the class docstring, given the check's result; the arithmetic
+        is float32's (design A)."""
+        scale, multiplier = np.float32(self._current_loss_scale), np.float32(self._multiplier)
+        if finite:
+            if self._num_good_steps + 1 >= self._increment_period:
+                with np.errstate(over="ignore"):
+                    grown = float(scale * multiplier)
+                if math.isfinite(grown):
+                    self._current_loss_scale = grown
+                self._num_good_steps = 0
+            else:
+                self._num_good_steps += 1
+        else:
+            self._num_good_steps = 0
+            with np.errstate(under="ignore"):
+                self._current_loss_scale = max(float(scale / multiplier), 1.0)
+
+    def get_config(self):
+        return {"initial_loss_scale": self._initial_loss_scale,
+                "increment_period": self._increment_period,
+                "multiplier": self._multiplier}
+
+    def __repr__(self):
+        return (f"DynamicLossScale(current_loss_scale={self._current_loss_scale!r}, "
+                f"num_good_steps={self._num_good_steps}, "
+                f"initial_loss_scale={self._initial_loss_scale!r}, "
+                f"increment_period={self._increment_period}, multiplier={self._multiplier!r})")
+
+
+_LOSS_SCALE_CLASSES = {"FixedLossScale": FixedLossScale, "DynamicLossScale": DynamicLossScale}
+
+
+def serialize(loss_scale):
+    """``{"class_name": ..., "config": ...}`` of a loss scale (tf.keras' format)."""
+    if not isinstance(loss_scale, LossScale):
+        raise TypeError(f"serialize: expected a LossScale, got {type(loss_scale).__name__}")
+    return {"class_name": type(loss_scale).__name__, "config": loss_scale.get_config()}
+
+
+def deserialize(config, custom_objects=None):
+    """The loss scale described by ``serialize()`` output (in its initial state)."""
+    classes = dict(_LOSS_SCALE_CLASSES)
+    if custom_objects:
+        classes.update(custom_objects)
+    if not isinstance(config, dict) or "class_name" not in config:
+        raise ValueError(f"deserialize: expected a dict with 'class_name' and 'config', got "
+                         f"{config!r}")
+    cls = classes.get(config["class_name"])
+    if cls is None:
+        raise ValueError(f"deserialize: unknown loss scale class {config['class_name']!r}; "
+                         f"expected one of {sorted(classes)}")
+    return cls.from_config(config.get("config", {}))
+
+
+def get(identifier):
+    """A loss scale from an identifier (tf.keras' ``loss_scale.get``).
+
+    An int or float gives a FixedLossScale, "dynamic" a DynamicLossScale with the defaults, a
+    LossScale or None is returned as is, a ``serialize()`` dict is deserialized.
+
+    Raises
+    ------
+    ValueError
+        ``"Could not interpret loss scale identifier: ..."`` for anything else.
+    """
+    if identifier is None or isinstance(identifier, LossScale):
+        return identifier
+    if _is_real(identifier):
+        return FixedLossScale(identifier)
+    if isinstance(identifier, str) and identifier == "dynamic":
+        return DynamicLossScale()
+    if isinstance(identifier, dict) and "class_name" in identifier:
+        return deserialize(identifier)
+    raise ValueError(f"Could not interpret loss scale identifier: {identifier!r}")
+
+
+_DEFAULT_INITIAL_SCALE = 2 ** 15
+_DEFAULT_GROWTH_STEPS = 2000
+
+
+class LossScaleOptimizer(_optimizers.Optimizer):
+    """An optimizer wrapper that applies loss scaling (tf.keras 2.4+ ``LossScaleOptimizer``).
+
+    Parameters
+    ----------
+    inner_optimizer : mixedcore.optimizers.Optimizer
+        The optimizer to wrap (SGD, Adam, ...); not a LossScaleOptimizer.
+    dynamic : bool, default True
+        Dynamic loss scaling (a DynamicLossScale with multiplier 2) or a fixed scale.
+    initial_scale : float, optional
+        The starting (dynamic) or constant (fixed) scale.  Default 2**15 when dynamic;
+        required when ``dynamic=False`` (then >= 1).
+    dynamic_growth_steps : int, optional
+        Finite steps before the dynamic scale doubles; default 2000.  Must be None when
+        ``dynamic=False``.
+
+    Raises
+    ------
+    TypeError
+        ``inner_optimizer`` not an optimizer or a LossScaleOptimizer; ``dynamic`` not a bool.
+    ValueError
+        ``dynamic=False`` without ``initial_scale`` or with ``dynamic_growth_steps``; values
+        out of range.
+
+    Notes
+    -----
+    A training step: ``scaled = opt.get_scaled_loss(loss)``; backpropagate ``scaled``;
+    ``grads = opt.get_unscaled_gradients(grads)``; ``opt.apply_gradients(zip(grads, vars))``.
+    ``apply_gradients`` checks the gradients (one ``kernels.all_finite`` pass over all of
+    them): if any is NaN or infinite the inner update is skipped and the scale backs off;
+    ``iterations`` advances either way.
+    """
+
+    def __init__(self, inner_optimizer, dynamic=True, initial_scale=None,
+                 dynamic_growth_steps=None):
+        if isinstance(inner_optimizer, LossScaleOptimizer):
+            raise TypeError(f"LossScaleOptimizer cannot wrap another LossScaleOptimizer, but "
+                            f"got: {inner_optimizer!r}")
+        if not isinstance(inner_optimizer, _optimizers.Optimizer):
+            raise TypeError(f'LossScaleOptimizer: "inner_optimizer" must be a mixedcore '
+                            f"optimizer (e.g. mixedcore.optimizers.SGD), but got: "
+                            f"{type(inner_optimizer).__name__}")
+        if not isinstance(dynamic, (bool, np.bool_)):
+            raise TypeError(f'LossScaleOptimizer: "dynamic" must be a bool, but got: '
+                            f"{dynamic!r}")
+        self._optimizer = inner_optimizer
+        self._slots = {}
+        if dynamic:
+            if initial_scale is None:
+                initial_scale = _DEFAULT_INITIAL_SCALE
+            if dynamic_growth_steps is None:
+                dynamic_growth_steps = _DEFAULT_GROWTH_STEPS
+            try:
+                self._loss_scale = DynamicLossScale(initial_scale, dynamic_growth_steps, 2.0)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)("LossScaleOptimizer: " + str(exc).replace(
+                    "initial_loss_scale", "initial_scale").replace(
+                    "increment_period", "dynamic_growth_steps")) from None
+        else:
+            if initial_scale is None:
+                raise ValueError('LossScaleOptimizer: "initial_scale" must be specified if '
+                                 '"dynamic" is False')
+            if dynamic_growth_steps is not None:
+                raise ValueError(f'LossScaleOptimizer: "dynamic_growth_steps" must be None if '
+                                 f'"dynamic" is False, but got: {dynamic_growth_steps!r}')
+            try:
+                self._loss_scale = FixedLossScale(initial_scale)
+            except ValueError as exc:
+                raise ValueError("LossScaleOptimizer: " + str(exc).replace(
+                    "loss_scale_value", "initial_scale")) from None
+
+    # -- the wrapped optimizer ------------------------------------------------------------------
+
+    @property
+    def inner_optimizer(self):
+        return self._optimizer
+
+    def get_slot(self, var, slot_name):
+        return self._optimizer.get_slot(var, slot_name)
+
+    @property
+    def iterations(self):
+        """The inner optimizer's ``iterations`` (advances on skipped steps too)."""
+        return self._optimizer.iterations
+
+    @iterations.setter
+    def iterations(self, value):
+        self._optimizer.iterations = value
+
+    @property
+    def learning_rate(self):
+        return self._optimizer.learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self._optimizer.learning_rate = value
+
+    # -- the loss scale -------------------------------------------------------------------------
+
+    @property
+    def dynamic(self):
+        return isinstance(self._loss_scale, DynamicLossScale)
+
+    @property
+    def loss_scale(self):
+        """The current loss scale (float)."""
+        return self._loss_scale()
+
+    @property
+    def dynamic_counter(self):
+        """Finite steps since the dynamic scale last changed; None for a fixed scale."""
+        return self._loss_scale.num_good_steps if self.dynamic else None
+
+    @property
+    def initial_scale(self):
+        ls = self._loss_scale
+        return ls.initial_loss_scale if self.dynamic else ls()
+
+    @property
+    def dynamic_growth_steps(self):
+        return self._loss_scale.increment_period if self.dynamic else None
+
+    def get_scaled_loss(self, loss):
+        """``loss * loss_scale`` (the scale converted to the loss's dtype, as tf.keras).
+
+        ``loss`` may be a number, a numpy array / scalar, or a callable returning one (then a
+        callable is returned).
+        """
+        if callable(loss):
+            return lambda: self.get_scaled_loss(loss())
+        scale = self._loss_scale()
+        dtype = getattr(loss, "dtype", None)
+        if dtype is not None and isinstance(dtype, np.dtype) and dtype.kind == "f":
+            with np.errstate(over="ignore"):
+                return loss * dtype.type(scale)
+        return loss * scale
+
+    def get_unscaled_gradients(self, grads):
+        """New arrays ``g * fp32(1 / fp64(loss_scale))``; None gradients pass through.
+
+        16-bit gradients are unscaled through float32 and rounded back to nearest even;
+        float64 gradients are multiplied by ``1 / loss_scale`` in float64
+        (``kernels.unscale_and_check`` on copies).
+        """
+        out = [None if g is None else np.array(g, copy=True) for g in grads]
+        kernels.unscale_and_check([g for g in out if g is not None], self._loss_scale())
+        return out
+
+    def apply_gradients(self, grads_and_vars):
+        """Apply the step if every gradient is finite, and update the loss scale.
+
+        Parameters
+        ----------
+        grads_and_vars : iterable of (ndarray or None, ndarray)
+            Unscaled gradients and their variables (see ``get_unscaled_gradients``).
+
+        Returns
+        -------
+        bool
+            True when the inner optimizer's update was applied, False when the step was
+            skipped (non-finite gradients with a dynamic scale).
+        """
+        pairs = _optimizers._check_pairs("LossScaleOptimizer", grads_and_vars)
+        should_apply = self._loss_scale.update([g for g, _ in pairs])
+        if should_apply:
+            self._optimizer.apply_gradients(pairs)
+        else:
+            self._optimizer.iterations = self._optimizer.iterations + 1
+        return should_apply
+
+    # -- configs --------------------------------------------------------------------------------
+
+    def get_config(self):
+        return {"inner_optimizer": _optimizers.serialize(self._optimizer),
+                "dynamic": self.dynamic,
+                "initial_scale": self.initial_scale,
+                "dynamic_growth_steps": self.dynamic_growth_steps}
+
+    @classmethod
+    def from_config(cls, config):
+        """A new LossScaleOptimizer from ``get_config()`` output.
+
+        A TF 2.3 config (keys "optimizer" and "loss_scale") is converted as tf.keras does.
+        """
+        config = dict(config)
+        if "loss_scale" in config:
+            ls = config.pop("loss_scale")
+            ls = deserialize(ls) if isinstance(ls, dict) else get(ls)
+            if isinstance(ls, DynamicLossScale):
+                if ls.multiplier != 2:
+                    raise ValueError(f"LossScaleOptimizer.from_config: only a multiplier of 2 "
+                                     f"is supported, got {ls.multiplier}")
+                config.update(dynamic=True, initial_scale=ls.initial_loss_scale,
+                              dynamic_growth_steps=ls.increment_period)
+            elif isinstance(ls, FixedLossScale):
+                config.update(dynamic=False, initial_scale=ls(), dynamic_growth_steps=None)
+            else:
+                raise ValueError(f"LossScaleOptimizer.from_config: cannot convert loss scale "
+                                 f"{ls!r}")
+        if "optimizer" in config:
+            config["inner_optimizer"] = config.pop("optimizer")
+        inner = config.get("inner_optimizer")
+        if isinstance(inner, dict):
+            config["inner_optimizer"] = _optimizers.deserialize(inner)
+        return cls(**config)
+
+    def __repr__(self):
+        counter = f", dynamic_counter={self.dynamic_counter}" if self.dynamic else ""
+        growth = (f", dynamic_growth_steps={self.dynamic_growth_steps}" if self.dynamic else "")
+        return (f"LossScaleOptimizer(inner_optimizer={self._optimizer!r}, "
+                f"dynamic={self.dynamic}, loss_scale={self.loss_scale!r}{counter}{growth})")

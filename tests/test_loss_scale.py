@@ -1,0 +1,343 @@
+"""FixedLossScale, DynamicLossScale and LossScaleOptimizer against hand-computed trajectories."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mixedcore
+from mixedcore import loss_scale as ls_mod
+from mixedcore import optimizers
+from mixedcore.loss_scale import (DynamicLossScale, FixedLossScale, LossScale,
+                                  LossScaleOptimizer)
+
+FINITE = [np.ones(3, np.float32), np.ones((2, 2), np.float16)]
+NAN = [np.ones(3, np.float32), np.array([1.0, np.nan], np.float16)]
+INF = [np.array([np.inf], ml_dtypes.bfloat16), None]
+
+
+def test_public_names():
+    assert mixedcore.FixedLossScale is FixedLossScale
+    assert mixedcore.DynamicLossScale is DynamicLossScale
+    assert mixedcore.LossScaleOptimizer is LossScaleOptimizer
+    assert mixedcore.loss_scale is ls_mod
+    assert mixedcore.optimizers is optimizers
+    with pytest.raises(TypeError):
+        LossScale()
+
+
+# ---------------------------------------------------------------------------------------------
+# FixedLossScale
+
+
+def test_fixed_loss_scale():
+    ls = FixedLossScale(128)
+    assert ls() == 128.0 and isinstance(ls(), float)
+    assert ls.update(FINITE) is True
+    assert ls.update(NAN) is True          # never skips
+    assert ls() == 128.0
+    assert repr(ls) == "FixedLossScale(128.0)"
+    assert ls.get_config() == {"loss_scale_value": 128.0}
+    again = FixedLossScale.from_config(ls.get_config())
+    assert type(again) is FixedLossScale and again() == 128.0
+    assert FixedLossScale(1)() == 1.0
+
+
+@pytest.mark.parametrize("value", [0.5, 0, -3, float("nan"), float("inf"), "8", None, True, [2],
+                                   10 ** 400])
+def test_fixed_loss_scale_bad(value):
+    with pytest.raises(ValueError, match="FixedLossScale"):
+        FixedLossScale(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# DynamicLossScale
+
+
+def test_dynamic_defaults_and_repr():
+    ls = DynamicLossScale()
+    assert ls() == 32768.0
+    assert (ls.initial_loss_scale, ls.increment_period, ls.multiplier) == (32768.0, 2000, 2.0)
+    assert repr(ls) == ("DynamicLossScale(current_loss_scale=32768.0, num_good_steps=0, "
+                        "initial_loss_scale=32768.0, increment_period=2000, multiplier=2.0)")
+    ls.update(FINITE)
+    assert "num_good_steps=1" in repr(ls)
+
+
+def test_dynamic_trajectory_growth_and_backoff():
+    """initial 8, period 3, multiplier 2; hand-computed (finite?, scale after, good after)."""
+    ls = DynamicLossScale(initial_loss_scale=8, increment_period=3, multiplier=2.0)
+    steps = [
+        (FINITE, True, 8.0, 1),
+        (FINITE, True, 8.0, 2),
+        (FINITE, True, 16.0, 0),    # good + 1 == 3 >= period: grow, reset
+        (FINITE, True, 16.0, 1),
+        (NAN, False, 8.0, 0),       # back off, reset
+        (FINITE, True, 8.0, 1),
+        (FINITE, True, 8.0, 2),
+        (INF, False, 4.0, 0),       # the counter restarts after an overflow
+        (FINITE, True, 4.0, 1),
+        (FINITE, True, 4.0, 2),
+        (FINITE, True, 8.0, 0),
+    ]
+    for k, (grads, applied, scale, good) in enumerate(steps):
+        assert ls.update(grads) is applied, k
+        assert ls() == scale, k
+        assert ls.num_good_steps == good, k
+        assert ls.current_loss_scale == scale
+
+
+def test_dynamic_floor_of_one():
+    ls = DynamicLossScale(initial_loss_scale=5, increment_period=10, multiplier=2.0)
+    expected = [2.5, 1.25, 1.0, 1.0, 1.0]
+    for e in expected:
+        assert ls.update(NAN) is False
+        assert ls() == e
+    ls = DynamicLossScale(initial_loss_scale=1, increment_period=1, multiplier=4.0)
+    assert ls.update(NAN) is False and ls() == 1.0
+    assert ls.update(FINITE) is True and ls() == 4.0
+
+
+def test_dynamic_period_one_grows_every_finite_step():
+    ls = DynamicLossScale(initial_loss_scale=2, increment_period=1, multiplier=3.0)
+    for expected in (6.0, 18.0, 54.0):
+        assert ls.update(FINITE) is True
+        assert ls() == expected and ls.num_good_steps == 0
+
+
+def test_dynamic_finite_guard():
+    """Growth only to a value finite in float32: 2**127 * 2 would be inf, so it stays."""
+    ls = DynamicLossScale(initial_loss_scale=2.0 ** 126, increment_period=1, multiplier=2.0)
+    assert ls.update(FINITE) is True and ls() == 2.0 ** 127
+    assert ls.update(FINITE) is True and ls() == 2.0 ** 127 and ls.num_good_steps == 0
+    assert ls.update(NAN) is False and ls() == 2.0 ** 126
+    big = DynamicLossScale(initial_loss_scale=3e38, increment_period=1, multiplier=1.5)
+    start = big()
+    assert big.update(FINITE) is True and big() == start
+
+
+def test_dynamic_scale_is_float32():
+    ls = DynamicLossScale(initial_loss_scale=1000.7, increment_period=1, multiplier=3.0)
+    assert ls() == float(np.float32(1000.7))
+    ls.update(FINITE)
+    assert ls() == float(np.float32(1000.7) * np.float32(3.0))
+    ls.update(NAN)
+    ls.update(NAN)
+    assert ls() == float(np.float32(float(np.float32(1000.7) * np.float32(3.0))) /
+                         np.float32(3.0) / np.float32(3.0))
+
+
+def test_dynamic_update_inputs():
+    ls = DynamicLossScale(initial_loss_scale=4, increment_period=100)
+    assert ls.update([]) is True
+    assert ls.update([None, None]) is True
+    assert ls.update(np.ones(4, np.float64)) is True
+    assert ls.update({"a": [np.ones(2, np.float32)], "b": (None, np.ones(1, np.float16))}) is True
+    assert ls.update([[np.ones(2)], [np.array([np.nan])]]) is False
+    assert ls.update([1.0, 2.0]) is True
+    assert ls.update([float("inf")]) is False
+    sig = np.array([0x7F800001], np.uint32).view(np.float32)
+    assert ls.update([sig]) is False
+    with pytest.raises(TypeError, match="all_finite"):
+        ls.update([np.arange(3)])
+
+
+def test_dynamic_config_round_trip():
+    ls = DynamicLossScale(initial_loss_scale=64, increment_period=7, multiplier=4.0)
+    ls.update(NAN)
+    config = ls.get_config()
+    assert config == {"initial_loss_scale": 64.0, "increment_period": 7, "multiplier": 4.0}
+    again = DynamicLossScale.from_config(config)
+    assert again.get_config() == config
+    assert again() == 64.0 and again.num_good_steps == 0
+    assert ls_mod.deserialize(ls_mod.serialize(ls)).get_config() == config
+    assert ls_mod.serialize(ls) == {"class_name": "DynamicLossScale", "config": config}
+
+
+@pytest.mark.parametrize("kwargs, exc", [
+    ({"initial_loss_scale": 0}, ValueError), ({"initial_loss_scale": -1.0}, ValueError),
+    ({"initial_loss_scale": float("inf")}, ValueError), ({"initial_loss_scale": 1e39}, ValueError),
+    ({"initial_loss_scale": "big"}, TypeError), ({"increment_period": 0}, ValueError),
+    ({"increment_period": 2.5}, TypeError), ({"increment_period": True}, TypeError),
+    ({"multiplier": 0.5}, ValueError), ({"multiplier": float("nan")}, ValueError),
+    ({"multiplier": "2"}, TypeError), ({"initial_loss_scale": 10 ** 400}, ValueError),
+    ({"multiplier": 10 ** 400}, ValueError),
+])
+def test_dynamic_bad_arguments(kwargs, exc):
+    with pytest.raises(exc, match="DynamicLossScale"):
+        DynamicLossScale(**kwargs)
+
+
+def test_get_identifiers():
+    assert isinstance(ls_mod.get("dynamic"), DynamicLossScale)
+    assert ls_mod.get(256)() == 256.0
+    assert ls_mod.get(None) is None
+    d = DynamicLossScale()
+    assert ls_mod.get(d) is d
+    assert ls_mod.get({"class_name": "FixedLossScale", "config": {"loss_scale_value": 4}})() == 4
+    for bad in ("static", [1], object()):
+        with pytest.raises(ValueError, match="Could not interpret loss scale identifier"):
+            ls_mod.get(bad)
+    with pytest.raises(ValueError, match="unknown loss scale class"):
+        ls_mod.deserialize({"class_name": "Nope", "config": {}})
+
+
+# ---------------------------------------------------------------------------------------------
+# LossScaleOptimizer
+
+
+def test_lso_defaults_and_properties():
+    inner = optimizers.SGD(0.1)
+    opt = LossScaleOptimizer(inner)
+    assert opt.inner_optimizer is inner
+    assert opt.dynamic is True
+    assert opt.loss_scale == 32768.0
+    assert opt.initial_scale == 32768.0
+    assert opt.dynamic_growth_steps == 2000
+    assert opt.dynamic_counter == 0
+    assert opt.iterations == 0
+    assert opt.learning_rate == 0.1
+    opt.learning_rate = 0.5
+    assert inner.learning_rate == 0.5
+    fixed = LossScaleOptimizer(optimizers.Adam(), dynamic=False, initial_scale=64)
+    assert fixed.dynamic is False and fixed.loss_scale == 64.0
+    assert fixed.dynamic_counter is None and fixed.dynamic_growth_steps is None
+    assert fixed.initial_scale == 64.0
+    assert repr(opt).startswith("LossScaleOptimizer(inner_optimizer=SGD(learning_rate=0.5")
+    assert "loss_scale=32768.0" in repr(opt) and "dynamic_counter=0" in repr(opt)
+    assert optimizers.get(opt) is opt
+
+
+def test_lso_skipped_step_leaves_weights_untouched():
+    w = np.array([1.0, 2.0, 3.0], np.float32)
+    b = np.array([0.5], np.float32)
+    inner = optimizers.SGD(learning_rate=0.5, momentum=0.9)
+    opt = LossScaleOptimizer(inner, initial_scale=1024, dynamic_growth_steps=2)
+    g_w = np.array([0.25, 0.5, 1.0], np.float32)
+    assert opt.apply_gradients([(g_w, w), (np.array([1.0], np.float32), b)]) is True
+    np.testing.assert_array_equal(w, [0.875, 1.75, 2.5])
+    assert opt.iterations == 1 and opt.dynamic_counter == 1 and opt.loss_scale == 1024
+    before_w, before_b = w.copy(), b.copy()
+    momentum_before = inner.get_slot(w, "momentum").copy()
+    bad = np.array([0.25, np.inf, 1.0], np.float32)
+    assert opt.apply_gradients([(bad, w), (np.array([1.0], np.float32), b)]) is False
+    np.testing.assert_array_equal(w, before_w)
+    np.testing.assert_array_equal(b, before_b)
+    np.testing.assert_array_equal(inner.get_slot(w, "momentum"), momentum_before)
+    assert opt.iterations == 2            # still advances
+    assert inner.iterations == 2
+    assert opt.loss_scale == 512 and opt.dynamic_counter == 0
+    assert opt.apply_gradients([(g_w, w), (None, b)]) is True
+    assert opt.dynamic_counter == 1
+    assert opt.apply_gradients([(g_w, w)]) is True
+    assert opt.loss_scale == 1024 and opt.dynamic_counter == 0 and opt.iterations == 4
+    np.testing.assert_array_equal(b, before_b)
+
+
+def test_lso_fixed_never_skips():
+    w = np.ones(2, np.float32)
+    opt = LossScaleOptimizer(optimizers.SGD(1.0), dynamic=False, initial_scale=8)
+    assert opt.apply_gradients([(np.array([np.nan, 1.0], np.float32), w)]) is True
+    assert np.isnan(w[0]) and w[1] == 0.0
+    assert opt.loss_scale == 8 and opt.iterations == 1
+
+
+def test_lso_scaled_loss_and_unscaled_gradients():
+    opt = LossScaleOptimizer(optimizers.SGD(), initial_scale=2.0 ** 10)
+    assert opt.get_scaled_loss(1.5) == 1536.0
+    loss16 = np.float16(3.0)
+    scaled = opt.get_scaled_loss(loss16)
+    assert scaled.dtype == np.float16 and scaled == 3072.0
+    arr = np.array([1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(opt.get_scaled_loss(arr), [1024.0, 2048.0])
+    assert opt.get_scaled_loss(lambda: 2.0)() == 2048.0
+    grads = [np.array([1024.0, 3.0], np.float32), None,
+             np.array([2048.0, 1.0], np.float16), np.array([512.0], np.float64),
+             np.array([np.inf], ml_dtypes.bfloat16)]
+    originals = [None if g is None else g.copy() for g in grads]
+    out = opt.get_unscaled_gradients(grads)
+    assert out[1] is None
+    np.testing.assert_array_equal(out[0], np.array([1.0, 3.0 / 1024], np.float32))
+    assert out[2].dtype == np.float16 and (out[2] == [2.0, np.float16(1 / 1024)]).all()
+    assert out[3].dtype == np.float64 and out[3][0] == 0.5
+    assert np.isinf(out[4][0].astype(np.float32))
+    for g, o in zip(grads, originals):   # inputs untouched
+        if g is not None:
+            np.testing.assert_array_equal(g, o)
+    # fp32(1/fp64(scale)) for a scale whose reciprocal is not exact
+    opt3 = LossScaleOptimizer(optimizers.SGD(), dynamic=False, initial_scale=3)
+    g = np.array([1.0, 7.0], np.float32)
+    np.testing.assert_array_equal(opt3.get_unscaled_gradients([g])[0],
+                                  g * np.float32(1.0 / 3.0))
+
+
+def test_lso_custom_loop_end_to_end():
+    """A float16 gradient that overflows at the initial scale: the step is skipped and the
+    scale backs off until the scaled gradient is finite, then the update is applied."""
+    w = np.array([1.0], np.float32)
+    opt = LossScaleOptimizer(optimizers.SGD(0.1), initial_scale=2.0 ** 15)
+    true_grad = 4.0
+    skipped = 0
+    for _ in range(10):
+        with np.errstate(over="ignore"):
+            scaled_grad = np.array([true_grad * opt.loss_scale], np.float32).astype(np.float16)
+        (grad,) = opt.get_unscaled_gradients([scaled_grad])
+        if not opt.apply_gradients([(grad, w)]):
+            skipped += 1
+            continue
+        break
+    # 4 * 2**15 = 131072 > 65504 overflows; 4 * 2**14 = 65536 too; 4 * 2**13 = 32768 fits
+    assert skipped == 2 and opt.loss_scale == 2.0 ** 13
+    np.testing.assert_allclose(w, [1.0 - 0.1 * 4.0], rtol=1e-6)
+    assert opt.iterations == 3
+
+
+def test_lso_config_round_trip():
+    opt = LossScaleOptimizer(optimizers.Adam(learning_rate=0.01, beta_1=0.8), initial_scale=256,
+                             dynamic_growth_steps=50)
+    config = opt.get_config()
+    assert set(config) == {"inner_optimizer", "dynamic", "initial_scale", "dynamic_growth_steps"}
+    assert config["inner_optimizer"] == {"class_name": "Adam", "config": {
+        "learning_rate": 0.01, "beta_1": 0.8, "beta_2": 0.999, "epsilon": 1e-7}}
+    again = LossScaleOptimizer.from_config(config)
+    assert again.get_config() == config
+    assert isinstance(again.inner_optimizer, optimizers.Adam)
+    fixed = LossScaleOptimizer(optimizers.SGD(), dynamic=False, initial_scale=16)
+    assert LossScaleOptimizer.from_config(fixed.get_config()).get_config() == fixed.get_config()
+    assert optimizers.deserialize(optimizers.serialize(opt)).get_config() == config
+    legacy = {"optimizer": {"class_name": "SGD", "config": {"learning_rate": 0.1}},
+              "loss_scale": {"class_name": "DynamicLossScale",
+                             "config": {"initial_loss_scale": 128.0, "increment_period": 10,
+                                        "multiplier": 2.0}}}
+    old = LossScaleOptimizer.from_config(legacy)
+    assert old.dynamic and old.initial_scale == 128.0 and old.dynamic_growth_steps == 10
+    legacy["loss_scale"] = {"class_name": "FixedLossScale", "config": {"loss_scale_value": 4}}
+    assert LossScaleOptimizer.from_config(legacy).get_config()["initial_scale"] == 4.0
+
+
+def test_lso_refused_arguments():
+    sgd = optimizers.SGD()
+    with pytest.raises(TypeError, match="cannot wrap another LossScaleOptimizer"):
+        LossScaleOptimizer(LossScaleOptimizer(sgd))
+    with pytest.raises(TypeError, match="inner_optimizer"):
+        LossScaleOptimizer("sgd")
+    with pytest.raises(TypeError, match="dynamic"):
+        LossScaleOptimizer(sgd, "dynamic")
+    with pytest.raises(TypeError, match="dynamic"):
+        LossScaleOptimizer(sgd, 1.0)
+    with pytest.raises(ValueError, match="initial_scale.*must be specified"):
+        LossScaleOptimizer(sgd, dynamic=False)
+    with pytest.raises(ValueError, match="dynamic_growth_steps.*must be None"):
+        LossScaleOptimizer(sgd, dynamic=False, initial_scale=8, dynamic_growth_steps=10)
+    with pytest.raises(ValueError, match="LossScaleOptimizer.*initial_scale"):
+        LossScaleOptimizer(sgd, dynamic=False, initial_scale=0.5)
+    with pytest.raises(ValueError, match="LossScaleOptimizer.*initial_scale"):
+        LossScaleOptimizer(sgd, initial_scale=-4)
+    with pytest.raises(ValueError, match="LossScaleOptimizer.*dynamic_growth_steps"):
+        LossScaleOptimizer(sgd, dynamic_growth_steps=0)
+    opt = LossScaleOptimizer(sgd)
+    with pytest.raises(ValueError, match="no gradients"):
+        opt.apply_gradients([(None, np.ones(2, np.float32))])
+    with pytest.raises(TypeError, match="pair"):
+        opt.apply_gradients([np.ones(2, np.float32)])
+    with pytest.raises(ValueError, match="shape"):
+        opt.apply_gradients([(np.ones(3, np.float32), np.ones(2, np.float32))])
+    assert opt.iterations == 0 and opt.dynamic_counter == 0
