@@ -80,8 +80,8 @@ def main(argv=None):
                            "and optionally x_test, y_test (else the last 20%% of train)")
     demo.add_argument("--epochs", type=_positive_int, default=5)
     demo.add_argument("--batch-size", type=_positive_int, default=64)
-    demo.add_argument("--hidden", type=_positive_int, default=256,
-                      help="width of the two hidden layers (default 256)")
+    demo.add_argument("--hidden", type=_positive_int, default=512,
+                      help="width of the two hidden layers (default 512)")
     demo.add_argument("--samples", type=_positive_int, default=16000,
                       help="training samples of the synthetic data (test: a quarter of it)")
     demo.add_argument("--seed", type=int, default=0)

@@ -81,7 +81,7 @@ def _throughput(model, x, batch_size, min_time):
             return runs * x.shape[0] / elapsed
 
 
-def run(data=None, epochs=5, batch_size=64, hidden=256, samples=16000, seed=0, verbose=1,
+def run(data=None, epochs=5, batch_size=64, hidden=512, samples=16000, seed=0, verbose=1,
         timing=0.5, out=print):
     """Train under mixed_float16 with dynamic loss scaling, then compare inference policies."""
     t0 = time.perf_counter()
