@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
+import mixedcore
 from mixedcore import datasets, layers, losses, models, utils
 from mixedcore.loss_scale import LossScaleOptimizer
 from mixedcore.optimizers import SGD, Adam, Optimizer
@@ -140,6 +141,18 @@ def test_experimental_policy_loss_scale_is_used():
     model.compile("sgd", "mse")
     assert isinstance(model.optimizer, LossScaleOptimizer)
     assert not model.optimizer.dynamic and scale_of(model.optimizer) == 128
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dynamic = experimental.Policy("mixed_float16",
+                                      loss_scale=mixedcore.DynamicLossScale(1024, 50))
+        none = experimental.Policy("mixed_float16", loss_scale=None)
+    model = models.Sequential([layers.Input(shape=(3,)), layers.Dense(2)], dtype=dynamic)
+    model.compile("sgd", "mse")
+    assert model.optimizer.dynamic and scale_of(model.optimizer) == 1024
+    assert model.optimizer.dynamic_growth_steps == 50
+    model = models.Sequential([layers.Input(shape=(3,)), layers.Dense(2)], dtype=none)
+    model.compile("sgd", "mse")
+    assert not isinstance(model.optimizer, LossScaleOptimizer)
 
 
 def test_forced_overflow_skips_step_and_halves_scale():
