@@ -119,7 +119,7 @@ def run(data=None, epochs=5, batch_size=64, hidden=512, samples=16000, seed=0, v
     if verbose != 1 and verbose != 2:
         for e in range(len(history.epoch)):
             out(f"epoch {e + 1}/{epochs}: " + ", ".join(
-                f"{k} {v[e]:.4g}" for k, v in history.history.items()))
+                f"{k} {models._fmt(v[e], k)}" for k, v in history.history.items()))
     out(f"final loss scale {opt.loss_scale:.0f} after {int(opt.iterations)} steps")
     out("")
     weights = model.get_weights()
