@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include "mc_convert.h"
+#include "mc_convert_simd.h"
 
 #define MC_INLINE_ static inline __attribute__((always_inline))
 #define MC_RNE_ _MM_FROUND_TO_NEAREST_INT
@@ -48,19 +49,6 @@ MC_INLINE_ unsigned f16_snan_bits_(__m128i h)
     const __m128i nan = _mm_cmpgt_epi16(a, _mm_set1_epi16(0x7C00));
     const __m128i sig = _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x0200)), _mm_setzero_si128());
     return (unsigned)_mm_movemask_epi8(_mm_and_si128(nan, sig));
-}
-
-MC_INLINE_ __m256i f32_bits_to_bf16_(__m256i b)
-{
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
-    const __m256i r = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7FFF)), lsb), 16);
-    const __m256i a = _mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF));
-    const __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000));
-    const __m256i qnan = _mm256_or_si256(
-        _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(0x8000)),
-        _mm256_set1_epi32(0x7FC0));
-    return _mm256_blendv_epi8(r, qnan, nan);
 }
 
 /* Two vectors of 32-bit lanes holding 16-bit values -> 16 packed 16-bit values, in order. */
@@ -101,8 +89,8 @@ MC_ENTRY_(f16_f32, uint16_t, uint32_t, 8, f16_f32_block_, mc_f16_to_f32_bits)
 
 MC_INLINE_ void f32_bf16_block_(const uint32_t *s, uint16_t *d)
 {
-    const __m256i lo = f32_bits_to_bf16_(_mm256_loadu_si256((const __m256i *)s));
-    const __m256i hi = f32_bits_to_bf16_(_mm256_loadu_si256((const __m256i *)(s + 8)));
+    const __m256i lo = mc_f32_to_bf16_lanes_avx2(_mm256_loadu_si256((const __m256i *)s));
+    const __m256i hi = mc_f32_to_bf16_lanes_avx2(_mm256_loadu_si256((const __m256i *)(s + 8)));
     _mm256_storeu_si256((__m256i *)d, pack_u32_to_u16_(lo, hi));
 }
 
@@ -160,7 +148,7 @@ MC_INLINE_ __m256i f64x8_to_bf16_lanes_(const uint64_t *s)
 {
     const __m256d x0 = _mm256_loadu_pd((const double *)s);
     const __m256d x1 = _mm256_loadu_pd((const double *)(s + 4));
-    return f32_bits_to_bf16_(_mm256_set_m128i(f64_to_f32_odd_(x1), f64_to_f32_odd_(x0)));
+    return mc_f32_to_bf16_lanes_avx2(_mm256_set_m128i(f64_to_f32_odd_(x1), f64_to_f32_odd_(x0)));
 }
 
 MC_INLINE_ void f64_bf16_block_(const uint64_t *s, uint16_t *d)
@@ -203,7 +191,7 @@ MC_INLINE_ void f16_bf16_block_(const uint16_t *s, uint16_t *d)
 {
     const __m256i lo = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)s)));
     const __m256i hi = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + 8))));
-    _mm256_storeu_si256((__m256i *)d, pack_u32_to_u16_(f32_bits_to_bf16_(lo), f32_bits_to_bf16_(hi)));
+    _mm256_storeu_si256((__m256i *)d, pack_u32_to_u16_(mc_f32_to_bf16_lanes_avx2(lo), mc_f32_to_bf16_lanes_avx2(hi)));
 }
 
 MC_ENTRY_(f16_bf16, uint16_t, uint16_t, 16, f16_bf16_block_, mc_f16_to_bf16_bits)

@@ -22,6 +22,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include "mc_convert.h"
+#include "mc_convert_simd.h"
 
 #define MC_INLINE_ static inline __attribute__((always_inline))
 #define MC_RNE_SAE_ (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
@@ -88,37 +89,10 @@ MC_ENTRY_(f16_f32, uint16_t, uint32_t, 16, __mmask16, f16_f32_block_)
 
 /* --- float32 <-> bfloat16 ------------------------------------------------------------------ */
 
-/* RNE of float32 bits to bfloat16 bits in 32-bit lanes, NaN -> 0x7FC0 with sign (design c). */
-MC_INLINE_ __m512i f32_bits_to_bf16_(__m512i b)
-{
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-    const __m512i a = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
-    const __m512i qnan = _mm512_or_si512(
-        _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x8000)),
-        _mm512_set1_epi32(0x7FC0));
-    return _mm512_mask_mov_epi32(r, nan, qnan);
-}
-
-MC_INLINE_ __m256i f32_bits_to_bf16_256_(__m256i b)
-{
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
-    const __m256i r = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7FFF)), lsb), 16);
-    const __m256i a = _mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF));
-    const __mmask8 nan = _mm256_cmpgt_epu32_mask(a, _mm256_set1_epi32(0x7F800000));
-    const __m256i qnan = _mm256_or_si256(
-        _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(0x8000)),
-        _mm256_set1_epi32(0x7FC0));
-    return _mm256_mask_mov_epi32(r, nan, qnan);
-}
-
 MC_INLINE_ void f32_bf16_block_(const uint32_t *s, uint16_t *d, __mmask16 m)
 {
     const __m512i b = _mm512_maskz_loadu_epi32(m, s);
-    _mm256_mask_storeu_epi16(d, m, _mm512_cvtepi32_epi16(f32_bits_to_bf16_(b)));
+    _mm256_mask_storeu_epi16(d, m, _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(b)));
 }
 
 MC_ENTRY_(f32_bf16, uint32_t, uint16_t, 16, __mmask16, f32_bf16_block_)
@@ -158,7 +132,7 @@ MC_ENTRY_(f64_f16, uint64_t, uint16_t, 8, __mmask8, f64_f16_block_)
 MC_INLINE_ void f64_bf16_block_(const uint64_t *s, uint16_t *d, __mmask8 m)
 {
     const __m512d x = _mm512_castsi512_pd(_mm512_maskz_loadu_epi64(m, s));
-    _mm_mask_storeu_epi16(d, m, _mm256_cvtepi32_epi16(f32_bits_to_bf16_256_(f64_to_f32_odd_(x))));
+    _mm_mask_storeu_epi16(d, m, _mm256_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512vl(f64_to_f32_odd_(x))));
 }
 
 MC_ENTRY_(f64_bf16, uint64_t, uint16_t, 8, __mmask8, f64_bf16_block_)
@@ -194,7 +168,7 @@ MC_ENTRY_(bf16_f64, uint16_t, uint64_t, 8, __mmask8, bf16_f64_block_)
 MC_INLINE_ void f16_bf16_block_(const uint16_t *s, uint16_t *d, __mmask16 m)
 {
     const __m512 f = _mm512_cvt_roundph_ps(_mm256_maskz_loadu_epi16(m, s), _MM_FROUND_NO_EXC);
-    _mm256_mask_storeu_epi16(d, m, _mm512_cvtepi32_epi16(f32_bits_to_bf16_(_mm512_castps_si512(f))));
+    _mm256_mask_storeu_epi16(d, m, _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(f))));
 }
 
 MC_ENTRY_(f16_bf16, uint16_t, uint16_t, 16, __mmask16, f16_bf16_block_)

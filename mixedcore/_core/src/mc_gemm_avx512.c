@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "mc_convert_scalar.h"
+#include "mc_convert_simd.h"
 #include "mc_gemm.h"
 #include "mc_gemm_avx512_inl.h"
 
@@ -466,20 +467,10 @@ static __m512 mc_act_ps_(int act, __m512 v)
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
 }
 
-/* float32 -> bfloat16 bits in 32-bit lanes: mc_f32_to_bf16_bits lane by lane (add 0x7FFF + lsb,
- * truncate; NaN -> 0x7FC0 with its sign). */
+/* float32 -> bfloat16 bits, packed to 16 lanes of 16 bits (mc_convert_simd.h). */
 MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
 {
-    const __m512i b = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-    const __m512i a = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
-    const __m512i qnan = _mm512_or_si512(
-        _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x8000)),
-        _mm512_set1_epi32(0x7FC0));
-    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, qnan));
+    return _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v)));
 }
 
 void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,

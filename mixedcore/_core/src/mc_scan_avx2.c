@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
+#include "mc_convert_simd.h"
 #include "mc_scan.h"
 
 #define MC_INLINE_ static inline __attribute__((always_inline))
@@ -71,21 +72,6 @@ MC_FINITE256_(f64, 8, _mm256_max_epi32, _mm256_cmpgt_epi32,
 
 /* --- unscale ------------------------------------------------------------------------------- */
 
-/* RNE of float32 bits to bfloat16 bits in 32-bit lanes, NaN -> 0x7FC0 with its sign
- * (the proof is above mc_f32_to_bf16_bits). */
-MC_INLINE_ __m256i f32_bits_to_bf16_(__m256i b)
-{
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
-    const __m256i r = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7FFF)), lsb), 16);
-    const __m256i a = _mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF));
-    const __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000));
-    const __m256i qnan = _mm256_or_si256(
-        _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(0x8000)),
-        _mm256_set1_epi32(0x7FC0));
-    return _mm256_blendv_epi8(r, qnan, nan);
-}
-
 /* One step: 8 float16 / bfloat16 values (design d of the AVX-512 unit). */
 MC_INLINE_ __m128i f16_unscale8_(__m128i h, __m256 inv)
 {
@@ -96,7 +82,7 @@ MC_INLINE_ __m128i bf16_unscale8_(__m128i h, __m256 inv)
 {
     const __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
     const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(w), inv);
-    const __m256i r = f32_bits_to_bf16_(_mm256_castps_si256(f));
+    const __m256i r = mc_f32_to_bf16_lanes_avx2(_mm256_castps_si256(f));
     /* every lane is <= 0xFFFF, so the unsigned saturating pack is exact */
     return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }

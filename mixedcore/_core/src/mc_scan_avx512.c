@@ -27,6 +27,7 @@
  */
 #include <immintrin.h>
 #include <stdint.h>
+#include "mc_convert_simd.h"
 #include "mc_scan.h"
 
 #define MC_INLINE_ static inline __attribute__((always_inline))
@@ -87,21 +88,6 @@ MC_FINITE512_(f64, 8, _mm512_max_epi32, MC_GE32_, _mm512_set1_epi64(INT64_C(0x7F
 
 /* --- unscale ------------------------------------------------------------------------------- */
 
-/* RNE of float32 bits to bfloat16 bits in 32-bit lanes, NaN -> 0x7FC0 with its sign
- * (the proof is above mc_f32_to_bf16_bits). */
-MC_INLINE_ __m512i f32_bits_to_bf16_(__m512i b)
-{
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-    const __m512i a = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
-    const __m512i qnan = _mm512_or_si512(
-        _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x8000)),
-        _mm512_set1_epi32(0x7FC0));
-    return _mm512_mask_mov_epi32(r, nan, qnan);
-}
-
 MC_INLINE_ __m256i f16_unscale16_(__m256i h, __m512 inv)
 {
     const __m512 f = _mm512_mul_ps(_mm512_cvtph_ps(h), inv);
@@ -112,7 +98,7 @@ MC_INLINE_ __m256i bf16_unscale16_(__m256i h, __m512 inv)
 {
     const __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
     const __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(w), inv);
-    return _mm512_cvtepi32_epi16(f32_bits_to_bf16_(_mm512_castps_si512(f)));
+    return _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(f)));
 }
 
 /* Elements before the first A-byte boundary of p, at most n. */
