@@ -388,8 +388,13 @@ def test_out_overlapping_input():
     raw = np.zeros(64, np.uint8)
     with pytest.raises(ValueError, match="cast: out overlaps an input"):
         kernels.cast(raw[:32].view(np.float32), F16, out=raw[16:32].view(np.float16))
-    # disjoint halves of one buffer are fine
+    with pytest.raises(ValueError, match="cast: out overlaps an input"):
+        kernels.cast(buf[::-1][:32], F32, out=buf[:40])     # reversed view: its extent ends high
+    # disjoint parts of one buffer are fine, interleaved ones included
     kernels.cast(buf[:32], F32, out=buf[32:])
+    kernels.cast(buf[::-1][:32], F32, out=buf[:32])
+    kernels.cast(buf[::2], F32, out=buf[1::2])
+    assert_bits_equal(buf[1::2], buf[::2])
 
 
 @pytest.mark.slow

@@ -66,6 +66,37 @@ def set_num_threads(int n):
     _num_threads = n
 
 
+cdef void _extent(cnp.ndarray a, char **lo, char **hi) noexcept:
+    """The byte range [lo, hi) that array ``a`` may touch."""
+    cdef char *low = <char *>cnp.PyArray_DATA(a)
+    cdef char *high = low + cnp.PyArray_ITEMSIZE(a)
+    cdef int i
+    cdef cnp.npy_intp extent
+    for i in range(cnp.PyArray_NDIM(a)):
+        if cnp.PyArray_DIM(a, i) == 0:
+            lo[0] = hi[0] = low
+            return
+        extent = (cnp.PyArray_DIM(a, i) - 1) * cnp.PyArray_STRIDE(a, i)
+        if extent < 0:
+            low += extent
+        else:
+            high += extent
+    lo[0] = low
+    hi[0] = high
+
+
+def extents_overlap(cnp.ndarray a, cnp.ndarray b):
+    """True when the memory ranges of ``a`` and ``b`` intersect (numpy's may_share_memory,
+    without its call overhead); a True still needs an exact check."""
+    cdef char *alo
+    cdef char *ahi
+    cdef char *blo
+    cdef char *bhi
+    _extent(a, &alo, &ahi)
+    _extent(b, &blo, &bhi)
+    return alo < bhi and blo < ahi and alo < ahi and blo < bhi
+
+
 cdef inline int _threads_for(int64_t work, int64_t threshold) noexcept nogil:
     """Threads to use for ``work`` units: 1 below the threshold, else the configured count,
     capped by the OpenMP limit of the calling thread (OMP_NUM_THREADS, threadpoolctl)."""

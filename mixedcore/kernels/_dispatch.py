@@ -142,7 +142,8 @@ def as_native(x):
     return x
 
 def overlaps(a, b):
-    if not np.may_share_memory(a, b):
+    """True when arrays ``a`` and ``b`` share at least one byte."""
+    if not _lib.extents_overlap(a, b):
         return False
     try:
         return np.shares_memory(a, b, max_work=1 << 20)
