@@ -389,7 +389,7 @@ def test_out_overlapping_input():
     with pytest.raises(ValueError, match="cast: out overlaps an input"):
         kernels.cast(raw[:32].view(np.float32), F16, out=raw[16:32].view(np.float16))
     with pytest.raises(ValueError, match="cast: out overlaps an input"):
-        kernels.cast(buf[::-1][:32], F32, out=buf[:40])     # reversed view: its extent ends high
+        kernels.cast(buf[::-1][:32], F32, out=buf[16:48])   # a reversed view reaches down from its start
     # disjoint parts of one buffer are fine, interleaved ones included
     kernels.cast(buf[:32], F32, out=buf[32:])
     kernels.cast(buf[::-1][:32], F32, out=buf[:32])
