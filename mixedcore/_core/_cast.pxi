@@ -1,8 +1,9 @@
 # Conversion driver.
 #
 # Design:
-#   a. Dimensions of length 1 are dropped and neighbours that are contiguous in both arrays are
-#      merged, so most inputs become one contiguous run handled by the vector kernel.
+#   a. Dimensions of length 1 are dropped, the rest ordered by decreasing destination stride, and
+#      neighbours that are contiguous in both arrays merged, so most inputs (C- or Fortran-ordered,
+#      transposed, reversed) become one contiguous run handled by the vector kernel.
 #   b. The innermost dimension is the unit of work: the vector kernel when both sides are
 #      contiguous along it, the scalar reference loop otherwise.  Outer positions are split
 #      across threads; a single contiguous run is split into equal chunks instead.
@@ -21,14 +22,32 @@ cdef enum:
 cdef int64_t CAST_PARALLEL_MIN = 1 << 16
 
 
+cdef inline int64_t _abs64(int64_t v) noexcept nogil:
+    return -v if v < 0 else v
+
+
 cdef int _coalesce(int nd, const cnp.npy_intp *shape, const cnp.npy_intp *ss,
                    const cnp.npy_intp *ds, int64_t *oshape, int64_t *oss, int64_t *ods) noexcept:
-    """Drop length-1 dimensions and merge neighbours contiguous in both arrays; returns the new
-    number of dimensions (0 for a single element)."""
-    cdef int i, k = 0
+    """Drop length-1 dimensions, order the rest by decreasing destination stride (an
+    elementwise conversion may visit elements in any order, so a transposed or Fortran-ordered
+    pair iterates like a C-ordered one), then merge neighbours contiguous in both arrays.
+    Returns the new number of dimensions (0 for a single element)."""
+    cdef int order[MAXDIMS]
+    cdef int i, j, k = 0, n = 0, key
     for i in range(nd):
         if shape[i] == 1:
             continue
+        # insertion sort by |ds| descending, then |ss| descending; stable for equal keys
+        j = n
+        while j > 0 and (_abs64(ds[order[j - 1]]) < _abs64(ds[i]) or
+                         (_abs64(ds[order[j - 1]]) == _abs64(ds[i]) and
+                          _abs64(ss[order[j - 1]]) < _abs64(ss[i]))):
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = i
+        n += 1
+    for j in range(n):
+        i = order[j]
         if k > 0 and oss[k - 1] == ss[i] * shape[i] and ods[k - 1] == ds[i] * shape[i]:
             oshape[k - 1] *= shape[i]
             oss[k - 1] = ss[i]

@@ -22,7 +22,9 @@ def cast(x, dtype, *, out=None):
     Returns
     -------
     ndarray
-        ``out`` if given, else a new C-contiguous array.
+        ``out`` if given, else a new contiguous array laid out like ``x`` (numpy's
+        ``order="K"``, as ``astype`` does): a Fortran-ordered or transposed ``x`` gives a
+        Fortran-ordered result, which keeps the conversion on the vector path.
 
     Raises
     ------
@@ -45,7 +47,7 @@ def cast(x, dtype, *, out=None):
         raise TypeError(f"cast: unsupported source dtype {x.dtype}; supported: {SUPPORTED_NAMES}")
     target = resolve_dtype("cast", dtype)
     if out is None:
-        result = work = np.empty(x.shape, dtype=target)
+        result = work = np.empty_like(x, dtype=target, subok=False)
     else:
         check_out("cast", out, x.shape, target, (x,))
         result = work = out
