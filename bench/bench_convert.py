@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from benchutil import optional_torch, run
+from benchutil import normal_data, optional_torch, run
 from mixedcore import kernels
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -19,15 +19,9 @@ DIRECTIONS = ["f32-f16", "f16-f32", "f64-f16", "f16-f64", "f32-bf16", "bf16-f32"
               "f64-bf16", "bf16-f64", "f16-bf16", "bf16-f16", "f32-f64", "f64-f32"]
 IMPLS = ["mixedcore", "peer", "torch", "copy"]
 
-_data = {}
-
 
 def source(name, n):
-    key = (name, n)
-    if key not in _data:
-        rng = np.random.default_rng(0)
-        _data[key] = (rng.standard_normal(n, dtype=np.float32) * 100).astype(DT[name])
-    return _data[key]
+    return normal_data(DT[name], n)
 
 
 def peer_name(src, dst):

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from benchutil import optional_torch, run
+from benchutil import normal_data, optional_torch, run
 from mixedcore import kernels
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -23,15 +23,9 @@ DT = {"f16": np.dtype(np.float16), "bf16": BF16, "f32": np.dtype(np.float32),
       "f64": np.dtype(np.float64)}
 SIZES = {"1Ki": 1 << 10, "256Ki": 1 << 18, "16Mi": 1 << 24}
 
-_data = {}
-
 
 def data(name, n):
-    key = (name, n)
-    if key not in _data:
-        rng = np.random.default_rng(0)
-        _data[key] = (rng.standard_normal(n, dtype=np.float32) * 100).astype(DT[name])
-    return _data[key]
+    return normal_data(DT[name], n)
 
 
 def torch_view(torch, x):

@@ -1,4 +1,7 @@
-"""Shared pieces of the benchmark suites: optional baselines and throughput reporting."""
+"""Shared pieces of the benchmark suites: data, optional baselines and throughput reporting."""
+import functools
+
+import numpy as np
 
 
 def optional_torch():
@@ -23,3 +26,10 @@ def run(benchmark, group, impl, fn, nbytes=None, flops=None):
         if flops is not None:
             benchmark.extra_info["GFLOP/s"] = round(flops / median / 1e9, 1)
     return result
+
+
+@functools.lru_cache(maxsize=None)
+def normal_data(dtype, n):
+    """n normal values times 100 in ``dtype``, built once per (dtype, n) outside timed code."""
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal(n, dtype=np.float32) * 100).astype(dtype)

@@ -11,6 +11,8 @@ from mixedcore import kernels, layers, utils
 from mixedcore.layers._base import Layer
 from mixedcore.policy import DTypePolicy, policy_scope
 
+from gradcheck import numeric_grad
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 _erf = np.vectorize(math.erf)
 
@@ -327,19 +329,6 @@ def test_flatten_shapes():
 
 # -- backward passes: finite differences in float64 ---------------------------------------------
 
-def _numeric_grad(f, array, eps=1e-6):
-    grad = np.zeros_like(array)
-    for idx in np.ndindex(array.shape):
-        keep = array[idx]
-        array[idx] = keep + eps
-        up = f()
-        array[idx] = keep - eps
-        down = f()
-        array[idx] = keep
-        grad[idx] = (up - down) / (2 * eps)
-    return grad
-
-
 def _check_layer_gradients(layer, x, rng):
     y = layer(x, training=True)
     r = rng.normal(size=y.shape)
@@ -349,12 +338,12 @@ def _check_layer_gradients(layer, x, rng):
     def loss_x():
         return float(np.sum(layer(x, training=False) * r))
 
-    np.testing.assert_allclose(dx, _numeric_grad(loss_x, x), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(dx, numeric_grad(loss_x, x), rtol=1e-6, atol=1e-7)
     for w, g in zip(layer.trainable_weights, grads):
         def loss_w():
             layer.weights_updated()
             return loss_x()
-        np.testing.assert_allclose(g, _numeric_grad(loss_w, w), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(g, numeric_grad(loss_w, w), rtol=1e-6, atol=1e-7)
         layer.weights_updated()
     assert len(grads) == len(layer.trainable_weights)
 

@@ -11,6 +11,8 @@ from mixedcore.loss_scale import LossScaleOptimizer
 from mixedcore.optimizers import SGD, Adam, Optimizer
 from mixedcore.policy import policy_scope
 
+from gradcheck import numeric_grad
+
 
 @pytest.fixture(autouse=True)
 def _seed():
@@ -198,19 +200,6 @@ def test_scaled_float16_step_matches_float32_step():
 
 # -- gradients -----------------------------------------------------------------------------------
 
-def _numeric_grad(f, array, eps=1e-6):
-    grad = np.zeros_like(array)
-    for idx in np.ndindex(array.shape):
-        keep = array[idx]
-        array[idx] = keep + eps
-        up = f()
-        array[idx] = keep - eps
-        down = f()
-        array[idx] = keep
-        grad[idx] = (up - down) / (2 * eps)
-    return grad
-
-
 @pytest.mark.parametrize("loss", ["sparse_categorical_crossentropy", "categorical_crossentropy",
                                   "mse"])
 def test_model_gradients_match_finite_differences(loss):
@@ -233,7 +222,7 @@ def test_model_gradients_match_finite_differences(loss):
             for layer in model.layers:
                 layer.weights_updated()
             return loss_obj(y, model(x))
-        np.testing.assert_allclose(g, _numeric_grad(f, w), rtol=1e-5, atol=1e-8)
+        np.testing.assert_allclose(g, numeric_grad(f, w), rtol=1e-5, atol=1e-8)
 
 
 def test_softmax_crossentropy_fusion_equals_from_logits():
