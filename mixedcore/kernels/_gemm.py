@@ -56,12 +56,17 @@ set_gemm_blocks(_env_block("MIXEDCORE_GEMM_MC"), _env_block("MIXEDCORE_GEMM_KC")
 
 
 def _code(x):
-    return GEMM_CODES.get(x.dtype.newbyteorder("="))
+    code = GEMM_CODES.get(x.dtype)
+    if code is None and not x.dtype.isnative:
+        code = GEMM_CODES.get(x.dtype.newbyteorder("="))
+    return code
 
 
 def _operand(name, x):
     if not isinstance(x, np.ndarray):
         raise TypeError(f"matmul: {name} must be a numpy.ndarray, got {type(x).__name__}")
+    if x.dtype in GEMM_CODES and x.flags.aligned:   # the common case: native, aligned
+        return x
     if _code(x) is None:
         raise TypeError(f"matmul: unsupported dtype {x.dtype} for {name}; supported: {GEMM_NAMES}")
     return as_native(x)
@@ -163,7 +168,9 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
     for name, v in (("alpha", alpha), ("beta", beta)):
         if type(v) is not float and (isinstance(v, bool) or not isinstance(v, numbers.Real)):
             raise TypeError(f"matmul: {name} must be a real number, got {type(v).__name__}")
-    alpha32, beta32 = np.float32(alpha), np.float32(beta)
+    # rounded to float32 (the defaults 1.0 and 0.0 are float32 values already)
+    alpha32 = alpha if alpha == 1.0 and type(alpha) is float else np.float32(alpha)
+    beta32 = beta if beta == 0.0 and type(beta) is float else np.float32(beta)
 
     if out_dtype is None:
         target = out.dtype if isinstance(out, np.ndarray) else _F32
@@ -189,7 +196,10 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
             raise ValueError(f"matmul: bias has shape {bias.shape}, expected ({n},) for "
                              f"{a.shape} @ {b.shape}")
         inputs.append(bias)
-        bias32 = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
+        if bias.dtype == _F32 and bias.ndim == 1 and bias.flags.c_contiguous:
+            bias32 = bias
+        else:
+            bias32 = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
         bias_stride = 4 if bias32.shape[0] == n and n > 1 else 0
 
     if c is None and beta32 != 0:
@@ -253,6 +263,10 @@ def _scratch(shape):
     return buf[:size].reshape(shape)
 
 
+# the byte offsets of an unbatched product (read only by the core)
+_NO_BATCH = np.zeros((1, 5), dtype=np.int64)
+_NO_BATCH.flags.writeable = False
+
 # at most this many columns (and fewer than half as many as rows), C^T = B^T A^T is computed
 # instead: the narrow side becomes the rows of the micro-tile rather than 8 of its 32 columns
 _SWAP_MAX_N = 8
@@ -263,8 +277,7 @@ def _run(a2, b2, out, c32, bias32, bias_stride, batch, m, n, k, vec_a, vec_b, ou
     a_code, b_code = GEMM_CODES[a2.dtype], GEMM_CODES[b2.dtype]
     o_m = _as_matrix(out, batch, vec_a, vec_b)
     c_m = _as_matrix(c32, batch, vec_a, vec_b) if c32 is not None else None
-    kc = _lib.gemm_kernel_info(a_code, b_code)[4]
-    if out_code == GEMM_CODES[_F32] or k <= kc:
+    if out_code == GEMM_CODES[_F32] or k <= _lib.gemm_kernel_info(a_code, b_code)[4]:
         acc = o_m
     else:
         acc = _scratch(batch + (m, n))
@@ -281,8 +294,9 @@ def _run(a2, b2, out, c32, bias32, bias_stride, batch, m, n, k, vec_a, vec_b, ou
         o_m, acc = np.swapaxes(o_m, -1, -2), np.swapaxes(acc, -1, -2)
         c_m = np.swapaxes(c_m, -1, -2) if c_m is not None else None
         a_code, b_code, m, n = b_code, a_code, n, m
-    offsets = np.zeros((math.prod(batch) if batch else 1, 5), dtype=np.int64)
+    offsets = _NO_BATCH
     if batch:
+        offsets = np.zeros((math.prod(batch), 5), dtype=np.int64)
         offsets[:, 0] = _batch_offsets(a_b, batch)
         offsets[:, 1] = _batch_offsets(b_b, batch)
         offsets[:, 2] = _batch_offsets(o_m, batch)
