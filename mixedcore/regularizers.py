@@ -92,6 +92,7 @@ l2 = L2
 
 
 def l1_l2(l1=0.01, l2=0.01):
+    """``L1L2`` with Keras' defaults for this spelling (both factors 0.01)."""
     return L1L2(l1=l1, l2=l2)
 
 
@@ -121,6 +122,7 @@ def get(identifier):
 
 
 def serialize(regularizer):
+    """``{"class_name": ..., "config": ...}`` of a regularizer (None stays None)."""
     if regularizer is None:
         return None
     if type(regularizer) in _CLASSES.values():

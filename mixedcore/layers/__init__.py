@@ -10,7 +10,7 @@ from mixedcore.layers._core import (Activation, Dense, Dropout, Flatten, Input, 
 from mixedcore.layers._normalization import LayerNormalization
 
 __all__ = ["Layer", "Input", "InputLayer", "Dense", "Activation", "Softmax", "ReLU", "Dropout",
-           "Flatten", "LayerNormalization", "get", "serialize", "deserialize"]
+           "Flatten", "LayerNormalization", "serialize", "deserialize"]
 
 _CLASSES = {cls.__name__: cls for cls in (InputLayer, Dense, Activation, Softmax, ReLU, Dropout,
                                           Flatten, LayerNormalization)}
