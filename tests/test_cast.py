@@ -410,3 +410,20 @@ def test_more_than_2_31_elements():
     h[-1] = 7.0
     b = kernels.cast(h, BF16)
     assert (b[probe[:-1]].astype(np.float32) == -2.25).all() and float(b[-1]) == 7.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), src=st.sampled_from(FLOATS), dst=st.sampled_from(FLOATS))
+def test_random_layouts_of_out(data, src, dst):
+    """Source and destination in unrelated layouts: the driver orders dimensions by the
+    destination's strides, merges what it can and must still pair every element correctly."""
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=4, max_side=7))
+    base = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) * 0.37 - 5
+    perm_x = data.draw(st.permutations(range(len(shape))))
+    perm_o = data.draw(st.permutations(range(len(shape))))
+    x = np.ascontiguousarray(base.astype(src).transpose(perm_x)).transpose(np.argsort(perm_x))
+    out = np.empty(tuple(shape[p] for p in perm_o), dtype=dst).transpose(np.argsort(perm_o))
+    flips = tuple(slice(None, None, data.draw(st.sampled_from([1, -1]))) for _ in shape)
+    x, out_view = x[flips], out[flips]
+    kernels.cast(x, dst, out=out_view)
+    assert_bits_equal(out_view, reference(np.array(x).astype(F32), dst))
