@@ -1,13 +1,15 @@
 """Build of mixedcore's compiled core.
 
 Design:
-  a. One extension module, ``mixedcore._core._lib``, so that there is one CPU-dispatch state and
-     one OpenMP runtime in the process.
+  a. One extension module, ``mixedcore._core._mixedcore``, so that there is one engine (dispatch
+     state, settings, thread team) in the process.
   b. SIMD kernels live in C files named ``*_<isa>.c``; each is compiled on its own with exactly
      the instruction-set flags of its level and linked into the module.  The rest of the module
      is compiled for the baseline of the platform, so the extension runs on any x86-64 CPU and
      picks the kernels at run time.  Never -march=native, never -ffast-math.
-  c. OpenMP is probed with a tiny test compile; without it the module builds single-threaded.
+  c. Threads are the project's own team on POSIX threads (src/mc_pool.c), no OpenMP runtime;
+     MIXEDCORE_NO_THREADS=1 (or a platform without POSIX threads) builds it without, and every
+     call then runs on its caller.
   d. On a platform that is not x86-64 (or a compiler that is not GCC-compatible) only the
      generic level is built.
 """
@@ -59,14 +61,6 @@ def _try_compile(compiler, code, flags):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-OPENMP_PROBE = """
-#include <omp.h>
-int main(void) { int n = 0;
-#pragma omp parallel reduction(+:n)
-  n += 1;
-  return omp_get_max_threads() > 0 && n > 0 ? 0 : 1; }
-"""
-
 ISA_PROBE = {
     "avx2": "#include <immintrin.h>\nint main(void){__m256 a=_mm256_set1_ps(1.f);"
             "__m128i h=_mm256_cvtps_ph(_mm256_fmadd_ps(a,a,a),0);return _mm_extract_epi16(h,0)==0;}",
@@ -79,7 +73,7 @@ ISA_PROBE = {
 
 
 class BuildExt(build_ext):
-    """Compiles each ``*_<isa>.c`` file with its level's flags; probes OpenMP."""
+    """Compiles each ``*_<isa>.c`` file with its level's flags."""
 
     def build_extensions(self):
         compiler = self.compiler
@@ -87,14 +81,14 @@ class BuildExt(build_ext):
         base = BASE_FLAGS if gnu else []
         x86 = _is_x86_64() and gnu and os.environ.get("MIXEDCORE_GENERIC_ONLY") != "1"
         levels = [lvl for lvl in ISA_FLAGS if x86 and _try_compile(compiler, ISA_PROBE[lvl], ISA_FLAGS[lvl])]
-        omp = gnu and os.environ.get("MIXEDCORE_NO_OPENMP") != "1" and \
-            _try_compile(compiler, OPENMP_PROBE, ["-fopenmp"])
-        omp_flags = ["-fopenmp"] if omp else []
+        threads = os.environ.get("MIXEDCORE_NO_THREADS") != "1" and os.name == "posix"
+        thread_flags = ["-pthread"] if threads and gnu else []
+        macros = [] if threads else [("MC_NO_THREADS", "1")]
         info = {
             "compiler": " ".join(getattr(compiler, "compiler_so", [])[:1]) or compiler.compiler_type,
-            "flags": " ".join(base + omp_flags),
+            "flags": " ".join(base + thread_flags),
             "isa_levels": ["generic"] + levels,
-            "openmp": bool(omp),
+            "threads": bool(threads),
         }
         self._write_build_info(info)
         for ext in self.extensions:
@@ -114,10 +108,10 @@ class BuildExt(build_ext):
             # the per-ISA sources and the headers must count, or editing them alone would
             # leave a stale module behind
             ext.depends = list(ext.depends or []) + isa_sources + _headers()
-            ext.define_macros = list(ext.define_macros) + [
+            ext.define_macros = list(ext.define_macros) + macros + [
                 ("MC_HAVE_" + lvl.upper(), "1") for lvl in levels]
-            ext.extra_compile_args = base + omp_flags
-            ext.extra_link_args = omp_flags
+            ext.extra_compile_args = base + thread_flags
+            ext.extra_link_args = thread_flags
         super().build_extensions()
 
     def _write_build_info(self, info):
@@ -150,8 +144,8 @@ def _c_sources():
 
 extensions = [
     Extension(
-        "mixedcore._core._lib",
-        sources=[os.path.join("mixedcore", "_core", "_lib.pyx")] + _c_sources(),
+        "mixedcore._core._mixedcore",
+        sources=[os.path.join("mixedcore", "_core", "_mixedcore.pyx")] + _c_sources(),
         include_dirs=[SRC, numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )

@@ -9,7 +9,7 @@ def _info(args):
 
     import mixedcore
     from mixedcore import kernels
-    from mixedcore._core import _lib
+    from mixedcore._core import _mixedcore as _lib
 
     try:
         from mixedcore._build_info import BUILD_INFO
@@ -24,8 +24,10 @@ def _info(args):
         ("built levels", ", ".join(BUILD_INFO.get("isa_levels", kernels.available_isas()))),
         ("available", ", ".join(kernels.available_isas())),
         ("selected", kernels.isa()),
-        ("threads", str(kernels.get_num_threads())),
-        ("OpenMP", "yes" if _lib.openmp_enabled() else "no (single-threaded build)"),
+        ("threads", _threads_row()),
+        ("thread team", "the project's own (POSIX threads, no OpenMP runtime)"
+         if _lib.threads_enabled() else "none (single-threaded build)"),
+        ("FP environment", "every call: round to nearest, no FTZ/DAZ (the caller's restored)"),
         ("compiler", BUILD_INFO.get("compiler", "unknown")),
         ("flags", BUILD_INFO.get("flags", "unknown")),
     ]
@@ -33,6 +35,13 @@ def _info(args):
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     return 0
+
+
+def _threads_row():
+    from mixedcore.kernels._dispatch import thread_info
+    t = thread_info()
+    return (f"{t['threads']} (from {t['source']}; CPU budget {t['cpu_budget']} from "
+            f"{t['budget_source']})")
 
 
 def _demo(args):

@@ -122,14 +122,18 @@ def test_omp_num_threads_is_honoured():
 
 def test_visible_to_threadpoolctl():
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from mixedcore._core import _lib
-    if not _lib.openmp_enabled():
-        pytest.skip("built without OpenMP")
     info = threadpoolctl.threadpool_info()
-    assert any(d["user_api"] == "openmp" for d in info), info
+    ours = [d for d in info if d["internal_api"] == "mixedcore"]
+    assert len(ours) == 1, info
+    assert ours[0]["user_api"] == "openmp"
+    assert ours[0]["version"] == mixedcore.__version__
+    start = kernels.get_num_threads()
     x = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
-    with threadpoolctl.threadpool_limits(limits=1, user_api="openmp"):
-        y = kernels.cast(x, np.float16)   # runs with the limit in force
+    for limits in ({"limits": 1, "user_api": "openmp"}, {"limits": 1}):
+        with threadpoolctl.threadpool_limits(**limits):
+            assert kernels.get_num_threads() == 1
+            y = kernels.cast(x, np.float16)   # runs with the limit in force
+        assert kernels.get_num_threads() == start
     np.testing.assert_array_equal(y, x.astype(np.float16))
 
 
@@ -156,7 +160,8 @@ def test_info_command():
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert mixedcore.__version__ in out
-    for key in ("selected", "threads", "OpenMP", "compiler", "flags", "CPU supports"):
+    for key in ("selected", "threads", "thread team", "FP environment", "compiler", "flags",
+                "CPU supports"):
         assert key in out
     assert kernels.isa() in out
 

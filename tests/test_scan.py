@@ -388,7 +388,7 @@ def test_unscale_refusals_write_nothing():
 
 @pytest.fixture
 def tiny_pieces():
-    from mixedcore._core import _lib
+    from mixedcore._core import _mixedcore as _lib
     previous = _lib.scan_thresholds(0, 0, 64)
     try:
         with kernels.threads(2):

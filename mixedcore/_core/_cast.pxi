@@ -4,22 +4,28 @@
 #   a. Dimensions of length 1 are dropped, the rest ordered by decreasing destination stride, and
 #      neighbours that are contiguous in both arrays merged, so most inputs (C- or Fortran-ordered,
 #      transposed, reversed) become one contiguous run handled by the vector kernel.
-#   b. The innermost dimension is the unit of work: the vector kernel when both sides are
-#      contiguous along it, the scalar reference loop otherwise.  Outer positions are split
-#      across threads; a single contiguous run is split into equal chunks instead.
-#   c. Index arithmetic is 64-bit throughout.
+#   b. The innermost dimension is the unit of the kernels: the vector kernel when both sides are
+#      contiguous along it, the scalar reference loop otherwise.
+#   c. The work is cut into units of consecutive elements (in the coalesced order) that the
+#      team takes dynamically, about CAST_UNITS_PER_THREAD per thread and at least
+#      CAST_UNIT_MIN elements each; a unit may start or end inside a row.
+#   d. Index arithmetic is 64-bit throughout.
 
 cdef extern from "mc_convert.h" nogil:
-    ctypedef void (*mc_cast_fn)(const void *src, void *dst, int64_t n)
-    mc_cast_fn mc_cast_kernel(int level, int src_type, int dst_type)
+    ctypedef void (*mc_cast_fn)(const void *src, void *dst, int64_t n) noexcept nogil
     void mc_cast_strided(int src_type, int dst_type, const char *src, int64_t src_stride,
                          char *dst, int64_t dst_stride, int64_t n)
     int mc_dtype_size(int type)
+
+cdef extern from "mc_kernels.h" nogil:
+    mc_cast_fn mc_cast_kernel(int level, int src_type, int dst_type)
 
 cdef enum:
     MAXDIMS = 64
 # elements below which a conversion stays on one thread
 cdef int64_t CAST_PARALLEL_MIN = 1 << 16
+cdef int64_t CAST_UNIT_MIN = 1 << 15
+cdef int64_t CAST_UNITS_PER_THREAD = 16
 
 
 cdef inline int64_t _abs64(int64_t v) noexcept nogil:
@@ -60,26 +66,47 @@ cdef int _coalesce(int nd, const cnp.npy_intp *shape, const cnp.npy_intp *ss,
     return k
 
 
-cdef void _cast_rows(int src_type, int dst_type, mc_cast_fn fn, bint contiguous,
-                     char *src, char *dst, int nd, const int64_t *shape, const int64_t *ss,
-                     const int64_t *ds, int64_t row_begin, int64_t row_end) noexcept nogil:
-    """Convert rows [row_begin, row_end) of the outer dimensions (all but the last)."""
-    cdef int64_t row, rem, idx, soff, doff
-    cdef int j
-    cdef int64_t inner = shape[nd - 1]
-    for row in range(row_begin, row_end):
+ctypedef struct _cast_job:
+    int src_type
+    int dst_type
+    mc_cast_fn fn
+    bint contiguous
+    char *s
+    char *d
+    int nd
+    const int64_t *shape
+    const int64_t *ss
+    const int64_t *ds
+    int64_t total
+    int64_t unit
+
+
+cdef void _cast_unit(void *ctx, int64_t u) noexcept nogil:
+    """Elements [u * unit, (u + 1) * unit) in the coalesced order (design c)."""
+    cdef _cast_job *job = <_cast_job *>ctx
+    cdef int nd = job.nd, j
+    cdef int64_t inner = job.shape[nd - 1]
+    cdef int64_t e = u * job.unit
+    cdef int64_t e1 = min(e + job.unit, job.total)
+    cdef int64_t row = e // inner, col = e - row * inner, rem, idx, soff, doff, cnt
+    while e < e1:
         rem = row
-        soff = 0
-        doff = 0
+        soff = col * job.ss[nd - 1]
+        doff = col * job.ds[nd - 1]
         for j in range(nd - 2, -1, -1):
-            idx = rem % shape[j]
-            rem = rem // shape[j]
-            soff += idx * ss[j]
-            doff += idx * ds[j]
-        if contiguous:
-            fn(src + soff, dst + doff, inner)
+            idx = rem % job.shape[j]
+            rem = rem // job.shape[j]
+            soff += idx * job.ss[j]
+            doff += idx * job.ds[j]
+        cnt = min(inner - col, e1 - e)
+        if job.contiguous:
+            job.fn(job.s + soff, job.d + doff, cnt)
         else:
-            mc_cast_strided(src_type, dst_type, src + soff, ss[nd - 1], dst + doff, ds[nd - 1], inner)
+            mc_cast_strided(job.src_type, job.dst_type, job.s + soff, job.ss[nd - 1],
+                            job.d + doff, job.ds[nd - 1], cnt)
+        e += cnt
+        row += 1
+        col = 0
 
 
 def cast_into(cnp.ndarray src, cnp.ndarray dst, int src_type, int dst_type):
@@ -89,65 +116,30 @@ def cast_into(cnp.ndarray src, cnp.ndarray dst, int src_type, int dst_type):
     cdef int64_t ds[MAXDIMS]
     cdef int nd = _coalesce(cnp.PyArray_NDIM(src), cnp.PyArray_DIMS(src), cnp.PyArray_STRIDES(src),
                             cnp.PyArray_STRIDES(dst), shape, ss, ds)
-    cdef char *s = <char *>cnp.PyArray_DATA(src)
-    cdef char *d = <char *>cnp.PyArray_DATA(dst)
-    cdef int64_t total = cnp.PyArray_SIZE(src)
-    cdef mc_cast_fn fn = mc_cast_kernel(_level, src_type, dst_type)
-    cdef int ssize = mc_dtype_size(src_type), dsize = mc_dtype_size(dst_type)
-    cdef mc_fpflags_t flags
-    cdef int nthreads, t
-    cdef int64_t rows, chunk, begin, end, j
-    cdef bint contiguous
-    if total == 0:
+    cdef _cast_job job
+    cdef int nthreads
+    job.total = cnp.PyArray_SIZE(src)
+    if job.total == 0:
         return
     if nd == 0:
         shape[0] = 1
-        ss[0] = ssize
-        ds[0] = dsize
+        ss[0] = mc_dtype_size(src_type)
+        ds[0] = mc_dtype_size(dst_type)
         nd = 1
-    contiguous = ss[nd - 1] == ssize and ds[nd - 1] == dsize
-    rows = 1
-    for j in range(nd - 1):
-        rows *= shape[j]
-    nthreads = _threads_for(total, CAST_PARALLEL_MIN)
+    job.src_type = src_type
+    job.dst_type = dst_type
+    job.fn = mc_cast_kernel(mc_rt_level(), src_type, dst_type)
+    job.contiguous = ss[nd - 1] == mc_dtype_size(src_type) and ds[nd - 1] == mc_dtype_size(dst_type)
+    job.s = <char *>cnp.PyArray_DATA(src)
+    job.d = <char *>cnp.PyArray_DATA(dst)
+    job.nd = nd
+    job.shape = shape
+    job.ss = ss
+    job.ds = ds
+    nthreads = mc_rt_threads_for(job.total, CAST_PARALLEL_MIN)
+    # a multiple of 64 elements, so units of a contiguous run start on cache-line multiples
+    job.unit = max(CAST_UNIT_MIN, (job.total + CAST_UNITS_PER_THREAD * nthreads - 1)
+                   // (CAST_UNITS_PER_THREAD * nthreads))
+    job.unit = (job.unit + 63) & ~(<int64_t>63)
     with nogil:
-        mc_fpflags_save(&flags)
-        if nthreads == 1:
-            _cast_rows(src_type, dst_type, fn, contiguous, s, d, nd, shape, ss, ds, 0, rows)
-        elif rows >= nthreads:
-            chunk = (rows + nthreads - 1) // nthreads
-            for t in prange(nthreads, num_threads=nthreads, schedule="static"):
-                begin = t * chunk
-                end = min(begin + chunk, rows)
-                if begin < end:
-                    _cast_rows(src_type, dst_type, fn, contiguous, s, d, nd, shape, ss, ds,
-                               begin, end)
-        else:
-            # few long rows: split each row into chunks of a cache line's worth of elements
-            chunk = ((shape[nd - 1] + nthreads - 1) // nthreads + 63) & ~(<int64_t>63)
-            for j in range(rows):
-                _split_row(src_type, dst_type, fn, contiguous, s, d, nd, shape, ss, ds, j,
-                           chunk, nthreads)
-        mc_fpflags_restore(&flags)
-
-
-cdef void _split_row(int src_type, int dst_type, mc_cast_fn fn, bint contiguous, char *s,
-                     char *d, int nd, const int64_t *shape, const int64_t *ss, const int64_t *ds,
-                     int64_t row, int64_t chunk, int nthreads) noexcept nogil:
-    cdef int64_t rem = row, idx, soff = 0, doff = 0, begin, end
-    cdef int j, t
-    cdef int64_t inner = shape[nd - 1]
-    for j in range(nd - 2, -1, -1):
-        idx = rem % shape[j]
-        rem = rem // shape[j]
-        soff += idx * ss[j]
-        doff += idx * ds[j]
-    for t in prange(nthreads, num_threads=nthreads, schedule="static"):
-        begin = t * chunk
-        end = min(begin + chunk, inner)
-        if begin < end:
-            if contiguous:
-                fn(s + soff + begin * ss[nd - 1], d + doff + begin * ds[nd - 1], end - begin)
-            else:
-                mc_cast_strided(src_type, dst_type, s + soff + begin * ss[nd - 1], ss[nd - 1],
-                                d + doff + begin * ds[nd - 1], ds[nd - 1], end - begin)
+        mc_run(_cast_unit, &job, (job.total + job.unit - 1) // job.unit, nthreads)

@@ -3,18 +3,12 @@
 # Design:
 #   a. The caller (mixedcore.kernels._gemm) has validated everything and reduced the problem to
 #      `batch` matrix products of the same (M, N, K): per batch item it passes the byte offsets of
-#      A, B, Cin, out and the float32 accumulator inside their arrays, plus one set of byte strides.
-#   b. Threads split C, never K: when the items divide evenly among the threads (or there are
-#      many), whole items go round-robin to threads; otherwise each item is cut into one band per
-#      thread: along N, at NR-tile boundaries, when N has at least as many tiles as M (so batch-1
-#      inference splits its columns) or its tiles divide clearly more evenly (_split_along_n);
-#      else along M, in equal bands of rows, with the threads sharing each packed B block
-#      (mc_gemm_run_shared: an OpenMP region in C, a barrier after packing and one before the
-#      next block) instead of each packing all of B.  The K blocking does not depend on the
-#      split (mc_gemm.h, d), nor does any element's sequence of operations.
-#   c. Below GEMM_PARALLEL_MIN multiply-adds the call stays on the calling thread.
-#   d. Packing buffers are thread-local and kept (mc_gemm_workspace_), so repeated small calls
-#      do not page-fault fresh allocations.
+#      A, B, out and Cin inside their arrays, plus one set of byte strides.  This module only fills
+#      the C call descriptor; the plan (level, kernels, blocks, threads, accumulator, scratch) is
+#      made in C when the call starts (src/mc_gemm.c), so settings changed meanwhile by another
+#      thread cannot mix into it.
+#   b. PackedMatrix owns B packed ahead (src/mc_gemm.h, mc_packed): immutable, freed with the
+#      object.
 
 cdef extern from "mc_gemm.h" nogil:
     ctypedef struct mc_gemm_args:
@@ -29,7 +23,7 @@ cdef extern from "mc_gemm.h" nogil:
         int64_t o_rs, o_cs
         int out_type
         float *acc
-        int64_t acc_rs, acc_cs
+        int64_t acc_rs, acc_cs, acc_r0, acc_c0
         const float *c
         int64_t c_rs, c_cs
         const float *bias
@@ -38,168 +32,178 @@ cdef extern from "mc_gemm.h" nogil:
         int act
     ctypedef struct mc_gemm_blocks:
         int64_t mc, kc, nc
-    ctypedef struct mc_gemm_kernel:
-        int mr, nr, pairs, elem
-        int64_t mc, kc, nc
-    const mc_gemm_kernel *mc_gemm_select(int level, int a_type, int b_type)
-    void mc_gemm_blocks_for(const mc_gemm_kernel *kern, const mc_gemm_blocks *want,
-                            mc_gemm_blocks *blk)
-    int64_t mc_gemm_workspace_bytes(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk)
-    void *mc_gemm_workspace_(int slot, int64_t nbytes)
-    int mc_gemm_run_shared(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
-                           const mc_gemm_args *g, int nthreads)
-    void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,
-                     int64_t m0, int64_t m1, int64_t n0, int64_t n1, void *work)
+    ctypedef struct mc_packed:
+        int64_t k, n
+        int type, level, pairs, nr
+        int64_t kc
+        char *data
+        int64_t nbytes
+    ctypedef struct mc_gemm_call:
+        mc_gemm_args g
+        int64_t batch
+        const int64_t *offs
+        const mc_packed *packed
+    int MC_GEMM_OK, MC_GEMM_NOMEM, MC_GEMM_FORMAT
+    int mc_gemm(const mc_gemm_call *call)
+    int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int64_t n,
+                     mc_packed *out)
+    void mc_gemm_packed_free(mc_packed *p)
+    void mc_gemm_unpack(const mc_packed *p, char *dst, int64_t rs, int64_t cs)
+    void mc_gemm_kernel_info(int level, int a_type, int b_type, int *mr, int *nr, int *pairs,
+                             mc_gemm_blocks *blk)
+    void mc_gemm_pack_format(int level, int type, int *pairs, int *nr, int64_t *kc)
 
-# multiply-adds below which a GEMM stays on one thread: measured, 2 threads win from about
-# 512 Ki (8 x 256 x 256: 10.3 -> 8.6 us; 1 x 1024 x 1024: 80 -> 51 us) and lose at 64**3
-cdef int64_t GEMM_PARALLEL_MIN = 1 << 19
-cdef mc_gemm_blocks _gemm_want
+GEMM_FORMAT_ERROR = MC_GEMM_FORMAT
 
 
 def gemm_set_blocks(int64_t mc, int64_t kc, int64_t nc):
-    """Override the block sizes (0 keeps the kernel's default)."""
-    _gemm_want.mc = mc
-    _gemm_want.kc = kc
-    _gemm_want.nc = nc
+    """Override the block sizes (0 keeps the kernel's default); ValueError when out of range."""
+    if mc_rt_set_blocks(mc, kc, nc) != 0:
+        raise ValueError(f"set_gemm_blocks: block sizes out of range: mc={mc}, kc={kc}, nc={nc}")
 
 
-def gemm_kernel_info(int a_type, int b_type):
-    """(MR, NR, pairs, MC, KC, NC) of the kernel the current level uses for this input pair."""
-    cdef const mc_gemm_kernel *kern = mc_gemm_select(_level, a_type, b_type)
+def gemm_kernel_info(int a_type, int b_type, int level=-1):
+    """(MR, NR, pairs, MC, KC, NC) of the kernel a level (default: the current one) uses for an
+    input pair, with the current block settings."""
+    cdef int mr, nr, pairs
     cdef mc_gemm_blocks blk
-    mc_gemm_blocks_for(kern, &_gemm_want, &blk)
-    return (kern.mr, kern.nr, kern.pairs, blk.mc, blk.kc, blk.nc)
+    mc_gemm_kernel_info(mc_rt_level() if level < 0 else level, a_type, b_type, &mr, &nr, &pairs,
+                        &blk)
+    return (mr, nr, pairs, blk.mc, blk.kc, blk.nc)
 
 
-gemm_set_blocks(0, 0, 0)
+def gemm_pack_format(int type_code, int level=-1):
+    """(pairs, NR, KC) of the panels a level (default: the current one) packs B of a type into."""
+    cdef int pairs, nr
+    cdef int64_t kc
+    mc_gemm_pack_format(mc_rt_level() if level < 0 else level, type_code, &pairs, &nr, &kc)
+    return (pairs, nr, kc)
 
 
-cdef void _item_args(const mc_gemm_args *g, int64_t item, const int64_t *offs,
-                     mc_gemm_args *h) noexcept nogil:
-    """The arguments of batch item `item`: g with the item's byte offsets applied."""
-    h[0] = g[0]
-    h.a = g.a + offs[5 * item + 0]
-    h.b = g.b + offs[5 * item + 1]
-    h.out = g.out + offs[5 * item + 2]
-    h.acc = <float *>(<char *>g.acc + offs[5 * item + 3])
-    if g.c != NULL:
-        h.c = <const float *>(<const char *>g.c + offs[5 * item + 4])
+cdef class PackedMatrix:
+    """A matrix packed once for ``kernels.matmul`` (made by ``kernels.pack``).
+
+    Immutable; its memory is freed with it.  ``shape``, ``dtype`` and ``nbytes`` describe the
+    matrix and the memory its panels take; ``isa`` names the level that packed it.
+    """
+    cdef mc_packed p
+    cdef readonly object dtype
+
+    def __cinit__(self):
+        self.p.data = NULL
+        self.p.nbytes = 0
+
+    def __dealloc__(self):
+        mc_gemm_packed_free(&self.p)
+
+    @property
+    def shape(self):
+        return (self.p.k, self.p.n)
+
+    @property
+    def ndim(self):
+        return 2
+
+    @property
+    def nbytes(self):
+        """Bytes the packed panels take."""
+        return self.p.nbytes
+
+    @property
+    def isa(self):
+        """The level that packed it."""
+        return ISA_NAMES[self.p.level]
+
+    @property
+    def format(self):
+        """(pairs, NR, KC): bfloat16 pairs or float32 panels, their width and K block depth."""
+        return (self.p.pairs, self.p.nr, self.p.kc)
+
+    def unpack(self):
+        """The matrix again: a new (k, n) array of ``dtype``, bit for bit the packed values."""
+        cdef cnp.ndarray out = _np.empty((self.p.k, self.p.n), dtype=self.dtype)
+        with nogil:
+            mc_gemm_unpack(&self.p, <char *>cnp.PyArray_DATA(out), cnp.PyArray_STRIDE(out, 0),
+                           cnp.PyArray_STRIDE(out, 1))
+        return out
+
+    def __reduce__(self):
+        raise TypeError("PackedMatrix cannot be pickled: pickle the matrix (packed.unpack()) "
+                        "and pack it again where it is loaded")
+
+    def __repr__(self):
+        return (f"PackedMatrix(shape={self.shape}, dtype={self.dtype}, isa={self.isa!r}, "
+                f"nbytes={self.nbytes})")
 
 
-cdef int _gemm_item(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, mc_gemm_args *g,
-                    int64_t item, const int64_t *offs, int parts, int part,
-                    bint split_n) noexcept nogil:
-    """Computes part `part` of `parts` of batch item `item`; returns 1 when out of memory."""
-    cdef mc_gemm_args h
-    cdef int64_t lo, hi, chunk, tiles, unit, total
-    cdef void *work = mc_gemm_workspace_(0, mc_gemm_workspace_bytes(kern, blk))
-    if work == NULL:
-        return 1
-    _item_args(g, item, offs, &h)
-    if parts == 1:
-        mc_gemm_run(kern, blk, &h, 0, h.m, 0, h.n, work)
-        return 0
-    unit = kern.nr if split_n else kern.mr
-    total = h.n if split_n else h.m
-    tiles = (total + unit - 1) // unit
-    chunk = (tiles + parts - 1) // parts * unit
-    lo = part * chunk
-    hi = min(lo + chunk, total)
-    if lo < hi:
-        if split_n:
-            mc_gemm_run(kern, blk, &h, 0, h.m, lo, hi, work)
-        else:
-            mc_gemm_run(kern, blk, &h, lo, hi, 0, h.n, work)
-    return 0
-
-
-cdef bint _split_along_n(int64_t mtiles, int64_t ntiles, int nthreads) noexcept nogil:
-    """Cut along N when it has at least as many tiles as M, or when its tiles divide among
-    the threads clearly more evenly (256 x 256: 8 column tiles split 4 + 4, while 19 row tiles
-    split 10 + 9)."""
-    cdef double eff_m, eff_n
-    if ntiles >= mtiles:
-        return True
-    eff_m = mtiles / <double>(nthreads * ((mtiles + nthreads - 1) // nthreads))
-    eff_n = ntiles / <double>(nthreads * ((ntiles + nthreads - 1) // nthreads))
-    return eff_n > eff_m + 0.02
-
-
-def gemm_run(cnp.ndarray a, cnp.ndarray b, cnp.ndarray out, object acc, object c, object bias,
-             cnp.ndarray offsets, int64_t m, int64_t n, int64_t k, tuple a_strides,
-             tuple b_strides, tuple o_strides, tuple acc_strides, tuple c_strides,
-             int64_t bias_stride, int a_type, int b_type, int out_type, float alpha, float beta,
-             int act):
-    """Runs the batched GEMM (validated by the caller); offsets is int64 of shape (batch, 5):
-    byte offsets of A, B, out, acc and Cin for each item."""
-    cdef const mc_gemm_kernel *kern = mc_gemm_select(_level, a_type, b_type)
-    cdef mc_gemm_blocks blk
-    cdef mc_gemm_args g, h
-    cdef int64_t batch = offsets.shape[0]
-    cdef const int64_t *offs = <const int64_t *>cnp.PyArray_DATA(offsets)
-    cdef int64_t item, it
-    cdef int nthreads, parts, t, failed = 0
-    cdef bint split_n
-    cdef mc_fpflags_t flags
-    mc_gemm_blocks_for(kern, &_gemm_want, &blk)
-    g.m = m
-    g.n = n
-    g.k = k
-    g.a = <const char *>cnp.PyArray_DATA(a)
-    g.a_rs, g.a_cs = a_strides
-    g.a_type = a_type
-    g.b = <const char *>cnp.PyArray_DATA(b)
-    g.b_rs, g.b_cs = b_strides
-    g.b_type = b_type
-    g.out = <char *>cnp.PyArray_DATA(out)
-    g.o_rs, g.o_cs = o_strides
-    g.out_type = out_type
-    g.acc = <float *>cnp.PyArray_DATA(<cnp.ndarray>acc)
-    g.acc_rs, g.acc_cs = acc_strides
-    g.c = NULL
-    g.c_rs = g.c_cs = 0
-    if c is not None:
-        g.c = <const float *>cnp.PyArray_DATA(<cnp.ndarray>c)
-        g.c_rs, g.c_cs = c_strides
-    g.bias = NULL
-    g.bias_s = bias_stride
-    if bias is not None:
-        g.bias = <const float *>cnp.PyArray_DATA(<cnp.ndarray>bias)
-    g.alpha = alpha
-    g.beta = beta
-    g.act = act
-    if batch == 0 or m == 0 or n == 0:
-        return
-    nthreads = _threads_for(batch * m * n * max(k, 1), GEMM_PARALLEL_MIN)
-    split_n = _split_along_n((m + kern.mr - 1) // kern.mr, (n + kern.nr - 1) // kern.nr,
-                             nthreads)
+def gemm_pack(cnp.ndarray b, int type_code, object dtype):
+    """Pack the 2-D array ``b`` (validated: native, aligned, of type ``type_code``)."""
+    cdef PackedMatrix pm = PackedMatrix.__new__(PackedMatrix)
+    cdef int r
+    cdef const char *data = <const char *>cnp.PyArray_DATA(b)
+    cdef int64_t rs = cnp.PyArray_STRIDE(b, 0), cs = cnp.PyArray_STRIDE(b, 1)
+    cdef int64_t k = cnp.PyArray_DIM(b, 0), n = cnp.PyArray_DIM(b, 1)
+    pm.dtype = dtype
     with nogil:
-        mc_fpflags_save(&flags)
-        if nthreads == 1:
-            for item in range(batch):
-                if _gemm_item(kern, &blk, &g, item, offs, 1, 0, split_n) != 0:
-                    failed = 1
-                    break
-        elif batch % nthreads == 0 or batch >= 4 * nthreads:
-            # whole items per thread (a remainder of a few items would leave threads idle)
-            for t in prange(nthreads, num_threads=nthreads, schedule="static"):
-                it = t
-                while it < batch:
-                    failed += _gemm_item(kern, &blk, &g, it, offs, 1, 0, split_n)
-                    it = it + nthreads
-        elif not split_n:
-            # cut along M: the threads share each packed B block (mc_gemm_run_shared)
-            for item in range(batch):
-                _item_args(&g, item, offs, &h)
-                if mc_gemm_run_shared(kern, &blk, &h, nthreads) != 0:
-                    failed = 1
-                    break
-        else:
-            parts = nthreads
-            for item in range(batch):
-                for t in prange(parts, num_threads=nthreads, schedule="static"):
-                    failed += _gemm_item(kern, &blk, &g, item, offs, parts, t, split_n)
-        mc_fpflags_restore(&flags)
-    if failed:
+        r = mc_gemm_pack(data, rs, cs, type_code, k, n, &pm.p)
+    if r != MC_GEMM_OK:
+        raise MemoryError(f"pack: cannot allocate {pm.p.nbytes} bytes for the packed matrix")
+    return pm
+
+
+def gemm_run(cnp.ndarray a, object b, cnp.ndarray out, object c, object bias, object offsets,
+             int64_t m, int64_t n, int64_t k, tuple a_strides, tuple b_strides, tuple o_strides,
+             tuple c_strides, int64_t bias_stride, int a_type, int b_type, int out_type,
+             float alpha, float beta, int act):
+    """Runs the batched GEMM (validated by the caller).  ``b`` is an ndarray or a PackedMatrix;
+    ``offsets`` is None (one item) or int64 of shape (batch, 4): byte offsets of A, B, out and
+    Cin for each item.  Returns 0, or GEMM_FORMAT_ERROR when a PackedMatrix does not suit the
+    current level (nothing is written then)."""
+    cdef mc_gemm_call call
+    cdef int r
+    cdef PackedMatrix pm
+    call.g.m = m
+    call.g.n = n
+    call.g.k = k
+    call.g.a = <const char *>cnp.PyArray_DATA(a)
+    call.g.a_rs, call.g.a_cs = a_strides
+    call.g.a_type = a_type
+    call.packed = NULL
+    if isinstance(b, PackedMatrix):
+        pm = <PackedMatrix>b
+        call.packed = &pm.p
+        call.g.b = NULL
+        call.g.b_rs = call.g.b_cs = 0
+    else:
+        call.g.b = <const char *>cnp.PyArray_DATA(<cnp.ndarray>b)
+        call.g.b_rs, call.g.b_cs = b_strides
+    call.g.b_type = b_type
+    call.g.out = <char *>cnp.PyArray_DATA(out)
+    call.g.o_rs, call.g.o_cs = o_strides
+    call.g.out_type = out_type
+    call.g.acc = NULL
+    call.g.acc_rs = call.g.acc_cs = call.g.acc_r0 = call.g.acc_c0 = 0
+    call.g.c = NULL
+    call.g.c_rs = call.g.c_cs = 0
+    if c is not None:
+        call.g.c = <const float *>cnp.PyArray_DATA(<cnp.ndarray>c)
+        call.g.c_rs, call.g.c_cs = c_strides
+    call.g.bias = NULL
+    call.g.bias_s = bias_stride
+    if bias is not None:
+        call.g.bias = <const float *>cnp.PyArray_DATA(<cnp.ndarray>bias)
+    call.g.alpha = alpha
+    call.g.beta = beta
+    call.g.act = act
+    call.batch = 1
+    call.offs = NULL
+    if offsets is not None:
+        call.batch = (<cnp.ndarray>offsets).shape[0]
+        call.offs = <const int64_t *>cnp.PyArray_DATA(<cnp.ndarray>offsets)
+    if call.batch == 0 or m == 0 or n == 0:
+        return 0
+    with nogil:
+        r = mc_gemm(&call)
+    if r == MC_GEMM_NOMEM:
         raise MemoryError("matmul: cannot allocate the packing buffers")
+    return r

@@ -15,34 +15,27 @@
 #      them, and any array whose sorted strides do not prove it free of internal overlap
 #      (each stride at least the extent of the dimensions inside it), because an element
 #      reached twice would be multiplied twice; the validation layer then decides exactly.
-#   c. Threads split the concatenation of all arrays into byte ranges (boundaries on 64-byte
+#   c. The work units are byte ranges of the concatenation of all arrays (boundaries on 64-byte
 #      multiples; in each array an element belongs to the range holding its first byte), so one
-#      huge array and many small ones balance alike.  The ranges are handed out dynamically,
-#      eight per thread, by an atomic counter, so that a thread the OS delays (shared machines)
-#      does not hold up the others; a thread out of work sleeps, rather than spins, until every
-#      team thread has started (mc_wait_arrivals_).  all_finite threads share a stop flag, polled between chunks of SCAN_CHUNK
-#      bytes, and all stop at the first non-finite block any of them finds.
+#      huge array and many small ones balance alike; about eight per thread, taken dynamically
+#      by the team (mc_run).  all_finite units share a stop flag, polled between chunks of
+#      SCAN_CHUNK bytes, and all stop at the first non-finite block any of them finds.
 #   d. unscale first validates every array (writable, no overlap between arrays by a sort of
 #      their byte extents), then writes: nothing is modified when something is refused.
 
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
-from cython.parallel cimport parallel
 from libc.stdlib cimport qsort
 import numpy as _np
 
 cdef extern from "mc_scan.h" nogil:
-    ctypedef int (*mc_all_finite_fn)(const void *p, int64_t n)
-    ctypedef int (*mc_unscale_fn)(void *p, int64_t n, float inv32, double inv64)
-    mc_all_finite_fn mc_all_finite_kernel(int level, int type)
-    mc_unscale_fn mc_unscale_kernel(int level, int type)
+    ctypedef int (*mc_all_finite_fn)(const void *p, int64_t n) noexcept nogil
+    ctypedef int (*mc_unscale_fn)(void *p, int64_t n, float inv32, double inv64) noexcept nogil
     int mc_all_finite_strided(int type, const char *p, int64_t stride, int64_t n)
     int mc_unscale_strided(int type, char *p, int64_t stride, int64_t n, float inv32, double inv64)
-    int mc_flag_get_(const int *flag)
-    void mc_flag_set_(int *flag)
-    int64_t mc_fetch_add_(int64_t *p, int64_t v)
-    void mc_arrive_(int *arrived)
-    int mc_team_size_()
-    void mc_wait_arrivals_(const int *arrived, int n)
+
+cdef extern from "mc_kernels.h" nogil:
+    mc_all_finite_fn mc_all_finite_kernel(int level, int type)
+    mc_unscale_fn mc_unscale_kernel(int level, int type)
 
 ctypedef struct _scan_desc:
     char *data
@@ -286,15 +279,15 @@ cdef int _scan_run(const _scan_desc *d, char *p, int64_t n, bint write, mc_all_f
         return mc_unscale_strided(d.type, p, s, n, inv32, inv64)
     chunk = SCAN_CHUNK // d.itemsize
     while n > 0:
-        if mc_flag_get_(stop):
+        if mc_flag_get(stop):
             return 0
         step = chunk if n > chunk else n
         if s == d.itemsize:
             if not fin[d.type](p, step):
-                mc_flag_set_(stop)
+                mc_flag_set(stop)
                 return 0
         elif not mc_all_finite_strided(d.type, p, s, step):
-            mc_flag_set_(stop)
+            mc_flag_set(stop)
             return 0
         p += step * s
         n -= step
@@ -374,53 +367,55 @@ cdef int _scan_bytes(const _scan_desc *desc, int count, int64_t b0, int64_t b1, 
     return ok
 
 
-cdef void _scan_worker(const _scan_desc *desc, int count, int64_t total, int64_t chunk,
-                       int64_t nchunks, bint write, mc_all_finite_fn *fin, mc_unscale_fn *uns,
-                       float inv32, double inv64, int *stop, int64_t *next_piece,
-                       int64_t *nbad, int *arrived) noexcept nogil:
-    """The body every team thread runs: take pieces until none is left (design c), then wait
-    for the other threads before the region's closing barrier (mc_wait_arrivals_)."""
-    cdef int64_t c, b0, b1
-    mc_arrive_(arrived)
-    while True:
-        c = mc_fetch_add_(next_piece, 1)
-        if c >= nchunks:
-            break
-        b0 = c * chunk
-        b1 = min(b0 + chunk, total)
-        if write or not mc_flag_get_(stop):
-            if not _scan_bytes(desc, count, b0, b1, write, fin, uns, inv32, inv64, stop):
-                mc_fetch_add_(nbad, 1)
-    mc_wait_arrivals_(arrived, mc_team_size_())
+ctypedef struct _scan_job:
+    const _scan_desc *desc
+    int count
+    int64_t total
+    int64_t chunk
+    bint write
+    mc_all_finite_fn *fin
+    mc_unscale_fn *uns
+    float inv32
+    double inv64
+    int stop
+    int64_t nbad
+
+
+cdef void _scan_unit(void *ctx, int64_t c) noexcept nogil:
+    """Byte range c of the concatenation (design c)."""
+    cdef _scan_job *job = <_scan_job *>ctx
+    cdef int64_t b0 = c * job.chunk
+    cdef int64_t b1 = min(b0 + job.chunk, job.total)
+    if job.write or not mc_flag_get(&job.stop):
+        if not _scan_bytes(job.desc, job.count, b0, b1, job.write, job.fin, job.uns, job.inv32,
+                           job.inv64, &job.stop):
+            mc_fetch_add(&job.nbad, 1)
 
 
 cdef int _scan_execute(_ScanTable table, bint write, float inv32, double inv64) noexcept:
     cdef mc_all_finite_fn fin[4]
     cdef mc_unscale_fn uns[4]
-    cdef int k, nthreads, ok = 1, stop = 0, arrived = 0, count = table.count
-    cdef _scan_desc *desc = table.desc
-    cdef int64_t total = table.total_bytes, nchunks, chunk, next_piece = 0, nbad = 0
-    cdef mc_fpflags_t flags
+    cdef int k, nthreads, level = mc_rt_level()
+    cdef _scan_job job
     for k in range(4):
-        fin[k] = mc_all_finite_kernel(_level, k)
-        uns[k] = mc_unscale_kernel(_level, k)
-    nthreads = _threads_for(total, UNSCALE_PARALLEL_MIN if write else SCAN_PARALLEL_MIN)
+        fin[k] = mc_all_finite_kernel(level, k)
+        uns[k] = mc_unscale_kernel(level, k)
+    job.desc = table.desc
+    job.count = table.count
+    job.total = table.total_bytes
+    job.write = write
+    job.fin = fin
+    job.uns = uns
+    job.inv32 = inv32
+    job.inv64 = inv64
+    job.stop = 0
+    job.nbad = 0
+    nthreads = mc_rt_threads_for(job.total, UNSCALE_PARALLEL_MIN if write else SCAN_PARALLEL_MIN)
     # pieces of 1/8 of a thread's share, at least SCAN_PIECE_MIN bytes, 64-byte multiples
-    chunk = max(total // (8 * nthreads), SCAN_PIECE_MIN) & ~(<int64_t>63)
-    nchunks = (total + chunk - 1) // chunk
+    job.chunk = max(job.total // (8 * nthreads), SCAN_PIECE_MIN) & ~(<int64_t>63)
     with nogil:
-        if write:
-            mc_fpflags_save(&flags)
-        if nthreads == 1 or nchunks < 2:
-            ok = _scan_bytes(desc, count, 0, total, write, fin, uns, inv32, inv64, &stop)
-        else:
-            with parallel(num_threads=nthreads):
-                _scan_worker(desc, count, total, chunk, nchunks, write, fin, uns, inv32, inv64,
-                             &stop, &next_piece, &nbad, &arrived)
-            ok = nbad == 0
-        if write:
-            mc_fpflags_restore(&flags)
-    return ok
+        mc_run(_scan_unit, &job, (job.total + job.chunk - 1) // job.chunk, nthreads)
+    return job.nbad == 0
 
 
 def all_finite(arrays):

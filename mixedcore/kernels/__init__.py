@@ -10,7 +10,7 @@ variable ``MIXEDCORE_ISA`` (``generic``, ``avx2``, ``avx512`` or ``avx512bf16``)
 """
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._scan import all_finite, unscale_and_check
-from mixedcore.kernels._gemm import matmul, set_gemm_blocks
+from mixedcore.kernels._gemm import PackedMatrix, matmul, pack, set_gemm_blocks
 from mixedcore.kernels._dispatch import (ISA_LEVELS, available_isas, get_num_threads, isa,
                                          set_isa, set_num_threads, threads)
 
@@ -19,6 +19,8 @@ __all__ = [
     "all_finite",
     "unscale_and_check",
     "matmul",
+    "pack",
+    "PackedMatrix",
     "set_gemm_blocks",
     "isa",
     "available_isas",

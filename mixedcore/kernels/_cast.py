@@ -1,7 +1,7 @@
 """Conversions between float16, bfloat16, float32 and float64."""
 import numpy as np
 
-from mixedcore._core import _lib
+from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._dispatch import (FLOAT_CODES, SUPPORTED_NAMES, as_native, check_out,
                                          float_code, resolve_dtype)
 

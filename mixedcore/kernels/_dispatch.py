@@ -6,7 +6,7 @@ import threading
 import ml_dtypes
 import numpy as np
 
-from mixedcore._core import _lib
+from mixedcore._core import _mixedcore as _lib
 
 ISA_LEVELS = _lib.ISA_NAMES
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
@@ -78,11 +78,120 @@ _apply_isa_environment()
 # ---------------------------------------------------------------------------------------------
 # threads
 
+def _positive_count(name, text):
+    """The first entry of a thread-count variable such as OMP_NUM_THREADS="4,2", or ValueError."""
+    first = text.split(",")[0].strip()
+    try:
+        value = int(first)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{name}={text!r}: expected a positive integer")
+    return value
+
+
+def _cgroup_cpu_limit(proc_cgroup="/proc/self/cgroup", root="/sys/fs/cgroup"):
+    """CPUs the cgroup CPU quota of this process allows (rounded up), or None without a quota.
+
+    cgroup v2: ``cpu.max`` ("max 100000" or "<quota> <period>") of the process's group and its
+    parents; v1: ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` of its ``cpu`` group.  The
+    smallest quota on the path wins.
+    """
+    try:
+        with open(proc_cgroup) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    limits = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        path = path.strip("/")
+        if controllers == "":
+            dirs, files = os.path.join(root, "unified") if os.path.isdir(
+                os.path.join(root, "unified")) else root, ("cpu.max",)
+        elif "cpu" in controllers.split(","):
+            dirs, files = os.path.join(root, controllers), ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+        else:
+            continue
+        pieces = [p for p in path.split("/") if p]
+        for depth in range(len(pieces), -1, -1):
+            d = os.path.join(dirs, *pieces[:depth])
+            try:
+                if len(files) == 1:
+                    with open(os.path.join(d, files[0])) as f:
+                        quota, period = (f.read().split() + ["100000"])[:2]
+                else:
+                    with open(os.path.join(d, files[0])) as f:
+                        quota = f.read().strip()
+                    with open(os.path.join(d, files[1])) as f:
+                        period = f.read().strip()
+            except OSError:
+                continue
+            if quota in ("max", "-1"):
+                continue
+            try:
+                q, p = int(quota), int(period)
+            except ValueError:
+                continue
+            if q > 0 and p > 0:
+                limits.append(max(1, -(-q // p)))
+    return min(limits) if limits else None
+
+
+def cpu_budget():
+    """CPUs this process may use: its CPU affinity, capped by a cgroup CPU quota.
+
+    Returns
+    -------
+    (int, str)
+        The count and where it comes from ("affinity", "cgroup quota" or "cpu count").
+    """
+    try:
+        count, source = len(os.sched_getaffinity(0)), "affinity"
+    except (AttributeError, OSError):
+        count, source = os.cpu_count() or 1, "cpu count"
+    quota = _cgroup_cpu_limit()
+    if quota is not None and quota < count:
+        count, source = quota, "cgroup quota"
+    return max(count, 1), source
+
+
+def _default_threads():
+    """The process-wide thread count at import, and its source: MIXEDCORE_NUM_THREADS, else
+    OMP_NUM_THREADS (as OpenMP libraries do), else the CPU budget."""
+    for name in ("MIXEDCORE_NUM_THREADS", "OMP_NUM_THREADS"):
+        text = os.environ.get(name, "").strip()
+        if text:
+            return _positive_count(name, text), name
+    return cpu_budget()
+
+
+_budget, _budget_source = cpu_budget()
+_lib.set_cpu_budget(_budget)
+_start_threads, THREADS_SOURCE = _default_threads()
+_lib.set_process_threads(min(_start_threads, _lib.THREADS_MAX))
 _threads_lock = threading.Lock()
 
+
+def _check_count(fname, n):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{fname}: n must be an int, got {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"{fname}: n must be >= 1, got {n}")
+    return int(min(n, _lib.THREADS_MAX))
+
+
 def get_num_threads():
-    """The number of threads the kernels may use (before the per-call size threshold)."""
+    """The number of threads a kernel called from this thread may use.
+
+    The calling thread's own setting (``threads(n)``, threadpoolctl) when it has one, else the
+    process-wide one (``set_num_threads``); small problems still run on one thread.
+    """
     return _lib.get_num_threads()
+
 
 def set_num_threads(n):
     """Set the number of threads the kernels may use, process-wide.
@@ -90,37 +199,99 @@ def set_num_threads(n):
     Parameters
     ----------
     n : int
-        At least 1.  The OpenMP limit of the calling thread (``OMP_NUM_THREADS``, or a
-        threadpoolctl limit) still caps it.  Small problems always run on one thread.
+        At least 1 (values above 256 count as 256).  A thread's own setting (``threads(n)``)
+        takes precedence for calls from that thread.  Small problems always run on one thread.
 
     Returns
     -------
     int
-        The previous setting.
+        The previous process-wide setting.
+
+    Raises
+    ------
+    TypeError
+        If ``n`` is not an int.
+    ValueError
+        If ``n`` < 1.
+
+    Notes
+    -----
+    The default is ``MIXEDCORE_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the CPUs this
+    process may use (its affinity mask, capped by a cgroup CPU quota).
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"set_num_threads: n must be an int, got {type(n).__name__}")
-    if n < 1:
-        raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
+    n = _check_count("set_num_threads", n)
     with _threads_lock:
-        previous = _lib.get_num_threads()
-        _lib.set_num_threads(int(min(n, 1 << 16)))
+        previous = _lib.get_process_threads()
+        _lib.set_process_threads(n)
     return previous
+
 
 @contextlib.contextmanager
 def threads(n):
-    """Context manager: run the kernels with at most ``n`` threads inside the block.
+    """Context manager: kernels called from this thread use ``n`` threads inside the block.
+
+    The setting belongs to the calling thread only: other threads, and the process-wide
+    setting, are unaffected, and blocks nest.
 
     Examples
     --------
     >>> with mixedcore.kernels.threads(1):
     ...     y = mixedcore.kernels.cast(x, "bfloat16")
     """
-    previous = set_num_threads(n)
+    n = _check_count("threads", n)
+    previous = _lib.get_thread_override()
+    _lib.set_thread_override(n)
     try:
         yield
     finally:
-        set_num_threads(previous)
+        _lib.set_thread_override(previous)
+
+
+def thread_info():
+    """How the thread count was decided, for ``python -m mixedcore info``.
+
+    Returns
+    -------
+    dict
+        ``threads`` (this thread's count), ``process`` (the process-wide setting), ``source``
+        (where the starting value came from), ``cpu_budget`` and ``budget_source``, ``team``
+        (worker threads started so far) and ``enabled`` (False in a build without threads).
+    """
+    return {"threads": _lib.get_num_threads(), "process": _lib.get_process_threads(),
+            "source": THREADS_SOURCE, "cpu_budget": _budget, "budget_source": _budget_source,
+            "team": _lib.pool_workers(), "enabled": _lib.threads_enabled()}
+
+
+def _register_threadpoolctl():
+    """Let threadpoolctl see and limit the team: ``threadpool_limits(n)`` and
+    ``threadpool_limits(n, user_api="openmp")`` set the calling thread's count, as they do for
+    OpenMP libraries (the team honours OMP_NUM_THREADS too)."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        return
+    if not hasattr(threadpoolctl, "register"):
+        return
+
+    class MixedcoreController(threadpoolctl.LibController):
+        user_api = "openmp"
+        internal_api = "mixedcore"
+        filename_prefixes = ("_mixedcore",)
+
+        def get_num_threads(self):
+            return self.dynlib.mixedcore_get_num_threads()
+
+        def set_num_threads(self, num_threads):
+            self.dynlib.mixedcore_set_num_threads(int(num_threads))
+
+        def get_version(self):
+            from mixedcore import __version__
+            return __version__
+
+    threadpoolctl.register(MixedcoreController)
+
+
+_register_threadpoolctl()
 
 # ---------------------------------------------------------------------------------------------
 # helpers shared by the kernels

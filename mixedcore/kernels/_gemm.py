@@ -2,12 +2,14 @@
 import math
 import numbers
 import os
-import threading
 
 import numpy as np
 
-from mixedcore._core import _lib
-from mixedcore.kernels._dispatch import as_native, bfloat16, check_out
+from mixedcore._core import _mixedcore as _lib
+from mixedcore._core._mixedcore import PackedMatrix
+from mixedcore.kernels._cast import cast
+from mixedcore.kernels._dispatch import (ISA_LEVELS, as_native, bfloat16, check_out, float_code,
+                                         resolve_dtype)
 
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
 GEMM_CODES = {_F16: 0, _BF16: 1, _F32: 2}
@@ -23,32 +25,50 @@ def _env_block(name):
         value = int(text)
     except ValueError:
         raise ValueError(f"{name}={text!r}: expected a positive integer") from None
-    if value < 1:
-        raise ValueError(f"{name}={text!r}: expected a positive integer")
+    limit = _lib.BLOCK_MAX[name[-2:].lower()]
+    if not 1 <= value <= limit:
+        raise ValueError(f"{name}={text!r}: expected a positive integer of at most {limit}")
     return value
 
 
 def set_gemm_blocks(mc=None, kc=None, nc=None):
-    """Override the GEMM block sizes, process-wide (for tuning and tests).
+    """Override the GEMM block sizes, process-wide, from the next call on (tuning and tests).
 
     Parameters
     ----------
     mc, kc, nc : int, optional
         Rows of A per packed block, depth of K per block, columns of B per packed block.
         ``None`` (or 0) restores the kernel's default (docs/gemm.md lists them).  MC is rounded
-        up to the micro-kernel's rows, NC to its columns, KC to even.
+        up to the micro-kernel's rows, NC to its columns, KC to even.  At most 16384 (MC, KC)
+        and 65536 (NC).
+
+    Raises
+    ------
+    TypeError
+        A value that is not an int.
+    ValueError
+        A negative value, or one above its bound; nothing is changed then.
 
     Notes
     -----
     The environment variables ``MIXEDCORE_GEMM_MC``, ``MIXEDCORE_GEMM_KC`` and
     ``MIXEDCORE_GEMM_NC`` set them at import.  MC and NC never change the results; KC decides
     where the float32 partial sums of K blocks are added, so it can change the last bits
-    (always within the error bound).
+    (always within the error bound).  A call in progress keeps the sizes it started with, and a
+    matrix packed by ``pack`` keeps its KC.
     """
+    values = []
     for name, v in (("mc", mc), ("kc", kc), ("nc", nc)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0):
-            raise ValueError(f"set_gemm_blocks: {name} must be a non-negative int, got {v!r}")
-    _lib.gemm_set_blocks(int(mc or 0), int(kc or 0), int(nc or 0))
+        if v is None:
+            values.append(0)
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"set_gemm_blocks: {name} must be an int, got {type(v).__name__}")
+        limit = _lib.BLOCK_MAX[name]
+        if not 0 <= v <= limit:
+            raise ValueError(f"set_gemm_blocks: {name} must be between 0 and {limit}, got {v}")
+        values.append(int(v))
+    _lib.gemm_set_blocks(*values)
 
 
 set_gemm_blocks(_env_block("MIXEDCORE_GEMM_MC"), _env_block("MIXEDCORE_GEMM_KC"),
@@ -92,9 +112,11 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
     a : ndarray of shape (..., m, k) or (k,)
         float16, bfloat16 (``ml_dtypes.bfloat16``) or float32.  Any strides: transposed,
         Fortran-ordered, reversed and sliced views are read in place.
-    b : ndarray of shape (..., k, n) or (k,)
+    b : ndarray of shape (..., k, n) or (k,), or PackedMatrix
         Same dtypes as ``a`` (the two may differ).  Batch dimensions broadcast as in
-        ``numpy.matmul``; a 1-D operand is a vector, as in numpy.
+        ``numpy.matmul``; a 1-D operand is a vector, as in numpy.  A matrix packed once by
+        ``pack`` (shape (k, n), shared by every batch item) skips the packing of each call;
+        the result is the same, bit for bit.
     out : ndarray, optional
         Where to write the result: the result's shape, dtype ``out_dtype`` (or, when
         ``out_dtype`` is None, its own dtype, which must be float16, bfloat16 or float32),
@@ -127,7 +149,8 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
     ValueError
         0-d operands; inner or batch dimensions that do not match; ``bias`` or ``c`` of the
         wrong shape; ``beta != 0`` without ``c``; an unknown activation; ``out`` of the wrong
-        shape or dtype, read-only, or overlapping an input.
+        shape or dtype, read-only, or overlapping an input; a PackedMatrix whose panels do not
+        suit the current level (packed before ``set_isa`` changed it).
 
     Notes
     -----
@@ -140,19 +163,21 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
     docs/gemm.md has the details.
     """
     a = _operand("a", a)
-    b = _operand("b", b)
+    packed = isinstance(b, PackedMatrix)
+    if not packed:
+        b = _operand("b", b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: operands must have at least 1 dimension, got shapes "
                          f"{a.shape} @ {b.shape}")
     a2 = a[np.newaxis, :] if a.ndim == 1 else a
-    b2 = b[:, np.newaxis] if b.ndim == 1 else b
+    b2 = b if packed else (b[:, np.newaxis] if b.ndim == 1 else b)
     m, k = a2.shape[-2:]
     k2, n = b2.shape[-2:]
     if k != k2:
         raise ValueError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape}")
     try:
-        batch = () if a2.ndim == 2 and b2.ndim == 2 else \
-            np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        batch = () if a2.ndim == 2 and (packed or b2.ndim == 2) else \
+            np.broadcast_shapes(a2.shape[:-2], () if packed else b2.shape[:-2])
     except ValueError:
         raise ValueError(f"matmul: batch dimensions do not broadcast: {a.shape} @ {b.shape}") \
             from None
@@ -184,7 +209,7 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
         if target not in GEMM_CODES:
             raise TypeError(f"matmul: unsupported out_dtype {target}; supported: {GEMM_NAMES}")
 
-    inputs = [a, b]
+    inputs = [a] if packed else [a, b]
     bias32 = None
     bias_stride = 0
     if bias is not None:
@@ -249,24 +274,6 @@ def _as_matrix(x, batch, vec_a, vec_b):
     return x
 
 
-_local = threading.local()
-
-
-def _scratch(shape):
-    """A float32 array of ``shape`` for partial sums, reused between calls of this Python
-    thread (a fresh array of many MiB costs a page fault per 4 KiB on first touch)."""
-    size = math.prod(shape)
-    buf = getattr(_local, "buf", None)
-    if buf is None or buf.size < size:
-        buf = np.empty(max(size, 1), dtype=np.float32)
-        _local.buf = buf
-    return buf[:size].reshape(shape)
-
-
-# the byte offsets of an unbatched product (read only by the core)
-_NO_BATCH = np.zeros((1, 5), dtype=np.int64)
-_NO_BATCH.flags.writeable = False
-
 # at most this many columns (and fewer than half as many as rows), C^T = B^T A^T is computed
 # instead: the narrow side becomes the rows of the micro-tile rather than 8 of its 32 columns
 _SWAP_MAX_N = 8
@@ -274,37 +281,104 @@ _SWAP_MAX_N = 8
 
 def _run(a2, b2, out, c32, bias32, bias_stride, batch, m, n, k, vec_a, vec_b, out_code, alpha,
          beta, act):
+    packed = isinstance(b2, PackedMatrix)
     a_code, b_code = GEMM_CODES[a2.dtype], GEMM_CODES[b2.dtype]
     o_m = _as_matrix(out, batch, vec_a, vec_b)
     c_m = _as_matrix(c32, batch, vec_a, vec_b) if c32 is not None else None
-    if out_code == GEMM_CODES[_F32] or k <= _lib.gemm_kernel_info(a_code, b_code)[4]:
-        acc = o_m
-    else:
-        acc = _scratch(batch + (m, n))
-    if batch:
-        a_b = np.broadcast_to(a2, batch + (m, k))
+    a_b = np.broadcast_to(a2, batch + (m, k)) if batch else a2
+    b_b = b2
+    if batch and not packed:
         b_b = np.broadcast_to(b2, batch + (k, n))
-    else:
-        a_b, b_b = a2, b2
-    if n <= _SWAP_MAX_N and m > 2 * n and bias_stride == 0:
+    if not packed and n <= _SWAP_MAX_N and m > 2 * n and bias_stride == 0:
         # Every element is the same sequence of FMAs either way (fma(a, b, s) == fma(b, a, s)),
         # so the swap changes no bit; the decision depends on the shape only.  A bias along
         # the columns would lie along the rows of the swapped product: not swapped then.
         a_b, b_b = np.swapaxes(b_b, -1, -2), np.swapaxes(a_b, -1, -2)
-        o_m, acc = np.swapaxes(o_m, -1, -2), np.swapaxes(acc, -1, -2)
+        o_m = np.swapaxes(o_m, -1, -2)
         c_m = np.swapaxes(c_m, -1, -2) if c_m is not None else None
         a_code, b_code, m, n = b_code, a_code, n, m
-    offsets = _NO_BATCH
+    offsets = None
     if batch:
-        offsets = np.zeros((math.prod(batch), 5), dtype=np.int64)
+        offsets = np.zeros((math.prod(batch), 4), dtype=np.int64)
         offsets[:, 0] = _batch_offsets(a_b, batch)
-        offsets[:, 1] = _batch_offsets(b_b, batch)
+        if not packed:
+            offsets[:, 1] = _batch_offsets(b_b, batch)
         offsets[:, 2] = _batch_offsets(o_m, batch)
-        offsets[:, 3] = _batch_offsets(acc, batch)
         if c_m is not None:
-            offsets[:, 4] = _batch_offsets(c_m, batch)
+            offsets[:, 3] = _batch_offsets(c_m, batch)
     c_strides = (c_m.strides[-2], c_m.strides[-1]) if c_m is not None else (0, 0)
-    _lib.gemm_run(a_b, b_b, o_m, acc, c_m, bias32, offsets, m, n, k,
-                  (a_b.strides[-2], a_b.strides[-1]), (b_b.strides[-2], b_b.strides[-1]),
-                  (o_m.strides[-2], o_m.strides[-1]), (acc.strides[-2], acc.strides[-1]),
-                  c_strides, bias_stride, a_code, b_code, out_code, alpha, beta, act)
+    b_strides = (0, 0) if packed else (b_b.strides[-2], b_b.strides[-1])
+    r = _lib.gemm_run(a_b, b_b, o_m, c_m, bias32, offsets, m, n, k,
+                      (a_b.strides[-2], a_b.strides[-1]), b_strides,
+                      (o_m.strides[-2], o_m.strides[-1]), c_strides, bias_stride, a_code, b_code,
+                      out_code, alpha, beta, act)
+    if r == _lib.GEMM_FORMAT_ERROR:
+        pairs, nr, _ = _lib.gemm_pack_format(b_code)
+        raise ValueError(
+            f"matmul: b was packed at level {b2.isa!r} ({_format_name(b2.format)}), which the "
+            f"current level {ISA_LEVELS[_lib.get_level()]!r} cannot use for {a2.dtype} @ "
+            f"{b2.dtype} (it packs {_format_name((pairs, nr))}); pack it again with "
+            f"kernels.pack(b.unpack())")
+
+
+def _format_name(fmt):
+    pairs, nr = fmt[0], fmt[1]
+    return f"{'bfloat16 pairs' if pairs else 'float32 panels'} of {nr} columns"
+
+
+def pack(b, dtype=None):
+    """Pack a matrix once for ``matmul``, in the current level's panel layout.
+
+    Parameters
+    ----------
+    b : array_like of shape (k, n)
+        float16, bfloat16, float32 or float64; any strides.
+    dtype : dtype-like, optional
+        The dtype the product takes ``b`` in: float16, bfloat16 or float32.  Defaults to
+        ``b``'s dtype (which must then be one of those three).  ``b`` is converted to it first,
+        rounded once to nearest even, exactly as ``cast`` does: a float32 master weight packs
+        straight to the bfloat16 a mixed_bfloat16 layer computes with.
+
+    Returns
+    -------
+    PackedMatrix
+        Immutable; ``shape`` (k, n), ``dtype``, ``nbytes`` (the memory its panels take),
+        ``isa`` (the level that packed it) and ``unpack()`` (the matrix again).  Pass it as
+        ``b`` to ``matmul``: every call then skips packing ``b``, with the same result bit for
+        bit.
+
+    Raises
+    ------
+    TypeError
+        An unsupported dtype of ``b`` or ``dtype``.
+    ValueError
+        ``b`` that is not 2-D.
+
+    Notes
+    -----
+    The panels suit the level current when packing.  After ``set_isa`` changes the level,
+    ``matmul`` uses them where the format is the same (bfloat16 pairs are widened per call for
+    float32 kernels of the same width) and otherwise raises a ValueError asking for a new
+    ``pack``.  bfloat16 values with subnormals are packed as float32 panels (VDPBF16PS would
+    read them as zero), so they are never lost.  The K block depth (KC) is fixed when packing.
+    """
+    if not isinstance(b, np.ndarray):
+        b = np.asarray(b)
+    if b.ndim != 2:
+        raise ValueError(f"pack: b must be 2-D (k, n), got shape {b.shape}")
+    if dtype is None:
+        if _code(b) is None:
+            raise TypeError(f"pack: unsupported dtype {b.dtype}; supported: {GEMM_NAMES} "
+                            f"(or pass dtype= to convert)")
+        target = b.dtype.newbyteorder("=")
+    else:
+        target = resolve_dtype("pack", dtype)
+        if target not in GEMM_CODES:
+            raise TypeError(f"pack: unsupported dtype {target}; supported: {GEMM_NAMES}")
+        if float_code(b.dtype) is None:
+            raise TypeError(f"pack: unsupported dtype {b.dtype} of b; supported: "
+                            f"{GEMM_NAMES}, float64")
+    if b.dtype != target:
+        b = cast(b, target)
+    b = as_native(b)
+    return _lib.gemm_pack(b, GEMM_CODES[target], target)

@@ -4,7 +4,7 @@ import numbers
 
 import numpy as np
 
-from mixedcore._core import _lib
+from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._dispatch import SUPPORTED_NAMES, as_native, bfloat16, float_code, overlaps
 
 _lib.scan_set_bfloat16(bfloat16)

@@ -31,7 +31,7 @@
 
 /* The kernel mc_cast_<name>_avx2: blocks of W elements, the scalar twin for the rest. */
 #define MC_ENTRY_(name, STYPE, DTYPE, W, block, twin)                                 \
-    void mc_cast_##name##_avx2(const void *src, void *dst, int64_t n)                 \
+    static void mc_cast_##name##_avx2(const void *src, void *dst, int64_t n)                 \
     {                                                                                 \
         const STYPE *s = (const STYPE *)src;                                          \
         DTYPE *d = (DTYPE *)dst;                                                      \
@@ -226,3 +226,5 @@ MC_INLINE_ void f64_f32_block_(const uint64_t *s, uint32_t *d)
 }
 
 MC_ENTRY_(f64_f32, uint64_t, uint32_t, 8, f64_f32_block_, mc_f64_to_f32_bits)
+
+const mc_convert_table mc_convert_table_avx2 = MC_CONVERT_TABLE_(avx2);

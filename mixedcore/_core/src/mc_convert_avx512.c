@@ -41,7 +41,7 @@
 /* The kernel mc_cast_<name>_avx512: blocks of W elements; the last, partial block runs with a
  * mask of its length. */
 #define MC_ENTRY_(name, STYPE, DTYPE, W, MASK_T, block)                               \
-    void mc_cast_##name##_avx512(const void *src, void *dst, int64_t n)               \
+    static void mc_cast_##name##_avx512(const void *src, void *dst, int64_t n)               \
     {                                                                                 \
         const STYPE *s = (const STYPE *)src;                                          \
         DTYPE *d = (DTYPE *)dst;                                                      \
@@ -205,3 +205,5 @@ MC_INLINE_ void f64_f32_block_(const uint64_t *s, uint32_t *d, __mmask8 m)
 }
 
 MC_ENTRY_(f64_f32, uint64_t, uint32_t, 8, __mmask8, f64_f32_block_)
+
+const mc_convert_table mc_convert_table_avx512 = MC_CONVERT_TABLE_(avx512);

@@ -1,70 +1,67 @@
-/* GEMM: the blocked loops, the generic (portable C) kernels and the per-level selection.
+/* GEMM: the plan, the blocked loops, the work units, packing ahead, and the generic kernels.
  *
  * Design:
- *   a. One blocked loop nest for every level (mc_gemm.h, design a): mc_gemm_run() for one
- *      rectangle on the calling thread, mc_gemm_run_shared() for one product on an OpenMP team
- *      that shares the packed B block.  The blocking lives here, in C, rather than in the Cython
- *      driver, so that the shared variant can put barriers inside it; the Cython driver still
- *      decides the split and the thread count.  The level only supplies the pack /
- *      micro-kernel / epilogue functions and block sizes.
- *   b. The generic kernels are the scalar twins: packing through the conversion twins of
+ *   a. One blocked loop nest for every level (mc_gemm.h, design a): mc_rect_() computes one
+ *      rectangle of one item on the calling thread, with B packed ahead (all of K, panels for
+ *      every column), packed here block by block, or read in place (design e).  Levels supply
+ *      only the pack / micro-kernel / epilogue functions and block sizes (their tables).
+ *   b. The plan is made once per call, in mc_gemm(): the level, the kernel, the block sizes,
+ *      the thread count and whether float32 partial sums need scratch are read from the
+ *      settings once and travel with the call, so a setter running meanwhile changes nothing
+ *      in it.  The accumulator scratch is the participant's own (per unit rectangle), never a
+ *      buffer chosen by a caller from an earlier reading of the settings.
+ *   c. Work units, taken dynamically by the team (mc_runtime.h): whole batch items when they
+ *      divide among the threads (or are many); else, per item, rectangles of C -- bands of
+ *      rows, and of columns when the rows are few, about four units per thread.  B that is
+ *      not packed ahead and not read in place is first packed in a phase of its own (units of
+ *      panels, into a buffer of the caller's), a column slab of at most MC_SLAB_BYTES_ at a
+ *      time; the rectangles then share it.  No unit waits for another: the only waits are
+ *      the ends of the two phases, for units already claimed.
+ *   d. Packed ahead (mc_gemm_pack): the same panels the call would pack, made once; a call
+ *      uses them if their format (pairs or float32, NR) is its kernel's.  bfloat16 pairs used
+ *      by a float32-panel kernel of the same NR (float16 or float32 A, or a lower level) are
+ *      widened per call; any other mismatch is refused (MC_GEMM_FORMAT).  The packed K
+ *      blocking (its kc) is the call's, so the result equals the unpacked product computed
+ *      with that KC, bit for bit.
+ *   e. Small M (<= MR rows) reads B in place (mc_direct_) when its rows are contiguous, and
+ *      (<= MC_DIRECT_T_MAXM rows) by columns (mc_direct_t_) when they are contiguous along
+ *      k: the same operations in the same order as the packed path, so the same bits.  With B
+ *      packed ahead, 1-3 rows use the level's wide kernel over several panels at once.
+ *   f. Subnormal bfloat16 inputs: VDPBF16PS reads them as zero.  The pairs packs and the pairs
+ *      in-place kernels report them; the call then stops and is computed again on float32
+ *      panels (exact products, gradual underflow), so results never lose them.  A product of
+ *      normal inputs whose float32 result or partial sum is subnormal is still flushed by
+ *      VDPBF16PS (at most 2**-126 each; docs/gemm.md).
+ *   g. The generic kernels are the scalar twins: packing through the conversion twins of
  *      mc_convert_scalar.h, a 4 x 16 micro-kernel that multiplies then adds (two roundings per
  *      step, since the baseline has no FMA; the error bound of docs/gemm.md still holds), and
- *      the epilogue in plain C.  Compilers may vectorise them for the baseline, never beyond it,
- *      and -ffp-contract=off keeps every rounding where the source puts it.
- *   c. The activation is computed in double with libm (erfc, exp, tanh) and rounded once to
- *      float32, within one rounding of exact (the AVX-512 epilogue has a vector version that
- *      agrees with it except within 1e-12 of a rounding boundary).
- *      gelu is the exact form x * Phi(x) = 0.5 * x * erfc(-x / sqrt(2)) (Keras' default,
- *      approximate=False); erfc avoids the cancellation of 1 + erf(x) for negative x.
- *   d. mc_gemm_select() picks the kernel of the highest level <= the requested one that has the
- *      input pair: bfloat16 x bfloat16 uses VDPBF16PS at avx512bf16; every other pair (and
- *      bfloat16 below that level) goes through float32 panels.
- *   e. Small M (<= MR rows) reads B in place (mc_gemm_direct_) when its rows are contiguous, and
- *      (<= MC_DIRECT_T_MAXM rows) by columns (mc_gemm_direct_t_) when they are contiguous along
- *      k: the same operations in the same order as the packed path, so the same bits.
- *   f. Scratch buffers are thread-local and kept for the life of the thread (OpenMP keeps its
- *      pool), so calls do not page-fault fresh allocations: at the avx512 levels about 4.6 MiB
- *      per thread that ran a large product, plus 4 MiB for the shared B block.
+ *      the epilogue in plain C, which also serves every layout the vector epilogues do not
+ *      take.  -ffp-contract=off keeps every rounding where the source puts it.
+ *   h. The activation is computed in double and rounded once to float32.  gelu is the exact
+ *      form x * Phi(x) = 0.5 * x * erfc(-x / sqrt(2)) (Keras' default, approximate=False);
+ *      erfc avoids the cancellation of 1 + erf(x) for negative x.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "mc_convert_scalar.h"
-#include "mc_cpu.h"
 #include "mc_gemm.h"
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
+#include "mc_gemm_scalar.h"
+#include "mc_kernels.h"
+#include "mc_runtime.h"
 
 #define G_MR 4
 #define G_NR 16
 
-static inline float mc_f32_from_bits_(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint32_t mc_bits_from_f32_(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static inline float mc_load_elem_(const char *p, int type)
-{
-    if (type == MC_F32) {
-        float f;
-        memcpy(&f, p, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return mc_f32_from_bits_(type == MC_F16 ? mc_f16_to_f32_bits(h) : mc_bf16_to_f32_bits(h));
-}
+/* multiply-adds below which a call stays on the calling thread: measured, two threads win from
+ * about 512 Ki (8 x 256 x 256: 10.3 -> 8.6 us; 1 x 1024 x 1024: 80 -> 51 us) and lose at 64**3 */
+#define MC_GEMM_PARALLEL_MIN ((int64_t)1 << 19)
+/* elements of B below which packing ahead stays on the calling thread */
+#define MC_PACK_PARALLEL_MIN ((int64_t)1 << 17)
+/* the largest column slab of B packed in one phase (design c) */
+#define MC_SLAB_BYTES_ ((int64_t)16 << 20)
+/* work units per thread aimed at (design c) */
+#define MC_UNITS_PER_THREAD_ 4
 
 /* --- activation ------------------------------------------------------------------------------ */
 
@@ -82,46 +79,6 @@ float mc_gemm_act_scalar_(int act, float v)
         return (float)tanh(x);
     default:
         return v;
-    }
-}
-
-/* --- packing ---------------------------------------------------------------------------------- */
-
-void mc_gemm_pack_generic_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
-                           int64_t kc, int w, void *dst)
-{
-    float *d = (float *)dst;
-    for (int64_t k = 0; k < kc; ++k) {
-        const char *s = src + k * ks;
-        int64_t l = 0;
-        for (; l < lanes; ++l)
-            d[l] = mc_load_elem_(s + l * ls, type);
-        for (; l < w; ++l)
-            d[l] = 0.0f;
-        d += w;
-    }
-}
-
-/* bfloat16 only: word l of pair p holds element 2p in its low half and 2p + 1 in its high half
- * (the layout VDPBF16PS multiplies pairwise); the element past an odd kc is zero. */
-void mc_gemm_pack_pairs_generic_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
-                                 int64_t kc, int w, void *dst)
-{
-    uint32_t *d = (uint32_t *)dst;
-    (void)type;
-    for (int64_t k = 0; k < kc; k += 2) {
-        const char *s = src + k * ks;
-        int64_t l = 0;
-        for (; l < lanes; ++l) {
-            uint16_t lo, hi = 0;
-            memcpy(&lo, s + l * ls, 2);
-            if (k + 1 < kc)
-                memcpy(&hi, s + ks + l * ls, 2);
-            d[l] = (uint32_t)lo | ((uint32_t)hi << 16);
-        }
-        for (; l < w; ++l)
-            d[l] = 0;
-        d += w;
     }
 }
 
@@ -145,18 +102,20 @@ static void mc_gemm_ukr_generic_(int64_t kc, const void *ap, const void *bp, flo
         memcpy(tile + i * G_NR, c[i], sizeof c[i]);
 }
 
-/* --- epilogue --------------------------------------------------------------------------------- */
+/* --- the scalar epilogue ---------------------------------------------------------------------- */
 
 #define MC_AT_(base, rs, cs, i, j) ((base) + (i) * (rs) + (j) * (cs))
 
-void mc_gemm_epi_generic_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
-                          int64_t i, int64_t j, int first, int last)
+static void mc_gemm_epi_scalar_(const mc_gemm_args *g, const float *tile, int ldt, int mr,
+                                int nr, int64_t i, int64_t j, int first, int last)
 {
     for (int r = 0; r < mr; ++r) {
         for (int s = 0; s < nr; ++s) {
             const int64_t ii = i + r, jj = j + s;
             float t = tile[r * ldt + s];
-            float *acc = (float *)MC_AT_((char *)g->acc, g->acc_rs, g->acc_cs, ii, jj);
+            float *acc = first && last ? NULL
+                                       : (float *)MC_AT_((char *)g->acc, g->acc_rs, g->acc_cs,
+                                                         ii - g->acc_r0, jj - g->acc_c0);
             if (!first)
                 t += *acc;
             if (!last) {
@@ -173,7 +132,7 @@ void mc_gemm_epi_generic_(const mc_gemm_args *g, const float *tile, int ldt, int
             if (g->out_type == MC_F32) {
                 memcpy(o, &v, 4);
             } else {
-                const uint32_t u = mc_bits_from_f32_(v);
+                const uint32_t u = mc_gemm_bits_from_f32_(v);
                 const uint16_t h = g->out_type == MC_F16 ? mc_f32_to_f16_bits(u) : mc_f32_to_bf16_bits(u);
                 memcpy(o, &h, 2);
             }
@@ -181,75 +140,91 @@ void mc_gemm_epi_generic_(const mc_gemm_args *g, const float *tile, int ldt, int
     }
 }
 
-/* --- selection and blocks ---------------------------------------------------------------------- */
-
-static const mc_gemm_kernel mc_gemm_generic_ = {
-    G_MR, G_NR, 0, 4, mc_gemm_pack_generic_, mc_gemm_ukr_generic_, mc_gemm_epi_generic_, NULL,
-    64, 256, 2048, 0, NULL,
+const mc_gemm_table mc_gemm_table_generic = {
+    .f32 = {.mr = G_MR, .nr = G_NR, .pairs = 0, .pack = mc_gemm_pack_scalar_,
+            .ukr = mc_gemm_ukr_generic_, .mc = 64, .kc = 256, .nc = 2048},
 };
 
-const mc_gemm_kernel *mc_gemm_select(int level, int a_type, int b_type)
-{
-    const mc_gemm_kernel *k = NULL;
-#if defined(MC_HAVE_AVX512BF16)
-    if (!k && level >= MC_ISA_AVX512BF16)
-        k = mc_gemm_kernel_avx512bf16(a_type, b_type);
-#endif
-#if defined(MC_HAVE_AVX512)
-    if (!k && level >= MC_ISA_AVX512)
-        k = mc_gemm_kernel_avx512(a_type, b_type);
-#endif
-#if defined(MC_HAVE_AVX2)
-    if (!k && level >= MC_ISA_AVX2)
-        k = mc_gemm_kernel_avx2(a_type, b_type);
-#endif
-    (void)level;
-    (void)a_type;
-    (void)b_type;
-    return k ? k : &mc_gemm_generic_;
-}
-
-void mc_gemm_blocks_for(const mc_gemm_kernel *kern, const mc_gemm_blocks *want, mc_gemm_blocks *blk)
-{
-    int64_t mc = want && want->mc > 0 ? want->mc : kern->mc;
-    int64_t kc = want && want->kc > 0 ? want->kc : kern->kc;
-    int64_t nc = want && want->nc > 0 ? want->nc : kern->nc;
-    mc = (mc + kern->mr - 1) / kern->mr * kern->mr;
-    nc = (nc + kern->nr - 1) / kern->nr * kern->nr;
-    kc = (kc + 1) / 2 * 2;
-    blk->mc = mc;
-    blk->kc = kc;
-    blk->nc = nc;
-}
+/* --- sizes ----------------------------------------------------------------------------------- */
 
 static int64_t mc_round64_(int64_t x) { return (x + 63) & ~(int64_t)63; }
+static int64_t mc_min_(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t mc_max_(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t mc_ceil_div_(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Bytes of a packed block of `lanes` lanes and kc deep (pairs take half the rows). */
+/* Packed rows of a block kc deep: k steps, or pairs. */
+static int64_t mc_steps_(const mc_gemm_kernel *kern, int64_t kc)
+{
+    return kern->pairs ? (kc + 1) / 2 : kc;
+}
+
 static int64_t mc_block_bytes_(const mc_gemm_kernel *kern, int64_t lanes, int64_t kc)
 {
-    return mc_round64_(lanes * (kern->pairs ? (kc + 1) / 2 : kc) * 4);
+    return mc_round64_(lanes * mc_steps_(kern, kc) * 4);
 }
 
-int64_t mc_gemm_workspace_bytes(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk)
+/* Bytes of B packed ahead: npad columns, every K block. */
+static int64_t mc_packed_bytes_(int pairs, int64_t npad, int64_t k, int64_t kc)
 {
-    return mc_block_bytes_(kern, blk->nc, blk->kc) + mc_block_bytes_(kern, blk->mc, blk->kc) +
-           mc_round64_((int64_t)kern->mr * (blk->nc > kern->nr ? blk->nc : kern->nr) * 4) + 64;
+    const int64_t full = k / kc, rest = k - full * kc;
+    const int64_t steps = pairs ? full * ((kc + 1) / 2) + (rest + 1) / 2 : k;
+    return npad * steps * 4;
 }
 
-static _Thread_local void *mc_ws_[2] = {NULL, NULL};
-static _Thread_local int64_t mc_ws_bytes_[2] = {0, 0};
-
-void *mc_gemm_workspace_(int slot, int64_t bytes)
+static void mc_blocks_for_(const mc_gemm_kernel *kern, const mc_blocks *want, mc_gemm_blocks *blk)
 {
-    if (bytes <= mc_ws_bytes_[slot])
-        return mc_ws_[slot];
-    void *p = NULL;
-    if (posix_memalign(&p, 64, (size_t)bytes) != 0)
-        return NULL;
-    free(mc_ws_[slot]);
-    mc_ws_[slot] = p;
-    mc_ws_bytes_[slot] = bytes;
-    return p;
+    int64_t mc = want->mc > 0 ? want->mc : kern->mc;
+    int64_t kc = want->kc > 0 ? want->kc : kern->kc;
+    int64_t nc = want->nc > 0 ? want->nc : kern->nc;
+    blk->mc = mc_ceil_div_(mc, kern->mr) * kern->mr;
+    blk->nc = mc_ceil_div_(nc, kern->nr) * kern->nr;
+    blk->kc = (kc + 1) / 2 * 2;
+}
+
+/* --- the plan (design b) ------------------------------------------------------------------------ */
+
+typedef struct {
+    const mc_gemm_kernel *kern;
+    mc_gemm_epi_fn epi;        /* the level's vector epilogue, or the scalar one */
+    mc_gemm_blocks blk;
+    int nthreads;
+} mc_plan_;
+
+/* Where the B of one item comes from: panels packed ahead for columns [n0, n0 + npad), in K
+ * blocks of kc, or (data NULL) the operand itself. */
+typedef struct {
+    const char *data;
+    int64_t n0, npad, kc;
+} mc_bsrc_;
+
+static const char *mc_packed_panels_(const mc_gemm_kernel *kern, const mc_bsrc_ *bs, int64_t pc,
+                                     int64_t kc, int64_t jc)
+{
+    const int64_t block = (pc / bs->kc) * bs->npad * mc_steps_(kern, bs->kc) * 4;
+    return bs->data + block + (jc - bs->n0) * mc_steps_(kern, kc) * 4;
+}
+
+static const mc_gemm_kernel *mc_pick_(const mc_gemm_table *t, int a_type, int b_type)
+{
+    if (a_type == MC_BF16 && b_type == MC_BF16 && t->pairs.pack != NULL)
+        return &t->pairs;
+    return &t->f32;
+}
+
+/* The vector epilogues take rows contiguous in out (and Cin, acc) and a contiguous or scalar
+ * bias; every other layout goes through the scalar epilogue. */
+static void mc_plan_finish_(mc_plan_ *p, const mc_gemm_call *call, const mc_blocks *want)
+{
+    const mc_gemm_args *g = &call->g;
+    const int64_t es = g->out_type == MC_F32 ? 4 : 2;
+    const int contiguous = g->o_cs == es && (g->beta == 0.0f || g->c_cs == 4) &&
+                           (g->bias == NULL || g->bias_s == 0 || g->bias_s == 4);
+    mc_blocks_for_(p->kern, want, &p->blk);
+    if (call->packed != NULL)
+        p->blk.kc = call->packed->kc;
+    p->epi = contiguous && p->kern->epi != NULL ? p->kern->epi : mc_gemm_epi_scalar_;
+    p->nthreads = mc_rt_threads_for(call->batch * g->m * g->n * mc_max_(g->k, 1),
+                                    MC_GEMM_PARALLEL_MIN);
 }
 
 /* --- the blocked loops ------------------------------------------------------------------------- */
@@ -270,128 +245,163 @@ static inline void mc_prefetch_tile_(const mc_gemm_args *g, int64_t i, int64_t j
         base = (const char *)g->acc;
         rs = g->acc_rs;
         cs = g->acc_cs;
+        i -= g->acc_r0;
+        j -= g->acc_c0;
     }
     const int64_t span = (int64_t)(nr - 1) * cs;
     for (int r = 0; r < mr; ++r) {
-        const char *p = base + (i + r) * rs + j * cs;
-        __builtin_prefetch(p, 1, 3);
-        __builtin_prefetch(p + span, 1, 3);
+        const char *q = base + (i + r) * rs + j * cs;
+        __builtin_prefetch(q, 1, 3);
+        __builtin_prefetch(q + span, 1, 3);
     }
 #else
     (void)g; (void)i; (void)j; (void)mr; (void)nr; (void)first; (void)last;
 #endif
 }
 
-/* Rows of B in place (design of mc_gemm_run): the tile spans the whole nc columns; k advances
- * in steps of MC_DIRECT_KB rows, each step sweeping all column strips, so B is read row after
- * row (a strip alone would jump ldb bytes per k: with a power-of-two ldb every row falls in the
- * same cache set).  Each element still sees its products in k order, as in the packed path. */
+/* Rows of B in place (design e): the tile spans the whole nc columns; k advances in steps of
+ * MC_DIRECT_KB rows, each step sweeping all column strips, so B is read row after row (a strip
+ * alone would jump ldb bytes per k: with a power-of-two ldb every row falls in the same cache
+ * set).  Each element still sees its products in k order, as in the packed path. */
 #define MC_DIRECT_KB 16
-static void mc_gemm_direct_(const mc_gemm_kernel *kern, const mc_gemm_args *g, const char *ap,
-                            float *tile, int64_t ic, int64_t mcb, int64_t jc, int64_t nc,
-                            int64_t pc, int64_t kc, int64_t ksteps, int first, int last)
+static int mc_direct_(const mc_plan_ *p, const mc_gemm_args *g, const char *ap, float *tile,
+                      int64_t ic, int64_t mcb, int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+                      int first, int last)
 {
+    const mc_gemm_kernel *kern = p->kern;
     const int mr = kern->mr, nr = kern->nr;
-    const int64_t ldt = (nc + nr - 1) / nr * nr;
+    const int64_t ldt = mc_ceil_div_(nc, nr) * nr;
     const int64_t es = g->b_type == MC_F32 ? 4 : 2;
+    const int64_t ksteps = mc_steps_(kern, kc);
+    int sub = 0;
     for (int64_t ir = 0; ir < mcb; ir += mr) {
-        const int mrr = (int)(mcb - ir < mr ? mcb - ir : mr);
+        const int mrr = (int)mc_min_(mcb - ir, mr);
         const char *a = ap + ir * ksteps * 4;
         for (int64_t kk = 0; kk < kc; kk += MC_DIRECT_KB) {
-            const int64_t kb = kc - kk < MC_DIRECT_KB ? kc - kk : MC_DIRECT_KB;
+            const int64_t kb = mc_min_(kc - kk, MC_DIRECT_KB);
             const char *arow = a + (kern->pairs ? kk / 2 : kk) * mr * 4;
             const char *b = g->b + (pc + kk) * g->b_rs + jc * es;
             /* 1-3 rows hold too few accumulators to cover the FMA latency over NR columns:
              * such tiles take direct_wide columns per call when the level offers it */
             const int step = mrr <= 3 && kern->direct_wide > nr ? kern->direct_wide : nr;
             for (int64_t jr = 0; jr < nc; jr += step)
-                kern->ukr_direct(kb, arow, b + jr * es, g->b_rs, g->b_type,
-                                 (int)(nc - jr < step ? nc - jr : step), tile + jr, ldt, mrr,
-                                 kk > 0);
+                sub |= kern->ukr_direct(kb, arow, b + jr * es, g->b_rs, g->b_type,
+                                        (int)mc_min_(nc - jr, step), tile + jr, ldt, mrr, kk > 0);
         }
+        if (sub)
+            return 1;
         for (int64_t jr = 0; jr < nc; jr += nr)
-            kern->epi(g, tile + jr, (int)ldt, mrr, (int)(nc - jr < nr ? nc - jr : nr), ic + ir,
-                      jc + jr, first, last);
+            p->epi(g, tile + jr, (int)ldt, mrr, (int)mc_min_(nc - jr, nr), ic + ir, jc + jr,
+                   first, last);
     }
+    return 0;
 }
 
 /* Columns of B in place (B contiguous along k): one call per NR-column strip over the whole
  * kc, loading 16 columns x 16 k and transposing them in registers; each element again sees
  * its products in k order. */
-static void mc_gemm_direct_t_(const mc_gemm_kernel *kern, const mc_gemm_args *g, const char *ap,
-                              float *tile, int64_t ic, int64_t mcb, int64_t jc, int64_t nc,
-                              int64_t pc, int64_t kc, int first, int last)
+static int mc_direct_t_(const mc_plan_ *p, const mc_gemm_args *g, const char *ap, float *tile,
+                        int64_t ic, int64_t mcb, int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+                        int first, int last)
 {
+    const mc_gemm_kernel *kern = p->kern;
     const int nr = kern->nr;
-    const int64_t ldt = (nc + nr - 1) / nr * nr;
+    const int64_t ldt = mc_ceil_div_(nc, nr) * nr;
     const int mrr = (int)mcb;                        /* <= MC_DIRECT_T_MAXM: one tile row */
     for (int64_t jr = 0; jr < nc; jr += nr) {
-        const int nrr = (int)(nc - jr < nr ? nc - jr : nr);
-        kern->ukr_direct_t(kc, ap, g->b + pc * g->b_rs + (jc + jr) * g->b_cs, g->b_cs,
-                           g->b_type, nrr, tile + jr, ldt, mrr);
-        kern->epi(g, tile + jr, (int)ldt, mrr, nrr, ic, jc + jr, first, last);
+        const int nrr = (int)mc_min_(nc - jr, nr);
+        if (kern->ukr_direct_t(kc, ap, g->b + pc * g->b_rs + (jc + jr) * g->b_cs, g->b_cs,
+                               g->b_type, nrr, tile + jr, ldt, mrr))
+            return 1;
+        p->epi(g, tile + jr, (int)ldt, mrr, nrr, ic, jc + jr, first, last);
     }
+    return 0;
 }
 
-/* Packs the B panels q = q0, q0 + qstep, ... of the block at (pc, jc). */
-static void mc_gemm_pack_b_(const mc_gemm_kernel *kern, const mc_gemm_args *g, int64_t jc,
-                            int64_t nc, int64_t pc, int64_t kc, int64_t ksteps, char *bp,
-                            int64_t q0, int64_t qstep)
+/* Packs panels [q0, q1) (in units of NR columns) of the B block at (pc, jc..), kc deep, for
+ * columns [jc, jc + nc) of the operand, into panels NR * steps(kc) * 4 bytes apart. */
+static int mc_pack_b_(const mc_gemm_kernel *kern, const mc_gemm_args *g, int64_t jc, int64_t nc,
+                      int64_t pc, int64_t kc, char *bp, int64_t q0, int64_t q1)
 {
     const int nr = kern->nr;
-    for (int64_t jr = q0 * nr; jr < nc; jr += qstep * nr)
-        kern->pack(g->b + pc * g->b_rs + (jc + jr) * g->b_cs, g->b_type, g->b_cs, g->b_rs,
-                   nc - jr < nr ? nc - jr : nr, kc, nr, bp + jr * ksteps * 4);
+    const int64_t pbytes = (int64_t)nr * mc_steps_(kern, kc) * 4;
+    int sub = 0;
+    for (int64_t q = q0; q < q1; ++q) {
+        const int64_t jr = q * nr;
+        sub |= kern->pack(g->b + pc * g->b_rs + (jc + jr) * g->b_cs, g->b_type, g->b_cs, g->b_rs,
+                          mc_min_(nc - jr, nr), kc, nr, bp + q * pbytes);
+    }
+    return sub;
 }
 
-/* Rows [m0, m1) of the block at (pc, jc), B already packed in bp (unless direct). */
-static void mc_gemm_rows_(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
-                          const mc_gemm_args *g, int64_t m0, int64_t m1, int64_t jc, int64_t nc,
-                          int64_t pc, int64_t kc, int direct, const char *bp, char *ap, float *tile)
+/* Rows [m0, m1) of the block at (pc, jc): B packed in bp (panels NR * steps apart) unless
+ * direct.  Returns 1 when a pairs kernel met a subnormal bfloat16 (design f). */
+static int mc_rows_(const mc_plan_ *p, const mc_gemm_args *g, int64_t m0, int64_t m1,
+                    int64_t jc, int64_t nc, int64_t pc, int64_t kc, int direct, const char *bp,
+                    char *ap, float *tile)
 {
+    const mc_gemm_kernel *kern = p->kern;
     const int mr = kern->mr, nr = kern->nr;
-    const int64_t ksteps = kern->pairs ? (kc + 1) / 2 : kc;   /* packed rows: k steps or pairs */
+    const int64_t ksteps = mc_steps_(kern, kc);
+    const int64_t pstride = (int64_t)nr * ksteps * 4;
     const int first = pc == 0, last = pc + kc >= g->k;
-    for (int64_t ic = m0; ic < m1; ic += blk->mc) {
-        const int64_t mcb = m1 - ic < blk->mc ? m1 - ic : blk->mc;
+    for (int64_t ic = m0; ic < m1; ic += p->blk.mc) {
+        const int64_t mcb = mc_min_(m1 - ic, p->blk.mc);
+        int sub = 0;
         for (int64_t ir = 0; ir < mcb; ir += mr)
-            kern->pack(g->a + (ic + ir) * g->a_rs + pc * g->a_cs, g->a_type, g->a_rs, g->a_cs,
-                       mcb - ir < mr ? mcb - ir : mr, kc, mr, ap + ir * ksteps * 4);
+            sub |= kern->pack(g->a + (ic + ir) * g->a_rs + pc * g->a_cs, g->a_type, g->a_rs,
+                              g->a_cs, mc_min_(mcb - ir, mr), kc, mr, ap + ir * ksteps * 4);
+        if (sub)
+            return 1;
         if (direct == 2) {
-            mc_gemm_direct_t_(kern, g, ap, tile, ic, mcb, jc, nc, pc, kc, first, last);
+            if (mc_direct_t_(p, g, ap, tile, ic, mcb, jc, nc, pc, kc, first, last))
+                return 1;
             continue;
         }
         if (direct) {
-            mc_gemm_direct_(kern, g, ap, tile, ic, mcb, jc, nc, pc, kc, ksteps, first, last);
+            if (mc_direct_(p, g, ap, tile, ic, mcb, jc, nc, pc, kc, first, last))
+                return 1;
+            continue;
+        }
+        if (mcb <= 3 && kern->ukr_wide != NULL) {
+            const int64_t ldt = (int64_t)MC_WIDE_PANELS * nr;
+            for (int64_t jr = 0; jr < nc; jr += ldt) {
+                const int np = (int)mc_min_(mc_ceil_div_(nc - jr, nr), MC_WIDE_PANELS);
+                kern->ukr_wide(ksteps, ap, bp + (jr / nr) * pstride, pstride, np, tile, ldt,
+                               (int)mcb);
+                for (int q = 0; q < np; ++q)
+                    p->epi(g, tile + q * nr, (int)ldt, (int)mcb,
+                           (int)mc_min_(nc - jr - q * nr, nr), ic, jc + jr + q * nr, first, last);
+            }
             continue;
         }
         for (int64_t jr = 0; jr < nc; jr += nr) {
-            const int nrr = (int)(nc - jr < nr ? nc - jr : nr);
+            const int nrr = (int)mc_min_(nc - jr, nr);
             for (int64_t ir = 0; ir < mcb; ir += mr) {
-                const int mrr = (int)(mcb - ir < mr ? mcb - ir : mr);
+                const int mrr = (int)mc_min_(mcb - ir, mr);
                 mc_prefetch_tile_(g, ic + ir, jc + jr, mrr, nrr, first, last);
-                kern->ukr(ksteps, ap + ir * ksteps * 4, bp + jr * ksteps * 4, tile, mrr);
-                kern->epi(g, tile, nr, mrr, nrr, ic + ir, jc + jr, first, last);
+                kern->ukr(ksteps, ap + ir * ksteps * 4, bp + (jr / nr) * pstride, tile, mrr);
+                p->epi(g, tile, nr, mrr, nrr, ic + ir, jc + jr, first, last);
             }
         }
     }
+    return 0;
 }
 
-static void mc_gemm_k_zero_(const mc_gemm_kernel *kern, const mc_gemm_args *g, int64_t m0,
-                            int64_t m1, int64_t n0, int64_t n1, float *tile)
+static void mc_k_zero_(const mc_plan_ *p, const mc_gemm_args *g, int64_t m0, int64_t m1,
+                       int64_t n0, int64_t n1, float *tile)
 {
-    const int mr = kern->mr, nr = kern->nr;
+    const int mr = p->kern->mr, nr = p->kern->nr;
     memset(tile, 0, (size_t)mr * nr * 4);
     for (int64_t i = m0; i < m1; i += mr)
         for (int64_t j = n0; j < n1; j += nr)
-            kern->epi(g, tile, nr, (int)(m1 - i < mr ? m1 - i : mr),
-                      (int)(n1 - j < nr ? n1 - j : nr), i, j, 1, 1);
+            p->epi(g, tile, nr, (int)mc_min_(m1 - i, mr), (int)mc_min_(n1 - j, nr), i, j, 1, 1);
 }
 
 /* A product with at most MR rows reads each element of B once: the micro-kernel then reads B in
  * place rather than packing it (packing would write and read it once more).  Decided on the
- * whole item (g->m), never on the rectangle, so the thread split cannot change it. */
-static int mc_gemm_direct_ok_(const mc_gemm_kernel *kern, const mc_gemm_args *g)
+ * whole item (g->m), never on the rectangle, so the split cannot change it. */
+static int mc_direct_ok_(const mc_gemm_kernel *kern, const mc_gemm_args *g)
 {
     const int64_t es = g->b_type == MC_F32 ? 4 : 2;
     if (kern->ukr_direct != NULL && g->m <= kern->mr && g->b_cs == es)
@@ -401,90 +411,400 @@ static int mc_gemm_direct_ok_(const mc_gemm_kernel *kern, const mc_gemm_args *g)
     return 0;
 }
 
-void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,
-                 int64_t m0, int64_t m1, int64_t n0, int64_t n1, void *work)
+/* Rows [m0, m1) x columns [n0, n1) of one item, on the calling thread, with B from `bs`.
+ * Returns 0, 1 (a subnormal bfloat16 met by a pairs kernel: design f) or -1 (no memory). */
+static int mc_rect_(const mc_plan_ *p, const mc_gemm_args *gi, const mc_bsrc_ *bs, int64_t m0,
+                    int64_t m1, int64_t n0, int64_t n1)
 {
-    const int64_t K = g->k;
-    char *bp = (char *)work;
-    char *ap = bp + mc_block_bytes_(kern, blk->nc, blk->kc);
-    float *tile = (float *)(ap + mc_block_bytes_(kern, blk->mc, blk->kc));
-    const int direct = mc_gemm_direct_ok_(kern, g);
-
+    const mc_gemm_kernel *kern = p->kern;
+    const mc_gemm_blocks *blk = &p->blk;
+    const int64_t K = gi->k;
+    const int direct = bs->data == NULL ? mc_direct_ok_(kern, gi) : 0;
+    const int pack_b = bs->data == NULL && !direct;
+    const int use_acc = gi->out_type != MC_F32 && K > blk->kc;
+    const int64_t ncmax = mc_min_(blk->nc, n1 - n0);
+    const int64_t ncpad = mc_ceil_div_(ncmax, kern->nr) * kern->nr;   /* whole panels */
+    const int64_t ldt = mc_max_(ncpad, (int64_t)MC_WIDE_PANELS * kern->nr);
+    const int64_t bbytes = pack_b ? mc_block_bytes_(kern, ncpad, blk->kc) : 0;
+    const int64_t abytes = mc_block_bytes_(kern, blk->mc, blk->kc);
+    const int64_t tbytes = mc_round64_((int64_t)kern->mr * ldt * 4);
+    const int64_t cbytes = use_acc ? mc_round64_((m1 - m0) * ncmax * 4) : 0;
+    char *work = (char *)mc_workspace(MC_WS_WORK, bbytes + abytes + tbytes + cbytes);
+    if (work == NULL)
+        return -1;
+    char *bp = work, *ap = work + bbytes;
+    float *tile = (float *)(ap + abytes);
+    float *accbuf = (float *)(ap + abytes + tbytes);
+    mc_gemm_args g = *gi;
     if (K == 0) {
-        mc_gemm_k_zero_(kern, g, m0, m1, n0, n1, tile);
-        return;
+        mc_k_zero_(p, &g, m0, m1, n0, n1, tile);
+        return 0;
     }
     for (int64_t jc = n0; jc < n1; jc += blk->nc) {
-        const int64_t nc = n1 - jc < blk->nc ? n1 - jc : blk->nc;
+        const int64_t nc = mc_min_(n1 - jc, blk->nc);
+        if (use_acc) {
+            g.acc = accbuf;
+            g.acc_rs = nc * 4;
+            g.acc_cs = 4;
+            g.acc_r0 = m0;
+            g.acc_c0 = jc;
+        }
         for (int64_t pc = 0; pc < K; pc += blk->kc) {
-            const int64_t kc = K - pc < blk->kc ? K - pc : blk->kc;
-            if (!direct)
-                mc_gemm_pack_b_(kern, g, jc, nc, pc, kc, kern->pairs ? (kc + 1) / 2 : kc, bp, 0, 1);
-            mc_gemm_rows_(kern, blk, g, m0, m1, jc, nc, pc, kc, direct, bp, ap, tile);
+            const int64_t kc = mc_min_(K - pc, blk->kc);
+            const char *bblk = bp;
+            if (bs->data != NULL)
+                bblk = mc_packed_panels_(kern, bs, pc, kc, jc);
+            else if (pack_b && mc_pack_b_(kern, &g, jc, nc, pc, kc, bp, 0, mc_ceil_div_(nc, kern->nr)))
+                return 1;
+            if (mc_rows_(p, &g, m0, m1, jc, nc, pc, kc, direct, bblk, ap, tile))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* --- work units (design c) ------------------------------------------------------------------- */
+
+typedef struct {
+    const mc_plan_ *p;
+    const mc_gemm_call *call;
+    mc_bsrc_ bs;               /* B of the rectangles: packed ahead, a phase-1 slab, or none */
+    mc_gemm_args gi;           /* the item the rectangles belong to */
+    int64_t rows_per, cols_per, cg, n0, n1;   /* the rectangles */
+    const mc_packed *src;      /* conversion units: the pairs to widen */
+    char *dst;                 /* phase-1 and conversion units: where panels go */
+    int64_t npad, group, ngroups;             /* panels of NR per block, per unit */
+    int status;                /* 0, or the first nonzero result of a unit */
+} mc_job_;
+
+static void mc_job_fail_(mc_job_ *job, int r)
+{
+    int expected = 0;
+    __atomic_compare_exchange_n(&job->status, &expected, r, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+static int mc_job_failed_(mc_job_ *job) { return __atomic_load_n(&job->status, __ATOMIC_RELAXED); }
+
+/* The arguments of batch item `item`; a float32 output holds its own partial sums. */
+static void mc_item_args_(const mc_gemm_call *call, int64_t item, mc_gemm_args *h)
+{
+    *h = call->g;
+    if (call->offs != NULL) {
+        const int64_t *o = call->offs + 4 * item;
+        h->a += o[0];
+        h->b += o[1];
+        h->out += o[2];
+        if (h->c != NULL)
+            h->c = (const float *)((const char *)h->c + o[3]);
+    }
+    h->acc = NULL;
+    h->acc_rs = h->acc_cs = h->acc_r0 = h->acc_c0 = 0;
+    if (h->out_type == MC_F32) {
+        h->acc = (float *)h->out;
+        h->acc_rs = h->o_rs;
+        h->acc_cs = h->o_cs;
+    }
+}
+
+static void mc_unit_item_(void *ctx, int64_t u)
+{
+    mc_job_ *job = (mc_job_ *)ctx;
+    if (mc_job_failed_(job))
+        return;
+    mc_gemm_args g;
+    mc_item_args_(job->call, u, &g);
+    const int r = mc_rect_(job->p, &g, &job->bs, 0, g.m, 0, g.n);
+    if (r)
+        mc_job_fail_(job, r);
+}
+
+static void mc_unit_rect_(void *ctx, int64_t u)
+{
+    mc_job_ *job = (mc_job_ *)ctx;
+    if (mc_job_failed_(job))
+        return;
+    const int64_t r = u / job->cg, c = u % job->cg;
+    const int64_t m0 = r * job->rows_per, c0 = job->n0 + c * job->cols_per;
+    const int res = mc_rect_(job->p, &job->gi, &job->bs, m0, mc_min_(m0 + job->rows_per, job->gi.m),
+                             c0, mc_min_(c0 + job->cols_per, job->n1));
+    if (res)
+        mc_job_fail_(job, res);
+}
+
+/* Phase 1: unit u packs panel group u % ngroups of K block u / ngroups of columns [n0, n1). */
+static void mc_unit_pack_(void *ctx, int64_t u)
+{
+    mc_job_ *job = (mc_job_ *)ctx;
+    if (mc_job_failed_(job))
+        return;
+    const mc_gemm_kernel *kern = job->p->kern;
+    const int64_t kc0 = job->p->blk.kc, blockno = u / job->ngroups, q0 = (u % job->ngroups) * job->group;
+    const int64_t pc = blockno * kc0, kc = mc_min_(job->gi.k - pc, kc0);
+    char *block = job->dst + blockno * job->npad * mc_steps_(kern, kc0) * 4;
+    const int64_t q1 = mc_min_(q0 + job->group, job->npad / kern->nr);
+    if (mc_pack_b_(kern, &job->gi, job->n0, job->n1 - job->n0, pc, kc, block, q0, q1))
+        mc_job_fail_(job, 1);
+}
+
+/* bfloat16 pairs widened to float32 panels of the same NR (design d), one group of panels of
+ * one K block per unit. */
+static void mc_unit_widen_(void *ctx, int64_t u)
+{
+    mc_job_ *job = (mc_job_ *)ctx;
+    const mc_packed *s = job->src;
+    const int nr = s->nr;
+    const int64_t blockno = u / job->ngroups, q0 = (u % job->ngroups) * job->group;
+    const int64_t pc = blockno * s->kc, kc = mc_min_(s->k - pc, s->kc);
+    const int64_t q1 = mc_min_(q0 + job->group, job->npad / nr);
+    const uint32_t *src = (const uint32_t *)(s->data + blockno * job->npad * ((s->kc + 1) / 2) * 4);
+    float *dst = (float *)(job->dst + blockno * job->npad * s->kc * 4);
+    const int64_t kp = (kc + 1) / 2;
+    for (int64_t q = q0; q < q1; ++q) {
+        const uint32_t *sp = src + q * nr * kp;
+        float *dp = dst + q * nr * kc;
+        for (int64_t pp = 0; pp < kp; ++pp)
+            for (int l = 0; l < nr; ++l) {
+                const uint32_t w = sp[pp * nr + l];
+                dp[2 * pp * nr + l] = mc_gemm_f32_from_bits_(w << 16);
+                if (2 * pp + 1 < kc)
+                    dp[(2 * pp + 1) * nr + l] = mc_gemm_f32_from_bits_(w & 0xFFFF0000u);
+            }
+    }
+}
+
+/* Units of panel groups over every K block of npad columns: about MC_UNITS_PER_THREAD_ per
+ * thread. */
+static void mc_panel_groups_(mc_job_ *job, int64_t k, int64_t kc, int nr, int nthreads)
+{
+    const int64_t blocks = mc_max_(mc_ceil_div_(k, kc), 1), panels = job->npad / nr;
+    const int64_t want = mc_ceil_div_((int64_t)MC_UNITS_PER_THREAD_ * nthreads, blocks);
+    job->group = mc_max_(mc_ceil_div_(panels, mc_max_(want, 1)), 1);
+    job->ngroups = mc_ceil_div_(panels, job->group);
+}
+
+/* Rectangles over rows [0, m) x columns [n0, n1): bands of rows, and of columns (at least 4
+ * panels wide) when the rows are too few for MC_UNITS_PER_THREAD_ units per thread. */
+static int64_t mc_rects_(mc_job_ *job, int64_t m, int64_t n0, int64_t n1, int nthreads)
+{
+    const mc_gemm_kernel *kern = job->p->kern;
+    const int64_t target = (int64_t)MC_UNITS_PER_THREAD_ * nthreads;
+    const int64_t rbands = mc_max_(mc_min_(mc_ceil_div_(m, kern->mr), target), 1);
+    job->rows_per = mc_ceil_div_(m, rbands);
+    const int64_t rg = mc_ceil_div_(m, job->rows_per);
+    const int64_t tiles = mc_ceil_div_(n1 - n0, kern->nr);
+    int64_t cbands = mc_min_(mc_ceil_div_(target, rg), mc_max_(tiles / 4, 1));
+    cbands = mc_max_(cbands, 1);
+    job->cols_per = mc_ceil_div_(tiles, cbands) * kern->nr;
+    job->cg = mc_ceil_div_(n1 - n0, job->cols_per);
+    job->n0 = n0;
+    job->n1 = n1;
+    return rg * job->cg;
+}
+
+/* Runs the plan over every item; `pb` is B packed ahead (possibly widened), or NULL. */
+static int mc_exec_(const mc_plan_ *p, const mc_gemm_call *call, const mc_bsrc_ *pb)
+{
+    mc_job_ job;
+    memset(&job, 0, sizeof job);
+    job.p = p;
+    job.call = call;
+    if (pb != NULL)
+        job.bs = *pb;
+    const int nt = p->nthreads;
+    if (nt == 1 || call->batch % nt == 0 || call->batch >= 4 * nt) {
+        mc_run(mc_unit_item_, &job, call->batch, nt);
+        return job.status;
+    }
+    for (int64_t item = 0; item < call->batch && job.status == 0; ++item) {
+        mc_item_args_(call, item, &job.gi);
+        const int64_t m = job.gi.m, n = job.gi.n;
+        if (pb != NULL || mc_direct_ok_(p->kern, &job.gi)) {
+            mc_run(mc_unit_rect_, &job, mc_rects_(&job, m, 0, n, nt), nt);
+            continue;
+        }
+        /* design c: pack a column slab of B (phase 1), then its rectangles (phase 2) */
+        const int nr = p->kern->nr;
+        const int64_t colbytes = mc_max_(mc_packed_bytes_(p->kern->pairs, 1, job.gi.k, p->blk.kc), 1);
+        const int64_t slab = mc_max_(MC_SLAB_BYTES_ / colbytes / nr, 1) * nr;
+        for (int64_t s0 = 0; s0 < n && job.status == 0; s0 += slab) {
+            const int64_t s1 = mc_min_(s0 + slab, n);
+            job.npad = mc_ceil_div_(s1 - s0, nr) * nr;
+            job.n0 = s0;
+            job.n1 = s1;
+            job.dst = (char *)mc_workspace(MC_WS_SHARED,
+                                           mc_packed_bytes_(p->kern->pairs, job.npad, job.gi.k, p->blk.kc));
+            if (job.dst == NULL)
+                return -1;
+            mc_panel_groups_(&job, job.gi.k, p->blk.kc, nr, nt);
+            mc_run(mc_unit_pack_, &job, mc_ceil_div_(job.gi.k, p->blk.kc) * job.ngroups, nt);
+            if (job.status)
+                break;
+            job.bs.data = job.dst;
+            job.bs.n0 = s0;
+            job.bs.npad = job.npad;
+            job.bs.kc = p->blk.kc;
+            mc_run(mc_unit_rect_, &job, mc_rects_(&job, m, s0, s1, nt), nt);
+            job.bs.data = NULL;
+        }
+    }
+    return job.status;
+}
+
+/* Runs the plan: B packed ahead is used as is or widened first (design d). */
+static int mc_run_plan_(const mc_plan_ *p, const mc_gemm_call *call)
+{
+    const mc_packed *pk = call->packed;
+    if (pk == NULL)
+        return mc_exec_(p, call, NULL);
+    mc_bsrc_ bs = {pk->data, 0, mc_ceil_div_(pk->n, pk->nr) * pk->nr, pk->kc};
+    if (pk->pairs && !p->kern->pairs && pk->k > 0 && pk->n > 0) {
+        mc_job_ job;
+        memset(&job, 0, sizeof job);
+        job.src = pk;
+        job.npad = bs.npad;
+        job.dst = (char *)mc_workspace(MC_WS_SHARED, mc_packed_bytes_(0, bs.npad, pk->k, pk->kc));
+        if (job.dst == NULL)
+            return -1;
+        const int nt = mc_rt_threads_for(pk->k * pk->n, MC_PACK_PARALLEL_MIN);
+        mc_panel_groups_(&job, pk->k, pk->kc, pk->nr, nt);
+        mc_run(mc_unit_widen_, &job, mc_ceil_div_(pk->k, pk->kc) * job.ngroups, nt);
+        bs.data = job.dst;
+    }
+    return mc_exec_(p, call, &bs);
+}
+
+int mc_gemm(const mc_gemm_call *call)
+{
+    const mc_level_kernels *lk = mc_kernels(mc_rt_level());
+    const mc_packed *pk = call->packed;
+    mc_blocks want;
+    mc_rt_blocks(&want);
+    mc_plan_ p;
+    p.kern = mc_pick_(&lk->gemm, call->g.a_type, pk != NULL ? pk->type : call->g.b_type);
+    if (pk != NULL) {
+        if (!pk->pairs)
+            p.kern = &lk->gemm.f32;
+        else if (!p.kern->pairs)
+            p.kern = &lk->gemm.f32;          /* widened per call */
+        if (p.kern->nr != pk->nr)
+            return MC_GEMM_FORMAT;
+    }
+    mc_plan_finish_(&p, call, &want);
+    int r = mc_run_plan_(&p, call);
+    if (r == 1) {                            /* design f: again, on float32 panels */
+        p.kern = &lk->gemm.f32;
+        if (pk != NULL && p.kern->nr != pk->nr)
+            return MC_GEMM_FORMAT;
+        mc_plan_finish_(&p, call, &want);
+        r = mc_run_plan_(&p, call);
+    }
+    return r < 0 ? MC_GEMM_NOMEM : MC_GEMM_OK;
+}
+
+/* --- packing ahead (design d) ------------------------------------------------------------------ */
+
+int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int64_t n,
+                 mc_packed *out)
+{
+    const int level = mc_rt_level();
+    const mc_level_kernels *lk = mc_kernels(level);
+    mc_blocks want;
+    mc_rt_blocks(&want);
+    mc_plan_ p;
+    memset(&p, 0, sizeof p);
+    p.kern = mc_pick_(&lk->gemm, type, type);
+    for (;;) {
+        mc_blocks_for_(p.kern, &want, &p.blk);
+        const int nr = p.kern->nr;
+        memset(out, 0, sizeof *out);
+        out->k = k;
+        out->n = n;
+        out->type = type;
+        out->level = level;
+        out->pairs = p.kern->pairs;
+        out->nr = nr;
+        out->kc = p.blk.kc;
+        const int64_t npad = mc_ceil_div_(n, nr) * nr;
+        out->nbytes = mc_packed_bytes_(p.kern->pairs, npad, k, p.blk.kc);
+        if (out->nbytes == 0)
+            return MC_GEMM_OK;
+        void *data = NULL;
+        if (posix_memalign(&data, 64, (size_t)out->nbytes) != 0)
+            return MC_GEMM_NOMEM;
+        out->data = (char *)data;
+        mc_job_ job;
+        memset(&job, 0, sizeof job);
+        job.p = &p;
+        job.gi.k = k;
+        job.gi.b = b;
+        job.gi.b_rs = rs;
+        job.gi.b_cs = cs;
+        job.gi.b_type = type;
+        job.dst = out->data;
+        job.npad = npad;
+        job.n0 = 0;
+        job.n1 = n;
+        const int nt = mc_rt_threads_for(k * n, MC_PACK_PARALLEL_MIN);
+        mc_panel_groups_(&job, k, p.blk.kc, nr, nt);
+        mc_run(mc_unit_pack_, &job, mc_ceil_div_(k, p.blk.kc) * job.ngroups, nt);
+        if (job.status == 0)
+            return MC_GEMM_OK;
+        mc_gemm_packed_free(out);            /* subnormal bfloat16: float32 panels (design f) */
+        p.kern = &lk->gemm.f32;
+    }
+}
+
+void mc_gemm_packed_free(mc_packed *p)
+{
+    free(p->data);
+    p->data = NULL;
+    p->nbytes = 0;
+}
+
+void mc_gemm_unpack(const mc_packed *p, char *dst, int64_t rs, int64_t cs)
+{
+    const int nr = p->nr;
+    const int64_t npad = mc_ceil_div_(p->n, nr) * nr;
+    const int64_t full_steps = p->pairs ? (p->kc + 1) / 2 : p->kc;
+    for (int64_t pc = 0; pc < p->k; pc += p->kc) {
+        const int64_t kc = mc_min_(p->k - pc, p->kc), steps = p->pairs ? (kc + 1) / 2 : kc;
+        const uint32_t *block = (const uint32_t *)(p->data + (pc / p->kc) * npad * full_steps * 4);
+        for (int64_t j = 0; j < p->n; ++j) {
+            const uint32_t *panel = block + (j / nr) * nr * steps;
+            for (int64_t kk = 0; kk < kc; ++kk) {
+                uint32_t w = p->pairs ? panel[(kk / 2) * nr + j % nr] : panel[kk * nr + j % nr];
+                char *d = dst + (pc + kk) * rs + j * cs;
+                if (p->pairs) {
+                    const uint16_t h = (uint16_t)(kk % 2 ? w >> 16 : w & 0xFFFFu);
+                    memcpy(d, &h, 2);
+                } else if (p->type == MC_F32) {
+                    memcpy(d, &w, 4);
+                } else {
+                    /* float16 / bfloat16 values widened exactly: narrowing is exact too */
+                    const uint16_t h = p->type == MC_F16 ? mc_f32_to_f16_bits(w) : (uint16_t)(w >> 16);
+                    memcpy(d, &h, 2);
+                }
+            }
         }
     }
 }
 
-int mc_gemm_run_shared(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
-                       const mc_gemm_args *g, int nthreads)
+void mc_gemm_kernel_info(int level, int a_type, int b_type, int *mr, int *nr, int *pairs,
+                         mc_gemm_blocks *blk)
 {
-    const int64_t K = g->k, mr = kern->mr;
-    const int64_t abytes = mc_block_bytes_(kern, blk->mc, blk->kc) +
-                           mc_round64_(mr * (blk->nc > kern->nr ? blk->nc : kern->nr) * 4) + 64;
-    char *bp = (char *)mc_gemm_workspace_(1, mc_block_bytes_(kern, blk->nc, blk->kc));
-    int failed = bp == NULL;
-    if (failed || K == 0 || nthreads < 2 || mc_gemm_direct_ok_(kern, g)) {
-        if (failed)
-            return -1;
-        char *w = (char *)mc_gemm_workspace_(0, mc_gemm_workspace_bytes(kern, blk));
-        if (w == NULL)
-            return -1;
-        mc_gemm_run(kern, blk, g, 0, g->m, 0, g->n, w);
-        return 0;
-    }
-#if defined(_OPENMP)
-#pragma omp parallel num_threads(nthreads)
-#endif
-    {
-#if defined(_OPENMP)
-        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-#else
-        const int t = 0, nt = 1;
-#endif
-        /* equal bands of rows (not of whole tiles): each band ends with its own partial tile,
-         * which balances better than one thread holding every full tile (1024 rows: 36 tiles
-         * + 8 rows each, instead of 37 tiles against 36 + 2 rows) */
-        const int64_t chunk = (g->m + nt - 1) / nt;
-        const int64_t m0 = t * chunk < g->m ? t * chunk : g->m;
-        const int64_t m1 = m0 + chunk < g->m ? m0 + chunk : g->m;
-        char *ap = (char *)mc_gemm_workspace_(0, abytes);
-        float *tile = ap ? (float *)(ap + mc_block_bytes_(kern, blk->mc, blk->kc)) : NULL;
-        if (ap == NULL) {
-#if defined(_OPENMP)
-#pragma omp atomic write
-#endif
-            failed = 1;
-        }
-        int stop;
-#if defined(_OPENMP)
-#pragma omp barrier
-#pragma omp atomic read
-#endif
-        stop = failed;
-        for (int64_t jc = 0; jc < g->n && !stop; jc += blk->nc) {
-            const int64_t nc = g->n - jc < blk->nc ? g->n - jc : blk->nc;
-            for (int64_t pc = 0; pc < K; pc += blk->kc) {
-                const int64_t kc = K - pc < blk->kc ? K - pc : blk->kc;
-                mc_gemm_pack_b_(kern, g, jc, nc, pc, kc, kern->pairs ? (kc + 1) / 2 : kc, bp, t, nt);
-#if defined(_OPENMP)
-#pragma omp barrier
-#endif
-                mc_gemm_rows_(kern, blk, g, m0, m1, jc, nc, pc, kc, 0, bp, ap, tile);
-#if defined(_OPENMP)
-#pragma omp barrier
-#endif
-            }
-        }
-    }
-    return failed ? -1 : 0;
+    const mc_gemm_kernel *kern = mc_pick_(&mc_kernels(level)->gemm, a_type, b_type);
+    mc_blocks want;
+    mc_rt_blocks(&want);
+    mc_blocks_for_(kern, &want, blk);
+    *mr = kern->mr;
+    *nr = kern->nr;
+    *pairs = kern->pairs;
+}
+
+void mc_gemm_pack_format(int level, int type, int *pairs, int *nr, int64_t *kc)
+{
+    int mr;
+    mc_gemm_blocks blk;
+    mc_gemm_kernel_info(level, type, type, &mr, nr, pairs, &blk);
+    *kc = blk.kc;
 }

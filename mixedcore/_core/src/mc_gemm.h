@@ -1,11 +1,11 @@
 /* GEMM with float32 accumulation: C = act(alpha * A @ B + beta * Cin + bias).
  *
  * Design:
- *   a. BLIS-style loops over one rectangle of C (mc_gemm_run): NC columns, KC depth, MC rows;
- *      B and A blocks are packed into micro-panels of NR / MR lanes (zero-padded to a full
- *      panel, so the micro-kernel always computes a full MR x NR tile).  Packing reads A and B
- *      through byte strides and converts float16/bfloat16 on the way, so any view (transposed,
- *      strided, reversed) needs no copy by the caller.
+ *   a. BLIS-style loops over one rectangle of C: NC columns, KC depth, MC rows; B and A blocks
+ *      are packed into micro-panels of NR / MR lanes (zero-padded to a full panel, so the
+ *      micro-kernel always computes a full MR x NR tile).  Packing reads A and B through byte
+ *      strides and converts float16/bfloat16 on the way, so any view (transposed, strided,
+ *      reversed) needs no copy by the caller.
  *   b. A micro-kernel computes a tile of products over kc into a local MR x NR float32 buffer;
  *      a per-tile epilogue, while the tile is in L1, adds the partial sums of earlier KC blocks
  *      (kept in `acc`, float32), or, on the last KC block, applies alpha, beta * Cin, bias, the
@@ -13,10 +13,15 @@
  *   c. Two packed formats: float32 (one lane per element, k-major), and bfloat16 pairs (one
  *      32-bit word holds elements k and k+1 of a lane, for VDPBF16PS); an odd K is padded with
  *      a zero inside the panel, never read from the array.
- *   d. Every element is computed the same way whatever rectangle it belongs to: the K blocking
- *      depends only on K and KC, never on the thread split, so results are bit-identical for any
- *      thread count and any alignment of the operands.
+ *   d. Every element is computed the same way whatever rectangle, thread or path computes it:
+ *      the K blocking depends only on K and KC, so results are bit-identical for any thread
+ *      count, any alignment of the operands, and B packed ahead (mc_gemm_pack) or not.
  *   e. Index arithmetic is 64-bit; strides are in bytes.
+ *   f. Each level's file exports one table (mc_gemm_table_<isa>): a float32-panel kernel and,
+ *      where the level has one, a bfloat16-pair kernel.  Kernels are inherited whole from the
+ *      level below when a level leaves one out; a pair kernel without an epilogue uses its
+ *      level's float32 epilogue.  Level files include this header for the types and
+ *      mc_gemm_scalar.h for the scalar pieces; they call nothing in the driver (mc_gemm.c).
  */
 #ifndef MC_GEMM_H_
 #define MC_GEMM_H_
@@ -30,7 +35,9 @@ typedef struct {
     const char *a; int64_t a_rs, a_cs; int a_type;       /* MC_F16 / MC_BF16 / MC_F32 */
     const char *b; int64_t b_rs, b_cs; int b_type;
     char *out; int64_t o_rs, o_cs; int out_type;         /* MC_F16 / MC_BF16 / MC_F32 */
-    float *acc; int64_t acc_rs, acc_cs;                  /* float32 partial sums (K > KC) */
+    /* float32 partial sums (K > KC): element (i, j) at
+     * acc + (i - acc_r0) * acc_rs + (j - acc_c0) * acc_cs */
+    float *acc; int64_t acc_rs, acc_cs, acc_r0, acc_c0;
     const float *c; int64_t c_rs, c_cs;                  /* float32, read only if beta != 0 */
     const float *bias; int64_t bias_s;                   /* float32 along n, or NULL */
     float alpha, beta;
@@ -42,80 +49,100 @@ typedef struct {
 } mc_gemm_blocks;
 
 /* Packs `lanes` (<= w) lanes of kc elements, lane stride ls and k stride ks (bytes), into a
- * panel of w lanes: float32 k-major, or bfloat16 pairs (kc rounded up to even). */
-typedef void (*mc_gemm_pack_fn)(const char *src, int type, int64_t ls, int64_t ks,
-                                int64_t lanes, int64_t kc, int w, void *dst);
-/* Computes the mr x nr tile (mr <= MR) of panel products over kc (kc even for pair formats)
- * into tile (row-major, row length NR). */
+ * panel of w lanes: float32 k-major, or bfloat16 pairs (kc rounded up to even).  A pairs pack
+ * returns 1 when it met a subnormal bfloat16 (VDPBF16PS would read it as zero), else 0. */
+typedef int (*mc_gemm_pack_fn)(const char *src, int type, int64_t ls, int64_t ks,
+                               int64_t lanes, int64_t kc, int w, void *dst);
+/* Computes the mr x NR tile (mr <= MR) of panel products over kc (kc counts packed rows: k
+ * steps, or pairs) into tile (row-major, row length NR). */
 typedef void (*mc_gemm_ukr_fn)(int64_t kc, const void *ap, const void *bp, float *tile, int mr);
-/* Applies the epilogue to the mr x nr tile at (i, j); see design b. */
+/* The same for mr <= 3 rows against np <= MC_WIDE_PANELS consecutive packed B panels, pstride
+ * bytes apart, into a tile of row length ldt: enough accumulators to cover the FMA latency. */
+#define MC_WIDE_PANELS 4
+typedef void (*mc_gemm_ukr_wide_fn)(int64_t kc, const void *ap, const void *bp, int64_t pstride,
+                                    int np, float *tile, int64_t ldt, int mr);
+/* Applies the epilogue to the mr x nr tile at (i, j); see design b.  Level epilogues are called
+ * only when out, acc and Cin are contiguous along rows and bias is contiguous or a scalar. */
 typedef void (*mc_gemm_epi_fn)(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
                                int64_t i, int64_t j, int first, int last);
 
 /* The same tile as mc_gemm_ukr_fn, with B read in place instead of from a packed panel: kc rows
- * of nr (<= NR) elements of type b_type, contiguous, ldb bytes apart (kc counts elements of k and
- * is even except at the end of K for pair formats).  The tile has row length ldt; when
- * `accumulate` is set the products are added to the tile's values (the partial sums of the
- * previous kc rows), so a run split over k gives the same bits as one call. */
-typedef void (*mc_gemm_ukr_direct_fn)(int64_t kc, const void *ap, const char *b, int64_t ldb,
-                                      int b_type, int nr, float *tile, int64_t ldt, int mr,
-                                      int accumulate);
+ * of nr (<= NR, or <= direct_wide for mr <= 3) elements of type b_type, contiguous, ldb bytes
+ * apart (kc counts elements of k and is even except at the end of K for pair formats).  The
+ * tile has row length ldt; when `accumulate` is set the products are added to the tile's
+ * values (the partial sums of the previous kc rows), so a run split over k gives the same bits
+ * as one call.  Returns 1 when a pairs kernel met a subnormal bfloat16 in B, else 0. */
+typedef int (*mc_gemm_ukr_direct_fn)(int64_t kc, const void *ap, const char *b, int64_t ldb,
+                                     int b_type, int nr, float *tile, int64_t ldt, int mr,
+                                     int accumulate);
 
 /* The same tile again, for B whose columns are contiguous along k (a transposed B, or A^T of
  * a swapped matrix-vector product): nr columns ldc bytes apart, all kc rows in one call, at
- * most MC_DIRECT_T_MAXM rows; the tile (row length ldt) is overwritten. */
-typedef void (*mc_gemm_ukr_direct_t_fn)(int64_t kc, const void *ap, const char *b, int64_t ldc,
-                                        int b_type, int nr, float *tile, int64_t ldt, int mr);
+ * most MC_DIRECT_T_MAXM rows; the tile (row length ldt) is overwritten.  Returns as above. */
+typedef int (*mc_gemm_ukr_direct_t_fn)(int64_t kc, const void *ap, const char *b, int64_t ldc,
+                                       int b_type, int nr, float *tile, int64_t ldt, int mr);
 #define MC_DIRECT_T_MAXM 6
 
 typedef struct {
     int mr, nr;
     int pairs;                 /* 1: bfloat16-pair panels, kc stepped by 2 */
-    int elem;                  /* bytes per packed element (4) */
     mc_gemm_pack_fn pack;
     mc_gemm_ukr_fn ukr;
-    mc_gemm_epi_fn epi;
-    mc_gemm_ukr_direct_fn ukr_direct;   /* NULL when the level has none */
-    int64_t mc, kc, nc;        /* default block sizes, chosen by measurement (docs/gemm.md) */
+    mc_gemm_ukr_wide_fn ukr_wide;         /* NULL when the level has none */
+    mc_gemm_epi_fn epi;                   /* NULL: the scalar epilogue (or, for a pair kernel,
+                                             its level's float32 one) */
+    mc_gemm_ukr_direct_fn ukr_direct;     /* NULL when the level has none */
     int direct_wide;           /* columns per ukr_direct call for tiles of <= 3 rows (0: NR) */
-    mc_gemm_ukr_direct_t_fn ukr_direct_t;   /* NULL when the level has none */
+    mc_gemm_ukr_direct_t_fn ukr_direct_t; /* NULL when the level has none */
+    int64_t mc, kc, nc;        /* default block sizes, chosen by measurement (docs/gemm.md) */
 } mc_gemm_kernel;
 
-/* The kernel set for a level and pair of input types, falling back level by level. */
-const mc_gemm_kernel *mc_gemm_select(int level, int a_type, int b_type);
-/* Block sizes: the kernel's defaults, overridden by the non-zero fields of `want`, rounded to
- * the micro-tile (mc to MR, nc to NR, kc to even). */
-void mc_gemm_blocks_for(const mc_gemm_kernel *kern, const mc_gemm_blocks *want, mc_gemm_blocks *blk);
-/* Bytes of workspace one thread needs (aligned to 64 by the caller). */
-int64_t mc_gemm_workspace_bytes(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk);
-/* Computes rows [m0, m1) x columns [n0, n1) of C; work is 64-byte aligned. */
-void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,
-                 int64_t m0, int64_t m1, int64_t n0, int64_t n1, void *work);
+typedef struct {
+    mc_gemm_kernel f32;        /* float32 panels: every input pair */
+    mc_gemm_kernel pairs;      /* bfloat16 pairs for bfloat16 x bfloat16 (pack NULL: none) */
+} mc_gemm_table;
 
-/* Scalar pieces shared by every level: the activation (float32 in, float32 out, libm), the
- * generic pack and the scalar epilogue (the specification of the vector ones). */
-float mc_gemm_act_scalar_(int act, float v);
-void mc_gemm_pack_generic_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
-                           int64_t kc, int w, void *dst);
-void mc_gemm_pack_pairs_generic_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
-                                 int64_t kc, int w, void *dst);
-void mc_gemm_epi_generic_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
-                          int64_t i, int64_t j, int first, int last);
-/* Thread-local, 64-byte aligned scratch buffer number `slot` (0 or 1) of at least `bytes`, kept
- * for the thread's lifetime and grown when needed; NULL when out of memory. */
-void *mc_gemm_workspace_(int slot, int64_t bytes);
-/* The whole of one item on `nthreads` OpenMP threads that share each packed B block: the
- * threads pack its panels round-robin, wait, then each computes its own band of MR-tile rows.
- * Returns -1 when out of memory. */
-int mc_gemm_run_shared(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk,
-                       const mc_gemm_args *g, int nthreads);
+extern const mc_gemm_table mc_gemm_table_generic;
+extern const mc_gemm_table mc_gemm_table_avx2;
+extern const mc_gemm_table mc_gemm_table_avx512;
+extern const mc_gemm_table mc_gemm_table_avx512bf16;
 
-/* The AVX-512 vector epilogue (mc_gemm_avx512.c), shared by the avx512bf16 kernels. */
-void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
-                         int64_t i, int64_t j, int first, int last);
+/* --- the driver (mc_gemm.c) -------------------------------------------------------------------- */
 
-const mc_gemm_kernel *mc_gemm_kernel_avx2(int a_type, int b_type);
-const mc_gemm_kernel *mc_gemm_kernel_avx512(int a_type, int b_type);
-const mc_gemm_kernel *mc_gemm_kernel_avx512bf16(int a_type, int b_type);
+/* B packed ahead: all of K, in blocks of kc, each block's panels for every column. */
+typedef struct {
+    int64_t k, n;
+    int type;                  /* MC_F16 / MC_BF16 / MC_F32: the values it holds */
+    int level;                 /* the level that packed it */
+    int pairs, nr;             /* the panel format */
+    int64_t kc;
+    char *data;                /* 64-byte aligned, NULL when empty */
+    int64_t nbytes;
+} mc_packed;
+
+typedef struct {
+    mc_gemm_args g;            /* the first item (acc is the driver's) */
+    int64_t batch;             /* items; >= 1 */
+    const int64_t *offs;       /* batch x 4 byte offsets of A, B, out and Cin, or NULL */
+    const mc_packed *packed;   /* B packed ahead (g.b unused), or NULL */
+} mc_gemm_call;
+
+enum { MC_GEMM_OK = 0, MC_GEMM_NOMEM = -1, MC_GEMM_FORMAT = -2 };
+
+/* One call: makes the plan (level, kernels, blocks, threads, accumulator, scratch), runs it on
+ * the team in the default floating-point environment.  MC_GEMM_FORMAT: the packed B's format
+ * does not suit the current level. */
+int mc_gemm(const mc_gemm_call *call);
+/* Packs B (k x n, byte strides rs / cs) at the current level.  MC_GEMM_NOMEM or OK. */
+int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int64_t n,
+                 mc_packed *out);
+void mc_gemm_packed_free(mc_packed *p);
+/* Writes the values of a packed B into dst (k x n of its type, byte strides rs / cs). */
+void mc_gemm_unpack(const mc_packed *p, char *dst, int64_t rs, int64_t cs);
+/* The kernel a level uses for an input pair and its block sizes under the current settings. */
+void mc_gemm_kernel_info(int level, int a_type, int b_type, int *mr, int *nr, int *pairs,
+                         mc_gemm_blocks *blk);
+/* The packed format a level would give B of this type: pairs, nr, and kc. */
+void mc_gemm_pack_format(int level, int type, int *pairs, int *nr, int64_t *kc);
 
 #endif

@@ -10,14 +10,15 @@
  *      registers (the k columns after the last full group of 8 through the scalar twins); every
  *      other layout uses the scalar pack.  No load touches an element outside the
  *      operand.
- *   c. The epilogue is the scalar one (mc_gemm.c): this level is the fallback for CPUs without
- *      AVX-512, where the micro-kernel is what matters.
+ *   c. The epilogue is the scalar one (the table leaves it empty): this level is the fallback for
+ *      CPUs without AVX-512, where the micro-kernel is what matters.
  */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
 #include "mc_convert_scalar.h"
 #include "mc_gemm.h"
+#include "mc_gemm_scalar.h"
 
 #define MC_INLINE_ static inline __attribute__((always_inline))
 #define MC_MR 6
@@ -77,19 +78,19 @@ static void mc_pack_k_contig_(const char *src, int type, int64_t ls, int64_t lan
         }
     }
     if (kfull < kc)
-        mc_gemm_pack_generic_(src + kfull * es, type, ls, es, lanes, kc - kfull, w, d + kfull * w);
+        mc_gemm_pack_scalar_(src + kfull * es, type, ls, es, lanes, kc - kfull, w, d + kfull * w);
 }
 
-static void mc_pack_avx2_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
-                          int64_t kc, int w, void *dst)
+static int mc_pack_avx2_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
+                         int64_t kc, int w, void *dst)
 {
     const int64_t es = type == MC_F32 ? 4 : 2;
     if (ls != es) {
         if (ks == es)
             mc_pack_k_contig_(src, type, ls, lanes, kc, w, (float *)dst);
         else
-            mc_gemm_pack_generic_(src, type, ls, ks, lanes, kc, w, dst);
-        return;
+            mc_gemm_pack_scalar_(src, type, ls, ks, lanes, kc, w, dst);
+        return 0;
     }
     float *d = (float *)dst;
     const int64_t full = lanes / 8 * 8;
@@ -99,9 +100,10 @@ static void mc_pack_avx2_(const char *src, int type, int64_t ls, int64_t ks, int
         for (; l < full; l += 8)
             _mm256_storeu_ps(d + l, mc_load8_(s + l * es, type));
         if (l < w)
-            mc_gemm_pack_generic_(s + l * es, type, es, 0, lanes - l, 1, (int)(w - l), d + l);
+            mc_gemm_pack_scalar_(s + l * es, type, es, 0, lanes - l, 1, (int)(w - l), d + l);
         d += w;
     }
+    return 0;
 }
 
 MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const float *b,
@@ -152,14 +154,7 @@ static void mc_ukr_f32_avx2_(int64_t kc, const void *ap, const void *bp, float *
     mc_ukr_rows_[mr](kc, (const float *)ap, (const float *)bp, tile);
 }
 
-static const mc_gemm_kernel mc_gemm_f32_avx2_ = {
-    MC_MR, MC_NR, 0, 4, mc_pack_avx2_, mc_ukr_f32_avx2_, mc_gemm_epi_generic_, NULL,
-    72, 512, 1024, 0, NULL,
+const mc_gemm_table mc_gemm_table_avx2 = {
+    .f32 = {.mr = MC_MR, .nr = MC_NR, .pairs = 0, .pack = mc_pack_avx2_, .ukr = mc_ukr_f32_avx2_,
+            .mc = 72, .kc = 512, .nc = 1024},
 };
-
-const mc_gemm_kernel *mc_gemm_kernel_avx2(int a_type, int b_type)
-{
-    (void)a_type;
-    (void)b_type;
-    return &mc_gemm_f32_avx2_;
-}

@@ -18,8 +18,9 @@
  *      of 16 k (masked at the k edge) and transposed in registers (64 shuffles per 256 values,
  *      measured 10% faster overall at 256^3 than 16-lane gathers); any other layout uses the
  *      scalar pack.  No load ever touches an element outside the operand.
- *   d. The epilogue works on rows of 16 lanes with a mask for the right edge, when the output,
- *      the accumulator and Cin are contiguous along rows; otherwise it is the scalar epilogue.
+ *   d. The epilogue works on rows of 16 lanes with a mask for the right edge; the driver calls it
+ *      when the output, the accumulator and Cin are contiguous along rows (the scalar epilogue
+ *      takes every other layout).
  *      gelu, sigmoid and tanh are vectorised in float64 (see the activation section).  Rounding
  *      to float16 is VCVTPS2PH (round to nearest even, subnormals kept; its results equal the
  *      scalar twin for every non-signalling input, and an arithmetic result is never a
@@ -32,6 +33,7 @@
 #include "mc_convert_scalar.h"
 #include "mc_convert_simd.h"
 #include "mc_gemm.h"
+#include "mc_gemm_scalar.h"
 #include "mc_gemm_avx512_inl.h"
 
 #define MC_INLINE_ static inline __attribute__((always_inline))
@@ -94,17 +96,17 @@ static void mc_pack_k_contig_(const char *src, int type, int64_t ls, int64_t lan
     }
 }
 
-static void mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
-                            int64_t kc, int w, void *dst)
+static int mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
+                           int64_t kc, int w, void *dst)
 {
     const int64_t es = type == MC_F32 ? 4 : 2;
-    if (ls == es) {
+    if (ls == es)
         mc_pack_lanes_contig_(src, type, ks, lanes, kc, w, (float *)dst);
-    } else if (ks == es) {
+    else if (ks == es)
         mc_pack_k_contig_(src, type, ls, lanes, kc, w, (float *)dst);
-    } else {
-        mc_gemm_pack_generic_(src, type, ls, ks, lanes, kc, w, dst);
-    }
+    else
+        mc_gemm_pack_scalar_(src, type, ls, ks, lanes, kc, w, dst);
+    return 0;
 }
 
 /* --- micro-kernel ------------------------------------------------------------------------------ */
@@ -162,6 +164,60 @@ static const mc_ukr_rows_fn_ mc_ukr_rows_[MC_MR + 1] = {
 static void mc_ukr_f32_avx512_(int64_t kc, const void *ap, const void *bp, float *tile, int mr)
 {
     mc_ukr_rows_[mr](kc, (const float *)ap, (const float *)bp, tile);
+}
+
+/* 1-3 rows against np (<= MC_WIDE_PANELS) packed panels at once (B packed ahead, small
+ * batches): up to 24 accumulators instead of 2-6, so the FMA latency is covered; each
+ * accumulator sees the FMAs of mc_ukr_body_ in the same order. */
+MC_INLINE_ void mc_ukr_wide_body_(const int rows, const int np, int64_t kc, const float *a,
+                                  const float *b, int64_t ps, float *tile, int64_t ldt)
+{
+    __m512 c[3][MC_NV * MC_WIDE_PANELS];
+#pragma GCC unroll 3
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < MC_NV * np; ++j)
+            c[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 bv[MC_NV * MC_WIDE_PANELS];
+#pragma GCC unroll 8
+        for (int j = 0; j < MC_NV * np; ++j)
+            bv[j] = _mm512_load_ps(b + (j / MC_NV) * ps + 16 * (j % MC_NV));
+#pragma GCC unroll 3
+        for (int i = 0; i < rows; ++i) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 8
+            for (int j = 0; j < MC_NV * np; ++j)
+                c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
+        }
+        a += MC_MR;
+        b += MC_NR;
+    }
+#pragma GCC unroll 3
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < MC_NV * np; ++j)
+            _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_WIDE_(R, P)                                                                  \
+    static void mc_ukr_wide_##R##_##P##_(int64_t kc, const float *a, const float *b,       \
+                                         int64_t ps, float *tile, int64_t ldt)              \
+    {                                                                                       \
+        mc_ukr_wide_body_(R, P, kc, a, b, ps, tile, ldt);                                   \
+    }
+#define MC_UKR_WIDE_ROWS_(R) MC_UKR_WIDE_(R, 1) MC_UKR_WIDE_(R, 2) MC_UKR_WIDE_(R, 3) MC_UKR_WIDE_(R, 4)
+MC_UKR_WIDE_ROWS_(1) MC_UKR_WIDE_ROWS_(2) MC_UKR_WIDE_ROWS_(3)
+
+static void mc_ukr_wide_f32_avx512_(int64_t kc, const void *ap, const void *bp, int64_t pstride,
+                                    int np, float *tile, int64_t ldt, int mr)
+{
+    typedef void (*fn_t)(int64_t, const float *, const float *, int64_t, float *, int64_t);
+    static const fn_t fns[3][MC_WIDE_PANELS] = {
+        {mc_ukr_wide_1_1_, mc_ukr_wide_1_2_, mc_ukr_wide_1_3_, mc_ukr_wide_1_4_},
+        {mc_ukr_wide_2_1_, mc_ukr_wide_2_2_, mc_ukr_wide_2_3_, mc_ukr_wide_2_4_},
+        {mc_ukr_wide_3_1_, mc_ukr_wide_3_2_, mc_ukr_wide_3_3_, mc_ukr_wide_3_4_}};
+    fns[mr - 1][np - 1](kc, (const float *)ap, (const float *)bp, pstride / 4, tile, ldt);
 }
 
 /* B read in place (small M): rows of B loaded with the packing's conversion, masked at the
@@ -236,17 +292,18 @@ static const mc_ukr_direct_rows_fn_ mc_ukr_direct_rows_[MC_MR + 1] = {
     mc_ukr_direct_10_, mc_ukr_direct_11_, mc_ukr_direct_12_, mc_ukr_direct_13_, mc_ukr_direct_14_,
 };
 
-static void mc_ukr_direct_f32_avx512_(int64_t kc, const void *ap, const char *b, int64_t ldb,
-                                      int b_type, int nr, float *tile, int64_t ldt, int mr,
-                                      int accumulate)
+static int mc_ukr_direct_f32_avx512_(int64_t kc, const void *ap, const char *b, int64_t ldb,
+                                     int b_type, int nr, float *tile, int64_t ldt, int mr,
+                                     int accumulate)
 {
-    if (nr > MC_NR) {         /* mr <= 3: the wide variant (mc_gemm.c, mc_gemm_direct_) */
+    if (nr > MC_NR) {         /* mr <= 3: the wide variant (mc_gemm.c, mc_direct_) */
         static const mc_ukr_direct_rows_fn_ wide[4] = {
             NULL, mc_ukr_direct_wide_1_, mc_ukr_direct_wide_2_, mc_ukr_direct_wide_3_};
         wide[mr](kc, (const float *)ap, b, ldb, b_type, nr, tile, ldt, accumulate);
-        return;
+        return 0;
     }
     mc_ukr_direct_rows_[mr](kc, (const float *)ap, b, ldb, b_type, nr, tile, ldt, accumulate);
+    return 0;
 }
 
 /* --- epilogue ----------------------------------------------------------------------------------- */
@@ -310,14 +367,15 @@ MC_INLINE_ void mc_ukr_direct_t_body_(const int rows, int64_t kc, const float *a
 MC_UKR_DIRECT_T_ROWS_(1) MC_UKR_DIRECT_T_ROWS_(2) MC_UKR_DIRECT_T_ROWS_(3)
 MC_UKR_DIRECT_T_ROWS_(4) MC_UKR_DIRECT_T_ROWS_(5) MC_UKR_DIRECT_T_ROWS_(6)
 
-static void mc_ukr_direct_t_f32_avx512_(int64_t kc, const void *ap, const char *b, int64_t ldc,
-                                        int b_type, int nr, float *tile, int64_t ldt, int mr)
+static int mc_ukr_direct_t_f32_avx512_(int64_t kc, const void *ap, const char *b, int64_t ldc,
+                                       int b_type, int nr, float *tile, int64_t ldt, int mr)
 {
     typedef void (*fn_t)(int64_t, const float *, const char *, int64_t, int, int, float *, int64_t);
     static const fn_t rows[MC_DIRECT_T_MAXM + 1] = {
         NULL, mc_ukr_direct_t_1_, mc_ukr_direct_t_2_, mc_ukr_direct_t_3_, mc_ukr_direct_t_4_,
         mc_ukr_direct_t_5_, mc_ukr_direct_t_6_};
     rows[mr](kc, (const float *)ap, b, ldc, b_type, nr, tile, ldt);
+    return 0;
 }
 
 /* --- activations, 8 doubles at a time --------------------------------------------------------
@@ -473,22 +531,18 @@ MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
     return _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v)));
 }
 
-void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
-                         int64_t i, int64_t j, int first, int last)
+static void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
+                                int64_t i, int64_t j, int first, int last)
 {
     const int es = g->out_type == MC_F32 ? 4 : 2;
     const int use_c = last && g->beta != 0.0f;
-    if ((!(first && last) && g->acc_cs != 4) ||
-        (last && g->o_cs != es) || (use_c && g->c_cs != 4) ||
-        (last && g->bias && g->bias_s != 4 && g->bias_s != 0)) {
-        mc_gemm_epi_generic_(g, tile, ldt, mr, nr, i, j, first, last);
-        return;
-    }
     const __m512 alpha = _mm512_set1_ps(g->alpha), beta = _mm512_set1_ps(g->beta);
     const int scale = g->alpha != 1.0f;
     for (int r = 0; r < mr; ++r) {
         const int64_t ii = i + r;
-        float *acc = (float *)((char *)g->acc + ii * g->acc_rs + j * 4);
+        float *acc = first && last ? NULL
+                                   : (float *)((char *)g->acc + (ii - g->acc_r0) * g->acc_rs +
+                                               (j - g->acc_c0) * 4);
         for (int s = 0; s < nr; s += 16) {
             const int left = nr - s;
             const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
@@ -525,15 +579,10 @@ void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int 
     }
 }
 
-static const mc_gemm_kernel mc_gemm_f32_avx512_ = {
-    MC_MR, MC_NR, 0, 4, mc_pack_avx512_, mc_ukr_f32_avx512_, mc_gemm_epi_avx512_,
-    mc_ukr_direct_f32_avx512_,
-    140, 1024, 1024, 16 * MC_WIDE_NV, mc_ukr_direct_t_f32_avx512_,
+const mc_gemm_table mc_gemm_table_avx512 = {
+    .f32 = {.mr = MC_MR, .nr = MC_NR, .pairs = 0, .pack = mc_pack_avx512_,
+            .ukr = mc_ukr_f32_avx512_, .ukr_wide = mc_ukr_wide_f32_avx512_,
+            .epi = mc_gemm_epi_avx512_, .ukr_direct = mc_ukr_direct_f32_avx512_,
+            .direct_wide = 16 * MC_WIDE_NV, .ukr_direct_t = mc_ukr_direct_t_f32_avx512_,
+            .mc = 140, .kc = 1024, .nc = 1024},
 };
-
-const mc_gemm_kernel *mc_gemm_kernel_avx512(int a_type, int b_type)
-{
-    (void)a_type;
-    (void)b_type;
-    return &mc_gemm_f32_avx512_;
-}

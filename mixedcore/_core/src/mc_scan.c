@@ -15,18 +15,16 @@
  *        float64   top bit 2**63,  Inf 0x7FF0000000000000 -> add 2**52
  *   b. The unscale kernels for float32 / float64 are a multiply fused with the same test; the
  *      16-bit ones call the scalar twins (exact widening, multiply, RNE rounding).
- *   c. mc_*_kernel(level, type) picks the kernel of the highest level <= level that was built.
- *      avx512bf16 runs the avx512 kernels except the bfloat16 unscale, which rounds with
+ *   c. avx512bf16 inherits the avx512 kernels except the bfloat16 unscale, which rounds with
  *      VCVTNEPS2BF16 there (mc_scan_avx512bf16.c).
  */
 #include <string.h>
-#include "mc_cpu.h"
 #include "mc_scan.h"
 
 enum { MC_BLOCK_ = 256 };
 
 #define MC_ALL_FINITE_GENERIC_(name, T, ADD, TOP, twin)                              \
-    int mc_all_finite_##name##_generic(const void *p, int64_t n)                      \
+    static int mc_all_finite_##name##_generic(const void *p, int64_t n)                      \
     {                                                                                 \
         const T *s = (const T *)p;                                                    \
         int64_t i = 0;                                                                \
@@ -51,7 +49,7 @@ MC_ALL_FINITE_GENERIC_(f64, uint64_t, UINT64_C(0x0010000000000000), UINT64_C(0x8
 
 /* 16-bit data: twins in a loop, the finite test OR-accumulated (design a). */
 #define MC_UNSCALE16_GENERIC_(name, ADD, twin)                                        \
-    int mc_unscale_##name##_generic(void *p, int64_t n, float inv32, double inv64)    \
+    static int mc_unscale_##name##_generic(void *p, int64_t n, float inv32, double inv64)    \
     {                                                                                 \
         uint16_t *s = (uint16_t *)p;                                                  \
         uint16_t acc = 0;                                                             \
@@ -67,7 +65,7 @@ MC_ALL_FINITE_GENERIC_(f64, uint64_t, UINT64_C(0x0010000000000000), UINT64_C(0x8
 MC_UNSCALE16_GENERIC_(f16, 0x0400u, mc_f16_unscale_bits)
 MC_UNSCALE16_GENERIC_(bf16, 0x0080u, mc_bf16_unscale_bits)
 
-int mc_unscale_f32_generic(void *p, int64_t n, float inv32, double inv64)
+static int mc_unscale_f32_generic(void *p, int64_t n, float inv32, double inv64)
 {
     float *x = (float *)p;
     uint32_t acc = 0;
@@ -81,7 +79,7 @@ int mc_unscale_f32_generic(void *p, int64_t n, float inv32, double inv64)
     return !(acc & 0x80000000u);
 }
 
-int mc_unscale_f64_generic(void *p, int64_t n, float inv32, double inv64)
+static int mc_unscale_f64_generic(void *p, int64_t n, float inv32, double inv64)
 {
     double *x = (double *)p;
     uint64_t acc = 0;
@@ -139,52 +137,4 @@ int mc_unscale_strided(int type, char *p, int64_t stride, int64_t n, float inv32
     }
 }
 
-/* --- per-level selection ------------------------------------------------------------------- */
-
-#define MC_FINITE_TABLE_(isa)                                                         \
-    {mc_all_finite_f16_##isa, mc_all_finite_bf16_##isa, mc_all_finite_f32_##isa,      \
-     mc_all_finite_f64_##isa}
-#define MC_UNSCALE_TABLE_(isa)                                                        \
-    {mc_unscale_f16_##isa, mc_unscale_bf16_##isa, mc_unscale_f32_##isa, mc_unscale_f64_##isa}
-
-mc_all_finite_fn mc_all_finite_kernel(int level, int type)
-{
-    static const mc_all_finite_fn generic[4] = MC_FINITE_TABLE_(generic);
-    if (type < 0 || type >= MC_NDTYPES)
-        return NULL;
-#if defined(MC_HAVE_AVX512)
-    static const mc_all_finite_fn avx512[4] = MC_FINITE_TABLE_(avx512);
-    if (level >= MC_ISA_AVX512)
-        return avx512[type];
-#endif
-#if defined(MC_HAVE_AVX2)
-    static const mc_all_finite_fn avx2[4] = MC_FINITE_TABLE_(avx2);
-    if (level >= MC_ISA_AVX2)
-        return avx2[type];
-#endif
-    (void)level;
-    return generic[type];
-}
-
-mc_unscale_fn mc_unscale_kernel(int level, int type)
-{
-    static const mc_unscale_fn generic[4] = MC_UNSCALE_TABLE_(generic);
-    if (type < 0 || type >= MC_NDTYPES)
-        return NULL;
-#if defined(MC_HAVE_AVX512BF16)
-    if (level >= MC_ISA_AVX512BF16 && type == MC_BF16)
-        return mc_unscale_bf16_avx512bf16;
-#endif
-#if defined(MC_HAVE_AVX512)
-    static const mc_unscale_fn avx512[4] = MC_UNSCALE_TABLE_(avx512);
-    if (level >= MC_ISA_AVX512)
-        return avx512[type];
-#endif
-#if defined(MC_HAVE_AVX2)
-    static const mc_unscale_fn avx2[4] = MC_UNSCALE_TABLE_(avx2);
-    if (level >= MC_ISA_AVX2)
-        return avx2[type];
-#endif
-    (void)level;
-    return generic[type];
-}
+const mc_scan_table mc_scan_table_generic = MC_SCAN_TABLE_(generic);

@@ -12,10 +12,10 @@
  *   b. Finiteness is an integer test on the exponent field: a value is finite exactly when its
  *      magnitude bits |x| are below those of +Inf.  No floating-point compare is involved, so no
  *      flag is raised and signalling NaNs are caught like any other NaN.
- *   c. Kernels are named mc_all_finite_<dtype>_<isa> and mc_unscale_<dtype>_<isa>; the strided
- *      loops (the scalar twins in a loop) are the reference and serve non-contiguous data.
- *      mc_all_finite_kernel() / mc_unscale_kernel() pick the highest built level <= the one
- *      asked for.
+ *   c. Kernels are named mc_all_finite_<dtype>_<isa> and mc_unscale_<dtype>_<isa>; each level's
+ *      file exports them in one table (mc_scan_table_<isa>), entries it leaves empty inherited
+ *      from the level below (mc_kernels.c).  The strided loops (the scalar twins in a loop) are
+ *      the reference and serve non-contiguous data.
  *   d. all_finite may stop at the first block holding a non-finite value; unscale always
  *      processes every element (the caller relies on all of them being unscaled).
  */
@@ -24,12 +24,6 @@
 
 #include <stdint.h>
 #include <string.h>
-#if defined(__unix__) || defined(__APPLE__)
-#include <time.h>
-#endif
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "mc_convert_scalar.h"
 
 /* --- scalar twins: the specification ------------------------------------------------------- */
@@ -72,67 +66,24 @@ static inline uint64_t mc_f64_unscale_bits(uint64_t d, double inv)
 typedef int (*mc_all_finite_fn)(const void *p, int64_t n);
 typedef int (*mc_unscale_fn)(void *p, int64_t n, float inv32, double inv64);
 
-mc_all_finite_fn mc_all_finite_kernel(int level, int type);
-mc_unscale_fn mc_unscale_kernel(int level, int type);
+typedef struct {
+    mc_all_finite_fn all_finite[MC_NDTYPES];
+    mc_unscale_fn unscale[MC_NDTYPES];
+} mc_scan_table;
+
+extern const mc_scan_table mc_scan_table_generic;
+extern const mc_scan_table mc_scan_table_avx2;
+extern const mc_scan_table mc_scan_table_avx512;
+extern const mc_scan_table mc_scan_table_avx512bf16;
+
 int mc_all_finite_strided(int type, const char *p, int64_t stride, int64_t n);
 int mc_unscale_strided(int type, char *p, int64_t stride, int64_t n, float inv32, double inv64);
 
-#define MC_SCAN_DECLARE_(isa)                                                         \
-    int mc_all_finite_f16_##isa(const void *, int64_t);                               \
-    int mc_all_finite_bf16_##isa(const void *, int64_t);                              \
-    int mc_all_finite_f32_##isa(const void *, int64_t);                               \
-    int mc_all_finite_f64_##isa(const void *, int64_t);                               \
-    int mc_unscale_f16_##isa(void *, int64_t, float, double);                         \
-    int mc_unscale_bf16_##isa(void *, int64_t, float, double);                        \
-    int mc_unscale_f32_##isa(void *, int64_t, float, double);                         \
-    int mc_unscale_f64_##isa(void *, int64_t, float, double);
-
-MC_SCAN_DECLARE_(generic)
-MC_SCAN_DECLARE_(avx2)
-MC_SCAN_DECLARE_(avx512)
-int mc_unscale_bf16_avx512bf16(void *, int64_t, float, double);
-
-/* --- coordination of the threads of one scan ----------------------------------------------- */
-
-/* Relaxed atomics for the stop flag: a thread that sees it late only scans a little more. */
-static inline int mc_flag_get_(const int *flag) { return __atomic_load_n(flag, __ATOMIC_RELAXED); }
-static inline void mc_flag_set_(int *flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
-static inline int64_t mc_fetch_add_(int64_t *p, int64_t v)
-{
-    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-}
-static inline void mc_arrive_(int *arrived) { __atomic_fetch_add(arrived, 1, __ATOMIC_ACQ_REL); }
-
-/* Threads in the current OpenMP team (1 outside a parallel region or without OpenMP). */
-static inline int mc_team_size_(void)
-{
-#ifdef _OPENMP
-    return omp_get_num_threads();
-#else
-    return 1;
-#endif
-}
-
-/* Wait until all n threads of the team have arrived, first spinning briefly, then sleeping
- * 20 us at a time.  The end of an OpenMP region is a barrier where libgomp spin-waits; when a
- * team thread has not started yet because its core is busy (a shared machine), that spinning
- * can hold the core it needs for a whole scheduler tick (4 ms and more).  A thread that has
- * run out of work waits here instead, where sleeping leaves its core free, so the barrier
- * is reached only once every thread has arrived. */
-static inline void mc_wait_arrivals_(const int *arrived, int n)
-{
-    for (int spin = 0; __atomic_load_n(arrived, __ATOMIC_ACQUIRE) < n; ++spin) {
-        if (spin < 2000) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        } else {
-#if defined(__unix__) || defined(__APPLE__)
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
-#endif
-        }
-    }
-}
+/* The table of a level whose kernels are named mc_all_finite_<type>_<isa> / mc_unscale_<...>. */
+#define MC_SCAN_TABLE_(isa)                                                           \
+    {{mc_all_finite_f16_##isa, mc_all_finite_bf16_##isa, mc_all_finite_f32_##isa,     \
+      mc_all_finite_f64_##isa},                                                       \
+     {mc_unscale_f16_##isa, mc_unscale_bf16_##isa, mc_unscale_f32_##isa,              \
+      mc_unscale_f64_##isa}}
 
 #endif

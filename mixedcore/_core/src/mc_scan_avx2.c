@@ -23,7 +23,7 @@
 #define MC_LD_(p) _mm256_load_si256((const __m256i *)(p))
 
 #define MC_FINITE256_(name, esize, MAXOP, GTOP, magnitude, inf_minus_1)               \
-    int mc_all_finite_##name##_avx2(const void *p, int64_t n)                         \
+    static int mc_all_finite_##name##_avx2(const void *p, int64_t n)                         \
     {                                                                                 \
         const char *s = (const char *)p;                                              \
         const int64_t nb = n * (esize);                                               \
@@ -88,7 +88,7 @@ MC_INLINE_ __m128i bf16_unscale8_(__m128i h, __m256 inv)
 }
 
 #define MC_UNSCALE256_16_(name, inf, op)                                              \
-    int mc_unscale_##name##_avx2(void *p, int64_t n, float inv32, double inv64)       \
+    static int mc_unscale_##name##_avx2(void *p, int64_t n, float inv32, double inv64)       \
     {                                                                                 \
         uint16_t *s = (uint16_t *)p;                                                  \
         const __m256 inv = _mm256_set1_ps(inv32);                                     \
@@ -115,7 +115,7 @@ MC_INLINE_ __m128i bf16_unscale8_(__m128i h, __m256 inv)
 MC_UNSCALE256_16_(f16, 0x7C00, f16_unscale8_)
 MC_UNSCALE256_16_(bf16, 0x7F80, bf16_unscale8_)
 
-int mc_unscale_f32_avx2(void *p, int64_t n, float inv32, double inv64)
+static int mc_unscale_f32_avx2(void *p, int64_t n, float inv32, double inv64)
 {
     float *x = (float *)p;
     const __m256 inv = _mm256_set1_ps(inv32);
@@ -139,7 +139,7 @@ int mc_unscale_f32_avx2(void *p, int64_t n, float inv32, double inv64)
     return !_mm256_movemask_epi8(_mm256_cmpgt_epi32(acc, _mm256_set1_epi32(0x7F800000 - 1)));
 }
 
-int mc_unscale_f64_avx2(void *p, int64_t n, float inv32, double inv64)
+static int mc_unscale_f64_avx2(void *p, int64_t n, float inv32, double inv64)
 {
     double *x = (double *)p;
     const __m256d inv = _mm256_set1_pd(inv64);
@@ -162,3 +162,5 @@ int mc_unscale_f64_avx2(void *p, int64_t n, float inv32, double inv64)
     }
     return !_mm256_movemask_epi8(_mm256_cmpgt_epi32(acc, _mm256_set1_epi32(0x7FF00000 - 1)));
 }
+
+const mc_scan_table mc_scan_table_avx2 = MC_SCAN_TABLE_(avx2);

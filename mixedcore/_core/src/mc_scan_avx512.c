@@ -39,7 +39,7 @@
 
 /* MAX: lane-wise signed maximum; GE: nonzero when some lane of acc >= thr. */
 #define MC_FINITE512_(name, esize, MAXOP, GEOP, magnitude, inf)                       \
-    int mc_all_finite_##name##_avx512(const void *p, int64_t n)                       \
+    static int mc_all_finite_##name##_avx512(const void *p, int64_t n)                       \
     {                                                                                 \
         const char *s = (const char *)p;                                              \
         const int64_t nb = n * (esize);                                               \
@@ -107,7 +107,7 @@ MC_INLINE_ __m256i bf16_unscale16_(__m256i h, __m512 inv)
          ? (int64_t)(((0u - (uintptr_t)(p)) & ((A) - 1u)) / (esize)) : (n))
 
 #define MC_UNSCALE512_16_(name, inf, op)                                              \
-    int mc_unscale_##name##_avx512(void *p, int64_t n, float inv32, double inv64)     \
+    static int mc_unscale_##name##_avx512(void *p, int64_t n, float inv32, double inv64)     \
     {                                                                                 \
         uint16_t *s = (uint16_t *)p;                                                  \
         const __m512 inv = _mm512_set1_ps(inv32);                                     \
@@ -144,7 +144,7 @@ MC_INLINE_ __m256i bf16_unscale16_(__m256i h, __m512 inv)
 MC_UNSCALE512_16_(f16, 0x7C00, f16_unscale16_)
 MC_UNSCALE512_16_(bf16, 0x7F80, bf16_unscale16_)
 
-int mc_unscale_f32_avx512(void *p, int64_t n, float inv32, double inv64)
+static int mc_unscale_f32_avx512(void *p, int64_t n, float inv32, double inv64)
 {
     float *x = (float *)p;
     const __m512 inv = _mm512_set1_ps(inv32);
@@ -177,7 +177,7 @@ int mc_unscale_f32_avx512(void *p, int64_t n, float inv32, double inv64)
     return !_mm512_cmpge_epi32_mask(_mm512_max_epi32(acc0, acc1), _mm512_set1_epi32(0x7F800000));
 }
 
-int mc_unscale_f64_avx512(void *p, int64_t n, float inv32, double inv64)
+static int mc_unscale_f64_avx512(void *p, int64_t n, float inv32, double inv64)
 {
     double *x = (double *)p;
     const __m512d inv = _mm512_set1_pd(inv64);
@@ -209,3 +209,5 @@ int mc_unscale_f64_avx512(void *p, int64_t n, float inv32, double inv64)
     }
     return !_mm512_cmpge_epi32_mask(_mm512_max_epi32(acc0, acc1), _mm512_set1_epi32(0x7FF00000));
 }
+
+const mc_scan_table mc_scan_table_avx512 = MC_SCAN_TABLE_(avx512);

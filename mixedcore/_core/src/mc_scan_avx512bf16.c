@@ -41,7 +41,7 @@ MC_INLINE_ void bf16_unscale16_(uint16_t *s, __m256i h, __m512 inv, __mmask16 k,
     }
 }
 
-int mc_unscale_bf16_avx512bf16(void *p, int64_t n, float inv32, double inv64)
+static int mc_unscale_bf16_avx512bf16(void *p, int64_t n, float inv32, double inv64)
 {
     uint16_t *s = (uint16_t *)p;
     const __m512 inv = _mm512_set1_ps(inv32);
@@ -71,3 +71,5 @@ int mc_unscale_bf16_avx512bf16(void *p, int64_t n, float inv32, double inv64)
     }
     return !_mm256_cmpge_epi16_mask(acc, _mm256_set1_epi16(0x7F80));
 }
+
+const mc_scan_table mc_scan_table_avx512bf16 = {.unscale = {[MC_BF16] = mc_unscale_bf16_avx512bf16}};

@@ -1,0 +1,88 @@
+/* Resolution of the per-level kernel tables; see mc_kernels.h for the design. */
+#include "mc_kernels.h"
+
+#include <string.h>
+#include "mc_cpu.h"
+
+static mc_level_kernels mc_resolved_[MC_ISA_COUNT];
+
+/* Fills the empty entries of `k` from `below` (design b). */
+static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
+{
+    for (int s = 0; s < MC_NDTYPES; ++s) {
+        for (int d = 0; d < MC_NDTYPES; ++d)
+            if (k->convert.cast[s][d] == NULL)
+                k->convert.cast[s][d] = below->convert.cast[s][d];
+        if (k->scan.all_finite[s] == NULL)
+            k->scan.all_finite[s] = below->scan.all_finite[s];
+        if (k->scan.unscale[s] == NULL)
+            k->scan.unscale[s] = below->scan.unscale[s];
+    }
+    if (k->gemm.f32.pack == NULL)
+        k->gemm.f32 = below->gemm.f32;
+    if (k->gemm.pairs.pack == NULL)
+        k->gemm.pairs = below->gemm.pairs;
+    else if (k->gemm.pairs.epi == NULL)
+        k->gemm.pairs.epi = k->gemm.f32.epi;
+}
+
+static void mc_level_(int level, const mc_convert_table *convert, const mc_scan_table *scan,
+                      const mc_gemm_table *gemm)
+{
+    mc_level_kernels *k = &mc_resolved_[level];
+    memset(k, 0, sizeof *k);
+    if (convert != NULL)
+        k->convert = *convert;
+    if (scan != NULL)
+        k->scan = *scan;
+    if (gemm != NULL)
+        k->gemm = *gemm;
+    if (level > 0)
+        mc_inherit_(k, &mc_resolved_[level - 1]);
+}
+
+void mc_kernels_init(void)
+{
+    mc_level_(MC_ISA_GENERIC, &mc_convert_table_generic, &mc_scan_table_generic,
+              &mc_gemm_table_generic);
+#if defined(MC_HAVE_AVX2)
+    mc_level_(MC_ISA_AVX2, &mc_convert_table_avx2, &mc_scan_table_avx2, &mc_gemm_table_avx2);
+#else
+    mc_level_(MC_ISA_AVX2, NULL, NULL, NULL);
+#endif
+#if defined(MC_HAVE_AVX512)
+    mc_level_(MC_ISA_AVX512, &mc_convert_table_avx512, &mc_scan_table_avx512,
+              &mc_gemm_table_avx512);
+#else
+    mc_level_(MC_ISA_AVX512, NULL, NULL, NULL);
+#endif
+#if defined(MC_HAVE_AVX512BF16)
+    mc_level_(MC_ISA_AVX512BF16, NULL, &mc_scan_table_avx512bf16, &mc_gemm_table_avx512bf16);
+#else
+    mc_level_(MC_ISA_AVX512BF16, NULL, NULL, NULL);
+#endif
+}
+
+const mc_level_kernels *mc_kernels(int level)
+{
+    if (level < 0)
+        level = 0;
+    if (level >= MC_ISA_COUNT)
+        level = MC_ISA_COUNT - 1;
+    return &mc_resolved_[level];
+}
+
+mc_cast_fn mc_cast_kernel(int level, int src_type, int dst_type)
+{
+    return mc_kernels(level)->convert.cast[src_type][dst_type];
+}
+
+mc_all_finite_fn mc_all_finite_kernel(int level, int type)
+{
+    return mc_kernels(level)->scan.all_finite[type];
+}
+
+mc_unscale_fn mc_unscale_kernel(int level, int type)
+{
+    return mc_kernels(level)->scan.unscale[type];
+}

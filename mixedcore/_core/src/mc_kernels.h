@@ -1,0 +1,36 @@
+/* The kernels of each level, resolved once at start-up (BLIS's context model).
+ *
+ * Design:
+ *   a. Each level's files export one table per kernel family (mc_convert_table_<isa>,
+ *      mc_scan_table_<isa>, mc_gemm_table_<isa>).  The generic tables are complete; a SIMD
+ *      table holds what its level speeds up and leaves the rest empty.
+ *   b. mc_kernels_init() resolves one record per level, lowest first: an empty entry takes the
+ *      resolved entry of the level below; GEMM kernels are taken whole (their parts share a
+ *      panel format), and a pair kernel without an epilogue takes its level's float32 one.  A
+ *      level that was not built resolves to the one below it (it is never selected:
+ *      mc_cpu_built_level()).
+ *   c. This is the one place that knows which levels were compiled (MC_HAVE_<ISA>); the drivers
+ *      look kernels up by level, and the level files never call back into a driver.
+ */
+#ifndef MC_KERNELS_H_
+#define MC_KERNELS_H_
+
+#include "mc_convert.h"
+#include "mc_gemm.h"
+#include "mc_scan.h"
+
+typedef struct {
+    mc_convert_table convert;
+    mc_scan_table scan;
+    mc_gemm_table gemm;
+} mc_level_kernels;
+
+void mc_kernels_init(void);
+/* The resolved kernels of `level` (clamped to the known levels). */
+const mc_level_kernels *mc_kernels(int level);
+/* Single entries, for the Cython drivers. */
+mc_cast_fn mc_cast_kernel(int level, int src_type, int dst_type);
+mc_all_finite_fn mc_all_finite_kernel(int level, int type);
+mc_unscale_fn mc_unscale_kernel(int level, int type);
+
+#endif
