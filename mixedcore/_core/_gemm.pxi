@@ -40,6 +40,7 @@ cdef extern from "mc_gemm.h" nogil:
         int64_t nbytes
     ctypedef struct mc_gemm_call:
         mc_gemm_args g
+        double alpha, beta
         int64_t batch
         const int64_t *offs
         const mc_packed *packed
@@ -154,7 +155,7 @@ def gemm_pack(cnp.ndarray b, int type_code, object dtype):
 def gemm_run(cnp.ndarray a, object b, cnp.ndarray out, object c, object bias, object offsets,
              int64_t m, int64_t n, int64_t k, tuple a_strides, tuple b_strides, tuple o_strides,
              tuple c_strides, int64_t bias_stride, int a_type, int b_type, int out_type,
-             float alpha, float beta, int act):
+             double alpha, double beta, int act):
     """Runs the batched GEMM (validated by the caller).  ``b`` is an ndarray or a PackedMatrix;
     ``offsets`` is None (one item) or int64 of shape (batch, 4): byte offsets of A, B, out and
     Cin for each item.  Returns 0, or GEMM_FORMAT_ERROR when a PackedMatrix does not suit the
@@ -192,8 +193,8 @@ def gemm_run(cnp.ndarray a, object b, cnp.ndarray out, object c, object bias, ob
     call.g.bias_s = bias_stride
     if bias is not None:
         call.g.bias = <const float *>cnp.PyArray_DATA(<cnp.ndarray>bias)
-    call.g.alpha = alpha
-    call.g.beta = beta
+    call.alpha = alpha
+    call.beta = beta
     call.g.act = act
     call.batch = 1
     call.offs = NULL

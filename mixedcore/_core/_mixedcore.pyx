@@ -43,6 +43,8 @@ cdef extern from "mc_runtime.h" nogil:
     int mc_flag_get(const int *f)
     void mc_flag_set(int *f)
     int64_t mc_fetch_add(int64_t *p, int64_t v)
+    void mc_reciprocal(double x, float *r32, double *r64)
+    float mc_round_f32(double x)
 
 cdef extern from "mc_kernels.h" nogil:
     void mc_kernels_init()
@@ -117,6 +119,11 @@ def pool_workers():
 def pool_set_spin(int64_t idle_ns=-1, int64_t wait_ns=-1):
     """How long idle workers and waiting callers spin before they sleep (for tuning)."""
     mc_pool_set_spin(idle_ns, wait_ns)
+
+
+def round_f32(double x):
+    """x rounded to float32 (to nearest even, whatever the caller's rounding mode)."""
+    return mc_round_f32(x)
 
 
 def workspace_bytes():

@@ -430,12 +430,16 @@ def all_finite(arrays):
     return _scan_execute(table, False, 0.0, 0.0)
 
 
-def unscale_check(arrays, float inv32, double inv64, bint check_extents=True):
-    """Multiply every array in place (float64 by inv64, the others by inv32 through float32);
-    1 when every input element was finite.  Negative reports as all_finite, before anything is
-    written; with check_extents=False the caller has verified the arrays do not overlap."""
+def unscale_check(arrays, double scale, bint check_extents=True):
+    """Multiply every array in place by 1 / scale (float64 arrays by the float64 reciprocal,
+    the others by its float32 rounding, through float32); 1 when every input element was
+    finite.  Negative reports as all_finite, before anything is written; with
+    check_extents=False the caller has verified the arrays do not overlap."""
     cdef _ScanTable table = _ScanTable.__new__(_ScanTable)
     cdef int report
+    cdef float inv32
+    cdef double inv64
+    mc_reciprocal(scale, &inv32, &inv64)
     # a tuple of our own keeps every array alive while the GIL is released
     arrays = tuple(arrays)
     report = _scan_build(table, arrays, True)

@@ -194,8 +194,10 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
         if type(v) is not float and (isinstance(v, bool) or not isinstance(v, numbers.Real)):
             raise TypeError(f"matmul: {name} must be a real number, got {type(v).__name__}")
     # rounded to float32 (the defaults 1.0 and 0.0 are float32 values already)
-    alpha32 = alpha if alpha == 1.0 and type(alpha) is float else np.float32(alpha)
-    beta32 = beta if beta == 0.0 and type(beta) is float else np.float32(beta)
+    # the compiled core rounds them to float32 (to nearest, whatever the caller's mode)
+    alpha = alpha if type(alpha) is float else float(alpha)
+    beta = beta if type(beta) is float else float(beta)
+    beta32 = 0.0 if beta == 0.0 else _lib.round_f32(beta)
 
     if out_dtype is None:
         target = out.dtype if isinstance(out, np.ndarray) else _F32
@@ -257,7 +259,7 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
 
     if result.size:
         _run(a2, b2, work_out, c32, bias32, bias_stride, batch, m, n, k, a.ndim == 1,
-             b.ndim == 1, GEMM_CODES[target], float(alpha32), float(beta32), act)
+             b.ndim == 1, GEMM_CODES[target], alpha, beta, act)
         if work_out is not result:
             result[...] = work_out
     if out is None and out_shape == ():

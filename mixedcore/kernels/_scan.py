@@ -74,9 +74,10 @@ _F32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
 _F32_UNDERFLOW = 2.0 ** -150
 
 
-def _reciprocal(scale):
-    """1 / scale in float64, after checking that its float32 rounding is finite and > 0 (the
-    compiled core rounds it to float32 once, to nearest even)."""
+def _checked_scale(scale):
+    """``scale`` as a float, after checking that the float32 rounding of 1 / scale is finite
+    and > 0 (the compiled core computes the reciprocal and rounds it once, to nearest even, in
+    the default floating-point environment)."""
     kind = type(scale)
     if kind is not float and kind is not int:
         if isinstance(scale, (bool, np.bool_)) or \
@@ -95,7 +96,7 @@ def _reciprocal(scale):
     if not (_F32_UNDERFLOW < inv64 < _F32_OVERFLOW):
         raise ValueError(f"unscale_and_check: 1/scale is not a finite non-zero float32 "
                          f"(scale={scale!r})")
-    return inv64
+    return value
 
 
 def unscale_and_check(arrays, scale):
@@ -143,16 +144,15 @@ def unscale_and_check(arrays, scale):
         except TypeError:
             raise TypeError(f"unscale_and_check: arrays must be a sequence of numpy.ndarray, "
                             f"got {type(arrays).__name__}") from None
-    inv64 = _reciprocal(scale)
-    inv32 = inv64  # rounded to float32 by the compiled core
-    report = _lib.unscale_check(arrays, inv32, inv64, True)
+    value = _checked_scale(scale)
+    report = _lib.unscale_check(arrays, value, True)
     if report >= 0:
         return bool(report)
     index, reason = _decode(report)
     if reason == _READONLY:
         raise ValueError(f"unscale_and_check: array {index} is read-only (shape "
                          f"{arrays[index].shape}, dtype {arrays[index].dtype})")
-    return _unscale_slow(arrays, inv32, inv64)
+    return _unscale_slow(arrays, value)
 
 
 def _self_overlap_message(index, x):
@@ -170,7 +170,7 @@ def _internal_overlap(x):
     return bool((np.diff(flat) < x.itemsize).any())
 
 
-def _unscale_slow(arrays, inv32, inv64):
+def _unscale_slow(arrays, scale):
     """Arrays the fast path reported: validate each one exactly; run swapped, unaligned and
     oddly strided (but not self-overlapping) arrays through native contiguous copies, and copy
     those back."""
@@ -188,7 +188,7 @@ def _unscale_slow(arrays, inv32, inv64):
                                  f"each element must be unscaled once")
     while True:
         # nothing is written until every array passes, so retrying after a report is safe
-        report = _lib.unscale_check(ready, inv32, inv64, False)
+        report = _lib.unscale_check(ready, scale, False)
         if report >= 0:
             break
         index, reason = _decode(report)

@@ -673,7 +673,7 @@ static int mc_run_plan_(const mc_plan_ *p, const mc_gemm_call *call)
     return mc_exec_(p, call, &bs);
 }
 
-int mc_gemm(const mc_gemm_call *call)
+static int mc_gemm_planned_(const mc_gemm_call *call)
 {
     const mc_level_kernels *lk = mc_kernels(mc_rt_level());
     const mc_packed *pk = call->packed;
@@ -699,6 +699,18 @@ int mc_gemm(const mc_gemm_call *call)
         r = mc_run_plan_(&p, call);
     }
     return r < 0 ? MC_GEMM_NOMEM : MC_GEMM_OK;
+}
+
+int mc_gemm(const mc_gemm_call *call)
+{
+    mc_fpenv saved;
+    mc_fpenv_enter(&saved);
+    mc_gemm_call c = *call;
+    c.g.alpha = (float)call->alpha;
+    c.g.beta = (float)call->beta;
+    const int r = mc_gemm_planned_(&c);
+    mc_fpenv_leave(&saved);
+    return r;
 }
 
 /* --- packing ahead (design d) ------------------------------------------------------------------ */

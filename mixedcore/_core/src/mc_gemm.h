@@ -121,7 +121,8 @@ typedef struct {
 } mc_packed;
 
 typedef struct {
-    mc_gemm_args g;            /* the first item (acc is the driver's) */
+    mc_gemm_args g;            /* the first item (acc, alpha and beta are the driver's) */
+    double alpha, beta;        /* rounded to float32 by the driver, in the default mode */
     int64_t batch;             /* items; >= 1 */
     const int64_t *offs;       /* batch x 4 byte offsets of A, B, out and Cin, or NULL */
     const mc_packed *packed;   /* B packed ahead (g.b unused), or NULL */
@@ -129,8 +130,8 @@ typedef struct {
 
 enum { MC_GEMM_OK = 0, MC_GEMM_NOMEM = -1, MC_GEMM_FORMAT = -2 };
 
-/* One call: makes the plan (level, kernels, blocks, threads, accumulator, scratch), runs it on
- * the team in the default floating-point environment.  MC_GEMM_FORMAT: the packed B's format
+/* One call: makes the plan (level, kernels, blocks, threads, accumulator, scratch) and runs it
+ * on the team, all in the default floating-point environment.  MC_GEMM_FORMAT: the packed B's format
  * does not suit the current level. */
 int mc_gemm(const mc_gemm_call *call);
 /* Packs B (k x n, byte strides rs / cs) at the current level.  MC_GEMM_NOMEM or OK. */

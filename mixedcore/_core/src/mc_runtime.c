@@ -203,6 +203,25 @@ void mc_fpenv_leave(const mc_fpenv *saved) { fesetenv(&saved->env); }
 void mc_fpenv_default(void) { fesetenv(FE_DFL_ENV); }
 #endif
 
+void mc_reciprocal(double x, float *r32, double *r64)
+{
+    mc_fpenv saved;
+    mc_fpenv_enter(&saved);
+    volatile double r = 1.0 / x;              /* computed here, not folded by the compiler */
+    *r64 = r;
+    *r32 = (float)r;
+    mc_fpenv_leave(&saved);
+}
+
+float mc_round_f32(double x)
+{
+    mc_fpenv saved;
+    mc_fpenv_enter(&saved);
+    volatile float r = (float)x;
+    mc_fpenv_leave(&saved);
+    return r;
+}
+
 /* --- running ------------------------------------------------------------------------------------ */
 
 void mc_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads)

@@ -79,6 +79,11 @@ typedef struct {
 void mc_fpenv_enter(mc_fpenv *saved);       /* save the caller's, install the default */
 void mc_fpenv_leave(const mc_fpenv *saved);
 void mc_fpenv_default(void);                /* install the default (workers) */
+/* 1 / x in float64 and that rounded to float32, both in the default environment (the caller's
+ * rounding mode must not change a kernel's scale factor). */
+void mc_reciprocal(double x, float *r32, double *r64);
+/* x rounded to float32 in the default environment. */
+float mc_round_f32(double x);
 
 /* --- running a call (design d) ----------------------------------------------------------------- */
 typedef void (*mc_unit_fn)(void *ctx, int64_t unit);
