@@ -133,13 +133,13 @@ def run(data=None, epochs=5, batch_size=64, hidden=512, samples=16000, seed=0, v
         if reference is None:
             reference = pred
         speed = _throughput(m, xt, 256, timing)
-        memory = sum(w.nbytes for layer in m.layers for w in layer.compute_weights())
+        memory = sum(layer.inference_nbytes() for layer in m.layers)
         rows.append((policy, f"{np.mean(pred == yt):.4f}", f"{np.mean(pred == reference):.4f}",
                      f"{speed:,.0f}", f"{memory / 1024:,.1f} KiB"))
     header = ("policy", "accuracy", "agrees w/ float32", "samples/s", "weight memory")
     widths = [max(len(r[c]) for r in rows + [header]) for c in range(len(header))]
-    out("inference on the test set (batch 256; weight memory = the weights in the compute "
-        "dtype, as the layers use them):")
+    out("inference on the test set (batch 256; weight memory = the weights as inference holds "
+        "them: kernels packed in the compute dtype):")
     out("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
     out("  ".join("-" * w for w in widths))
     for r in rows:

@@ -157,40 +157,65 @@ def test_infer_policies_adopt_first_input_dtype():
 
 # -- the compute-dtype weight cache ---------------------------------------------------------------
 
-def test_weights_cast_once_and_recast_after_changes(monkeypatch, rng):
+def test_weights_packed_once_and_again_after_changes(monkeypatch, rng):
+    """Inference packs the kernel once per weight version (and the bias is cast once); the
+    training path's cast copies are made only when training."""
     calls = []
-    real_cast = kernels.cast
+    real_cast, real_pack = kernels.cast, kernels.pack
 
     def counting_cast(x, dtype, **kw):
-        calls.append(x.shape)
+        calls.append(("cast", x.shape))
         return real_cast(x, dtype, **kw)
+
+    def counting_pack(b, dtype=None):
+        calls.append(("pack", b.shape))
+        return real_pack(b, dtype=dtype)
 
     layer = layers.Dense(6, dtype="mixed_bfloat16")
     x = rng.normal(size=(5, 4)).astype(BF16)   # already in the compute dtype: no input cast
     monkeypatch.setattr(kernels, "cast", counting_cast)
+    monkeypatch.setattr(kernels, "pack", counting_pack)
     first = layer(x)
-    assert sorted(calls) == [(4, 6), (6,)]
-    cached = layer.compute_weights()
+    once = [("cast", (6,)), ("cast", (6,)), ("pack", (4, 6))]   # bias: to bfloat16, to float32
+    assert sorted(calls) == once
     calls.clear()
     for _ in range(3):
         np.testing.assert_array_equal(layer(x).astype(np.float32), first.astype(np.float32))
     assert calls == []
-    assert layer.compute_weights() is cached
 
     new = [w + 1 for w in layer.get_weights()]
     layer.set_weights(new)
     layer(x)
-    assert sorted(calls) == [(4, 6), (6,)]
-    np.testing.assert_array_equal(layer.compute_weights()[0],
+    assert sorted(calls) == once
+    np.testing.assert_array_equal(layer.packed_weight(0).unpack(),
                                   new[0].astype(np.float32).astype(BF16))
     calls.clear()
     layer.kernel[...] = 0
     layer.weights_updated()
     out = layer(x).astype(np.float32)
-    bias = layer.compute_weights()[1].astype(np.float32)
+    bias = layer.bias.astype(BF16).astype(np.float32)
     np.testing.assert_array_equal(out, np.broadcast_to(bias, out.shape))
-    assert sorted(calls) == [(4, 6), (6,)]
-    assert not np.asarray(layer.compute_weights()[0], np.float32).any()
+    assert sorted(calls) == once
+
+    calls.clear()
+    previous = kernels.isa()
+    try:
+        for level in kernels.available_isas():
+            kernels.set_isa(level)
+            layer(x)                               # packs again only if the panels differ
+            assert not layer.packed_weight(0).stale
+    finally:
+        kernels.set_isa(previous)
+    assert ("cast", (4, 6)) not in calls           # no cast copy for inference
+
+    calls.clear()
+    layer(x, training=True)
+    assert ("cast", (4, 6)) in calls               # training takes the cast copy
+    cached = layer.compute_weights()
+    calls.clear()
+    layer(x, training=True)
+    assert [c for c in calls if c[1] in ((4, 6), (6,))] == []   # weights not cast again
+    assert layer.compute_weights() is cached
 
 
 def test_float32_policy_uses_weights_without_copies():
@@ -528,8 +553,9 @@ def test_dense_forward_and_backward_call_the_gemm_with_16bit_operands(monkeypatc
     real_matmul = kernels.matmul
 
     def spy(a, b, **kw):
+        packed = isinstance(b, kernels.PackedMatrix)
         calls.append((a.dtype, b.dtype, kw.get("out_dtype"), kw.get("activation"),
-                      a.flags.c_contiguous, b.flags.c_contiguous))
+                      a.flags.c_contiguous, "packed" if packed else b.flags.c_contiguous))
         return real_matmul(a, b, **kw)
 
     monkeypatch.setattr(kernels, "matmul", spy)
@@ -537,7 +563,7 @@ def test_dense_forward_and_backward_call_the_gemm_with_16bit_operands(monkeypatc
     x = rng.normal(size=(5, 4)).astype(np.float32)
     assert layer(x).dtype == dtype
     name = "bfloat16" if dtype == BF16 else "float16"
-    assert calls == [(dtype, dtype, name, "relu", True, True)]     # fused bias + activation
+    assert calls == [(dtype, dtype, name, "relu", True, "packed")]  # fused bias + activation
     calls.clear()
     y = layer(x, training=True)
     layer.backward(np.ones_like(y))

@@ -116,6 +116,15 @@ cdef class PackedMatrix:
         return ISA_NAMES[self.p.level]
 
     @property
+    def stale(self):
+        """True when ``pack`` would now make other panels (the level or the K block size
+        changed since): matmul still accepts it where it can, but packing again is faster."""
+        cdef int pairs, nr
+        cdef int64_t kc
+        mc_gemm_pack_format(mc_rt_level(), self.p.type, &pairs, &nr, &kc)
+        return (pairs, nr, kc) != (self.p.pairs, self.p.nr, self.p.kc)
+
+    @property
     def format(self):
         """(pairs, NR, KC): bfloat16 pairs or float32 panels, their width and K block depth."""
         return (self.p.pairs, self.p.nr, self.p.kc)

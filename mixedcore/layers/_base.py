@@ -2,10 +2,12 @@
 
 Design:
   A. A layer snapshots its policy at construction (SPEC 3.4): None -> the policy in effect then.
-  B. Weights live in the variable dtype (float32 under the mixed policies).  What a call uses is a
-     copy in the compute dtype, made once with ``kernels.cast`` and cached; the cache is keyed by a
-     version counter that ``set_weights`` and every optimizer step of a model bump (``Layer.
-     weights_updated``).  Inference therefore never pays the cast twice.
+  B. Weights live in the variable dtype (float32 under the mixed policies).  What a training call
+     uses is a copy in the compute dtype, made once with ``kernels.cast`` and cached; inference
+     products take the weight packed once by ``kernels.pack`` in the compute dtype instead (no
+     cast copy, no packing per call).  Both caches are keyed by a version counter that
+     ``set_weights`` and every optimizer step of a model bump (``Layer.weights_updated``); a
+     packed weight is made again when the kernels' level or block size changed since.
   C. Floating array inputs (float64 too) are cast to the compute dtype on the way in; integer and
      bool inputs pass untouched (SPEC 6.2).
   D. The experimental "infer" policies resolve on the first call, from the first input's dtype.
@@ -131,6 +133,7 @@ class Layer:
         self._version = 0
         self._cache_key = None
         self._cache = None
+        self._packed = {}
         self.gradients = None
         self._out_dtype = None
         self.input_shape = None
@@ -243,6 +246,30 @@ class Layer:
             self._cache = [to_compute(v, cd) if is_floating(v.dtype) else v for v in self._values]
             self._cache_key = key
         return self._cache
+
+    def packed_weight(self, index):
+        """Weight ``index`` (creation order) packed by ``kernels.pack`` in the compute dtype, for
+        inference products; cached until the weights change or the packed panels go stale."""
+        cd = self._compute_np()
+        key = (self._version, cd)
+        entry = self._packed.get(index)
+        if entry is None or entry[0] != key or entry[1].stale:
+            entry = (key, kernels.pack(self._values[index], dtype=cd))
+            self._packed[index] = entry
+        return entry[1]
+
+    def inference_nbytes(self):
+        """Bytes of the weights as inference holds them: the packed panels of those packed for
+        the current weights, the compute-dtype size of the others."""
+        cd = self._compute_np()
+        total = 0
+        for i, v in enumerate(self._values):
+            entry = self._packed.get(i)
+            if entry is not None and entry[0] == (self._version, cd):
+                total += entry[1].nbytes
+            else:
+                total += v.size * (cd.itemsize if is_floating(v.dtype) else v.itemsize)
+        return total
 
     def count_params(self):
         return int(sum(v.size for v in self._values))

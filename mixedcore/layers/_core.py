@@ -114,6 +114,8 @@ class Dense(Layer):
         self.kernel_regularizer = _regularizers.get(kernel_regularizer)
         self.bias_regularizer = _regularizers.get(bias_regularizer)
         self._train_cache = None
+        self._bias_key = None
+        self._bias32 = None
 
     @property
     def kernel(self):
@@ -146,18 +148,28 @@ class Dense(Layer):
     def _gemm_ok(self, x):
         return _dtype_name(x.dtype) in _GEMM_DTYPES
 
+    def _inference_operands(self):
+        """The kernel packed in the compute dtype, and the bias rounded to the compute dtype and
+        held in float32 (what the product's epilogue adds): both cached per weight version."""
+        kernel = self.packed_weight(0)
+        if not self.use_bias:
+            return kernel, None
+        key = (self._version, self._compute_np())
+        if self._bias_key != key:
+            self._bias32 = to_compute(to_compute(self._values[1], key[1]), np.dtype(np.float32))
+            self._bias_key = key
+        return kernel, self._bias32
+
     def call(self, inputs, training=False):
         x = inputs
         if not is_floating(x.dtype):
             x = x.astype(self._compute_np())
-        weights = self.compute_weights()
-        kernel = weights[0]
-        bias = weights[1] if self.use_bias else None
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])
         cd = x.dtype
         act = self.activation
         if not training and self._gemm_ok(x):
+            kernel, bias = self._inference_operands()
             sixteen = cd.itemsize == 2
             if act in _activations.FUSED:
                 y = kernels.matmul(x2, kernel, bias=bias, activation=act,
@@ -169,6 +181,9 @@ class Dense(Layer):
                 z = kernels.matmul(x2, kernel, bias=bias)
                 y = to_compute(_activations.softmax(z), cd)
             return y.reshape(lead + (self.units,))
+        weights = self.compute_weights()
+        kernel = weights[0]
+        bias = weights[1] if self.use_bias else None
         z = self._affine(x2, kernel, bias)
         y_work = _activations.forward(act, z)
         y = to_compute(y_work, cd)
