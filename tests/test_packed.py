@@ -106,15 +106,20 @@ def test_empty_and_zero_k(rng):
     assert kernels.matmul(np.ones((3, 4), BF16), p).shape == (3, 0)
 
 
-def test_nbytes_reflects_the_panels():
-    p = kernels.pack(np.ones((1024, 1000), F32))
-    _, nr, kc = p.format
-    npad = -(-1000 // nr) * nr
-    assert p.nbytes == npad * 1024 * 4
-    p = kernels.pack(np.ones((1024, 1000), BF16))
-    pairs, nr, kc = p.format
-    npad = -(-1000 // nr) * nr
-    assert p.nbytes == npad * 1024 * (2 if pairs else 4)
+def test_nbytes_reflects_the_panels(isa_level):
+    """float32 B takes 4 bytes per element; float16 and bfloat16 B take 2 (bfloat16 pairs or
+    16-bit panels) wherever the level can read them, else 4 (float32 panels)."""
+    for dt in DTYPES:
+        p = kernels.pack(np.ones((1024, 1000), dt))
+        pairs, elem, nr, kc = p.format
+        npad = -(-1000 // nr) * nr
+        per = 2 if pairs else elem
+        assert p.nbytes == npad * 1024 * per
+        if dt == F32:
+            assert (pairs, elem) == (0, 4)
+        elif isa_level in ("avx512", "avx512bf16"):
+            assert per == 2
+        assert p.format == kernels.pack(np.ones((3, 3), dt)).format[:3] + (kc,)
 
 
 def test_packed_is_immutable_and_not_picklable():
@@ -144,28 +149,32 @@ def test_bf16_subnormals_are_packed_exactly(isa_level):
 
 
 def test_level_change_widens_or_refuses(rng):
+    """Panels packed at one level, used at every level: the same bits as an unpacked product
+    where the format is the level's own, within the bound where they are widened, and a
+    ValueError (nothing written) where the width differs."""
     levels = kernels.available_isas()
     if len(levels) < 2:
         pytest.skip("one level only")
     previous = kernels.isa()
-    a16, b16 = _rand(rng, (20, 30), BF16), _rand(rng, (30, 40), BF16)
     try:
-        for packed_at in levels:
-            kernels.set_isa(packed_at)
-            p = kernels.pack(b16)
-            for used_at in levels:
-                kernels.set_isa(used_at)
-                want_nr = kernels.pack(b16).format[1]
-                if p.format[1] == want_nr:
-                    _same(kernels.matmul(a16, p), kernels.matmul(a16, b16)) if \
-                        p.format[0] == kernels.pack(b16).format[0] else \
-                        _check_close(kernels.matmul(a16, p), a16, b16)
-                else:
-                    out = np.full((20, 40), 7.0, F32)
-                    with pytest.raises(ValueError, match=f"packed at level '{packed_at}'"):
-                        kernels.matmul(a16, p, out=out)
-                    assert (out == 7.0).all()            # nothing written
-                    kernels.matmul(a16, kernels.pack(p.unpack()))
+        for dt in (BF16, F16, F32):
+            a, b = _rand(rng, (20, 30), dt), _rand(rng, (30, 40), dt)
+            for packed_at in levels:
+                kernels.set_isa(packed_at)
+                p = kernels.pack(b)
+                for used_at in levels:
+                    kernels.set_isa(used_at)
+                    own = kernels.pack(b).format
+                    if p.format == own:
+                        _same(kernels.matmul(a, p), kernels.matmul(a, b))
+                    elif p.format[2] == own[2]:
+                        _check_close(kernels.matmul(a, p), a, b)
+                    else:
+                        out = np.full((20, 40), 7.0, F32)
+                        with pytest.raises(ValueError, match=f"packed at level '{packed_at}'"):
+                            kernels.matmul(a, p, out=out)
+                        assert (out == 7.0).all()            # nothing written
+                        _same(kernels.matmul(a, kernels.pack(p.unpack())), kernels.matmul(a, b))
     finally:
         kernels.set_isa(previous)
 

@@ -34,7 +34,7 @@ cdef extern from "mc_gemm.h" nogil:
         int64_t mc, kc, nc
     ctypedef struct mc_packed:
         int64_t k, n
-        int type, level, pairs, nr
+        int type, level, pairs, elem, nr
         int64_t kc
         char *data
         int64_t nbytes
@@ -52,7 +52,7 @@ cdef extern from "mc_gemm.h" nogil:
     void mc_gemm_unpack(const mc_packed *p, char *dst, int64_t rs, int64_t cs)
     void mc_gemm_kernel_info(int level, int a_type, int b_type, int *mr, int *nr, int *pairs,
                              mc_gemm_blocks *blk)
-    void mc_gemm_pack_format(int level, int type, int *pairs, int *nr, int64_t *kc)
+    void mc_gemm_pack_format(int level, int type, int *pairs, int *elem, int *nr, int64_t *kc)
 
 GEMM_FORMAT_ERROR = MC_GEMM_FORMAT
 
@@ -74,11 +74,12 @@ def gemm_kernel_info(int a_type, int b_type, int level=-1):
 
 
 def gemm_pack_format(int type_code, int level=-1):
-    """(pairs, NR, KC) of the panels a level (default: the current one) packs B of a type into."""
-    cdef int pairs, nr
+    """(pairs, element bytes, NR, KC) of the panels a level (default: the current one) packs B
+    of a type into."""
+    cdef int pairs, elem, nr
     cdef int64_t kc
-    mc_gemm_pack_format(mc_rt_level() if level < 0 else level, type_code, &pairs, &nr, &kc)
-    return (pairs, nr, kc)
+    mc_gemm_pack_format(mc_rt_level() if level < 0 else level, type_code, &pairs, &elem, &nr, &kc)
+    return (pairs, elem, nr, kc)
 
 
 cdef class PackedMatrix:
@@ -119,15 +120,13 @@ cdef class PackedMatrix:
     def stale(self):
         """True when ``pack`` would now make other panels (the level or the K block size
         changed since): matmul still accepts it where it can, but packing again is faster."""
-        cdef int pairs, nr
-        cdef int64_t kc
-        mc_gemm_pack_format(mc_rt_level(), self.p.type, &pairs, &nr, &kc)
-        return (pairs, nr, kc) != (self.p.pairs, self.p.nr, self.p.kc)
+        return gemm_pack_format(self.p.type) != self.format
 
     @property
     def format(self):
-        """(pairs, NR, KC): bfloat16 pairs or float32 panels, their width and K block depth."""
-        return (self.p.pairs, self.p.nr, self.p.kc)
+        """(pairs, element bytes, NR, KC): bfloat16 pairs, 16-bit or float32 panels, their width
+        and K block depth."""
+        return (self.p.pairs, self.p.elem, self.p.nr, self.p.kc)
 
     def unpack(self):
         """The matrix again: a new (k, n) array of ``dtype``, bit for bit the packed values."""

@@ -315,17 +315,17 @@ def _run(a2, b2, out, c32, bias32, bias_stride, batch, m, n, k, vec_a, vec_b, ou
                       (o_m.strides[-2], o_m.strides[-1]), c_strides, bias_stride, a_code, b_code,
                       out_code, alpha, beta, act)
     if r == _lib.GEMM_FORMAT_ERROR:
-        pairs, nr, _ = _lib.gemm_pack_format(b_code)
         raise ValueError(
             f"matmul: b was packed at level {b2.isa!r} ({_format_name(b2.format)}), which the "
             f"current level {ISA_LEVELS[_lib.get_level()]!r} cannot use for {a2.dtype} @ "
-            f"{b2.dtype} (it packs {_format_name((pairs, nr))}); pack it again with "
-            f"kernels.pack(b.unpack())")
+            f"{b2.dtype} (it packs {_format_name(_lib.gemm_pack_format(b_code))}); pack it "
+            f"again with kernels.pack(b.unpack())")
 
 
 def _format_name(fmt):
-    pairs, nr = fmt[0], fmt[1]
-    return f"{'bfloat16 pairs' if pairs else 'float32 panels'} of {nr} columns"
+    pairs, elem, nr = fmt[:3]
+    kind = "bfloat16 pairs" if pairs else ("16-bit panels" if elem == 2 else "float32 panels")
+    return f"{kind} of {nr} columns"
 
 
 def pack(b, dtype=None):

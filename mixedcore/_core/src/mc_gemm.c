@@ -18,9 +18,10 @@
  *      time; the rectangles then share it.  No unit waits for another: the only waits are
  *      the ends of the two phases, for units already claimed.
  *   d. Packed ahead (mc_gemm_pack): the same panels the call would pack, made once; a call
- *      uses them if their format (pairs or float32, NR) is its kernel's.  bfloat16 pairs used
- *      by a float32-panel kernel of the same NR (float16 or float32 A, or a lower level) are
- *      widened per call; any other mismatch is refused (MC_GEMM_FORMAT).  The packed K
+ *      uses them if their format (pairs, 16-bit or float32 panels; NR) suits its kernel.
+ *      bfloat16 pairs used by a float32-panel kernel of the same NR (float16 or float32 A, or a
+ *      lower level), and 16-bit panels at a level without in-place kernels, are widened to
+ *      float32 panels per call; any other mismatch is refused (MC_GEMM_FORMAT).  The packed K
  *      blocking (its kc) is the call's, so the result equals the unpacked product computed
  *      with that KC, bit for bit.
  *   e. Small M (<= MR rows) reads B in place (mc_direct_) when its rows are contiguous, and
@@ -102,6 +103,36 @@ static void mc_gemm_ukr_generic_(int64_t kc, const void *ap, const void *bp, flo
         memcpy(tile + i * G_NR, c[i], sizeof c[i]);
 }
 
+/* The same products with B read in place or from 16-bit panels (mc_gemm.h): every lane of a
+ * row converted by the scalar twins, then the multiply-then-add of the generic micro-kernel, in
+ * the same order, so the same bits. */
+static int mc_gemm_ukr_direct_generic_(int64_t kc, const void *ap, const char *b, int64_t ldb,
+                                       int64_t pstride, int b_type, int nr, float *tile,
+                                       int64_t ldt, int mr, int accumulate)
+{
+    const float *a = (const float *)ap;
+    const int64_t es = b_type == MC_F32 ? 4 : 2;
+    float c[G_MR][G_NR];
+    (void)pstride;                           /* nr <= G_NR: one group of columns */
+    for (int i = 0; i < G_MR; ++i)
+        for (int j = 0; j < G_NR; ++j)
+            c[i][j] = accumulate && i < mr && j < nr ? tile[i * ldt + j] : 0.0f;
+    for (int64_t k = 0; k < kc; ++k) {
+        float bk[G_NR];
+        for (int j = 0; j < nr; ++j)
+            bk[j] = mc_gemm_load_elem_(b + k * ldb + j * es, b_type);
+        for (int i = 0; i < G_MR; ++i) {
+            const float ai = a[i];
+            for (int j = 0; j < nr; ++j)
+                c[i][j] += ai * bk[j];
+        }
+        a += G_MR;
+    }
+    for (int i = 0; i < mr; ++i)
+        memcpy(tile + i * ldt, c[i], (size_t)nr * 4);
+    return 0;
+}
+
 /* --- the scalar epilogue ---------------------------------------------------------------------- */
 
 #define MC_AT_(base, rs, cs, i, j) ((base) + (i) * (rs) + (j) * (cs))
@@ -142,7 +173,8 @@ static void mc_gemm_epi_scalar_(const mc_gemm_args *g, const float *tile, int ld
 
 const mc_gemm_table mc_gemm_table_generic = {
     .f32 = {.mr = G_MR, .nr = G_NR, .pairs = 0, .pack = mc_gemm_pack_scalar_,
-            .ukr = mc_gemm_ukr_generic_, .mc = 64, .kc = 256, .nc = 2048},
+            .ukr = mc_gemm_ukr_generic_, .ukr_direct = mc_gemm_ukr_direct_generic_,
+            .mc = 64, .kc = 256, .nc = 2048},
 };
 
 /* --- sizes ----------------------------------------------------------------------------------- */
@@ -158,17 +190,18 @@ static int64_t mc_steps_(const mc_gemm_kernel *kern, int64_t kc)
     return kern->pairs ? (kc + 1) / 2 : kc;
 }
 
+/* Bytes of a packed A block (float32 or pairs: 4 bytes per packed element). */
 static int64_t mc_block_bytes_(const mc_gemm_kernel *kern, int64_t lanes, int64_t kc)
 {
     return mc_round64_(lanes * mc_steps_(kern, kc) * 4);
 }
 
-/* Bytes of B packed ahead: npad columns, every K block. */
-static int64_t mc_packed_bytes_(int pairs, int64_t npad, int64_t k, int64_t kc)
+/* Bytes of B packed in panels of `elem`-byte elements: npad columns, every K block. */
+static int64_t mc_packed_bytes_(int pairs, int elem, int64_t npad, int64_t k, int64_t kc)
 {
     const int64_t full = k / kc, rest = k - full * kc;
     const int64_t steps = pairs ? full * ((kc + 1) / 2) + (rest + 1) / 2 : k;
-    return npad * steps * 4;
+    return npad * steps * elem;
 }
 
 static void mc_blocks_for_(const mc_gemm_kernel *kern, const mc_blocks *want, mc_gemm_blocks *blk)
@@ -188,7 +221,21 @@ typedef struct {
     mc_gemm_epi_fn epi;        /* the level's vector epilogue, or the scalar one */
     mc_gemm_blocks blk;
     int nthreads;
+    int belem;                 /* bytes per B panel element: 4, or 2 for 16-bit panels */
 } mc_plan_;
+
+/* 16-bit panels (mc_gemm.h, design c) for float16/bfloat16 B with a float32-panel kernel that
+ * has in-place kernels to read them. */
+static int mc_b16_ok_(const mc_gemm_kernel *kern, int b_type)
+{
+    return !kern->pairs && b_type != MC_F32 && kern->ukr_direct != NULL;
+}
+
+/* Bytes of one packed B panel kc deep. */
+static int64_t mc_bpanel_bytes_(const mc_plan_ *p, int64_t kc)
+{
+    return (int64_t)p->kern->nr * mc_steps_(p->kern, kc) * p->belem;
+}
 
 /* Where the B of one item comes from: panels packed ahead for columns [n0, n0 + npad), in K
  * blocks of kc, or (data NULL) the operand itself. */
@@ -197,11 +244,11 @@ typedef struct {
     int64_t n0, npad, kc;
 } mc_bsrc_;
 
-static const char *mc_packed_panels_(const mc_gemm_kernel *kern, const mc_bsrc_ *bs, int64_t pc,
+static const char *mc_packed_panels_(const mc_plan_ *p, const mc_bsrc_ *bs, int64_t pc,
                                      int64_t kc, int64_t jc)
 {
-    const int64_t block = (pc / bs->kc) * bs->npad * mc_steps_(kern, bs->kc) * 4;
-    return bs->data + block + (jc - bs->n0) * mc_steps_(kern, kc) * 4;
+    const int64_t block = (pc / bs->kc) * (bs->npad / p->kern->nr) * mc_bpanel_bytes_(p, bs->kc);
+    return bs->data + block + (jc - bs->n0) / p->kern->nr * mc_bpanel_bytes_(p, kc);
 }
 
 static const mc_gemm_kernel *mc_pick_(const mc_gemm_table *t, int a_type, int b_type)
@@ -220,8 +267,11 @@ static void mc_plan_finish_(mc_plan_ *p, const mc_gemm_call *call, const mc_bloc
     const int contiguous = g->o_cs == es && (g->beta == 0.0f || g->c_cs == 4) &&
                            (g->bias == NULL || g->bias_s == 0 || g->bias_s == 4);
     mc_blocks_for_(p->kern, want, &p->blk);
-    if (call->packed != NULL)
+    p->belem = mc_b16_ok_(p->kern, g->b_type) ? 2 : 4;
+    if (call->packed != NULL) {
         p->blk.kc = call->packed->kc;
+        p->belem = call->packed->elem == 2 && p->kern->ukr_direct != NULL ? 2 : 4;
+    }
     p->epi = contiguous && p->kern->epi != NULL ? p->kern->epi : mc_gemm_epi_scalar_;
     p->nthreads = mc_rt_threads_for(call->batch * g->m * g->n * mc_max_(g->k, 1),
                                     MC_GEMM_PARALLEL_MIN);
@@ -285,7 +335,7 @@ static int mc_direct_(const mc_plan_ *p, const mc_gemm_args *g, const char *ap, 
              * such tiles take direct_wide columns per call when the level offers it */
             const int step = mrr <= 3 && kern->direct_wide > nr ? kern->direct_wide : nr;
             for (int64_t jr = 0; jr < nc; jr += step)
-                sub |= kern->ukr_direct(kb, arow, b + jr * es, g->b_rs, g->b_type,
+                sub |= kern->ukr_direct(kb, arow, b + jr * es, g->b_rs, nr * es, g->b_type,
                                         (int)mc_min_(nc - jr, step), tile + jr, ldt, mrr, kk > 0);
         }
         if (sub)
@@ -318,18 +368,41 @@ static int mc_direct_t_(const mc_plan_ *p, const mc_gemm_args *g, const char *ap
     return 0;
 }
 
+/* A 16-bit panel: `lanes` (<= w) lanes of kc elements copied as they are, k-major, lanes past
+ * `lanes` zero. */
+static void mc_pack16_(const char *src, int64_t ls, int64_t ks, int64_t lanes, int64_t kc, int w,
+                       uint16_t *d)
+{
+    for (int64_t k = 0; k < kc; ++k, d += w) {
+        const char *s = src + k * ks;
+        if (ls == 2) {
+            memcpy(d, s, (size_t)lanes * 2);
+        } else {
+            for (int64_t l = 0; l < lanes; ++l)
+                memcpy(d + l, s + l * ls, 2);
+        }
+        memset(d + lanes, 0, (size_t)(w - lanes) * 2);
+    }
+}
+
 /* Packs panels [q0, q1) (in units of NR columns) of the B block at (pc, jc..), kc deep, for
- * columns [jc, jc + nc) of the operand, into panels NR * steps(kc) * 4 bytes apart. */
-static int mc_pack_b_(const mc_gemm_kernel *kern, const mc_gemm_args *g, int64_t jc, int64_t nc,
+ * columns [jc, jc + nc) of the operand, into consecutive panels. */
+static int mc_pack_b_(const mc_plan_ *p, const mc_gemm_args *g, int64_t jc, int64_t nc,
                       int64_t pc, int64_t kc, char *bp, int64_t q0, int64_t q1)
 {
+    const mc_gemm_kernel *kern = p->kern;
     const int nr = kern->nr;
-    const int64_t pbytes = (int64_t)nr * mc_steps_(kern, kc) * 4;
+    const int64_t pbytes = mc_bpanel_bytes_(p, kc);
     int sub = 0;
     for (int64_t q = q0; q < q1; ++q) {
         const int64_t jr = q * nr;
-        sub |= kern->pack(g->b + pc * g->b_rs + (jc + jr) * g->b_cs, g->b_type, g->b_cs, g->b_rs,
-                          mc_min_(nc - jr, nr), kc, nr, bp + q * pbytes);
+        const char *src = g->b + pc * g->b_rs + (jc + jr) * g->b_cs;
+        if (p->belem == 2)
+            mc_pack16_(src, g->b_cs, g->b_rs, mc_min_(nc - jr, nr), kc, nr,
+                       (uint16_t *)(bp + q * pbytes));
+        else
+            sub |= kern->pack(src, g->b_type, g->b_cs, g->b_rs, mc_min_(nc - jr, nr), kc, nr,
+                              bp + q * pbytes);
     }
     return sub;
 }
@@ -343,7 +416,7 @@ static int mc_rows_(const mc_plan_ *p, const mc_gemm_args *g, int64_t m0, int64_
     const mc_gemm_kernel *kern = p->kern;
     const int mr = kern->mr, nr = kern->nr;
     const int64_t ksteps = mc_steps_(kern, kc);
-    const int64_t pstride = (int64_t)nr * ksteps * 4;
+    const int64_t pstride = mc_bpanel_bytes_(p, kc);
     const int first = pc == 0, last = pc + kc >= g->k;
     for (int64_t ic = m0; ic < m1; ic += p->blk.mc) {
         const int64_t mcb = mc_min_(m1 - ic, p->blk.mc);
@@ -361,6 +434,23 @@ static int mc_rows_(const mc_plan_ *p, const mc_gemm_args *g, int64_t m0, int64_
         if (direct) {
             if (mc_direct_(p, g, ap, tile, ic, mcb, jc, nc, pc, kc, first, last))
                 return 1;
+            continue;
+        }
+        if (p->belem == 2) {
+            /* 16-bit panels: the in-place kernels, rows nr * 2 bytes apart, panels pstride
+             * apart; 1-3 rows take direct_wide columns per call */
+            const int64_t step = mcb <= 3 && kern->direct_wide > nr ? kern->direct_wide : nr;
+            for (int64_t jr = 0; jr < nc; jr += step) {
+                const int cols = (int)mc_min_(nc - jr, step);
+                for (int64_t ir = 0; ir < mcb; ir += mr) {
+                    const int mrr = (int)mc_min_(mcb - ir, mr);
+                    kern->ukr_direct(kc, ap + ir * ksteps * 4, bp + (jr / nr) * pstride,
+                                     (int64_t)nr * 2, pstride, g->b_type, cols, tile, step, mrr, 0);
+                    for (int64_t q = 0; q < cols; q += nr)
+                        p->epi(g, tile + q, (int)step, mrr, (int)mc_min_(cols - q, nr), ic + ir,
+                               jc + jr + q, first, last);
+                }
+            }
             continue;
         }
         if (mcb <= 3 && kern->ukr_wide != NULL) {
@@ -425,7 +515,7 @@ static int mc_rect_(const mc_plan_ *p, const mc_gemm_args *gi, const mc_bsrc_ *b
     const int64_t ncmax = mc_min_(blk->nc, n1 - n0);
     const int64_t ncpad = mc_ceil_div_(ncmax, kern->nr) * kern->nr;   /* whole panels */
     const int64_t ldt = mc_max_(ncpad, (int64_t)MC_WIDE_PANELS * kern->nr);
-    const int64_t bbytes = pack_b ? mc_block_bytes_(kern, ncpad, blk->kc) : 0;
+    const int64_t bbytes = pack_b ? mc_round64_(ncpad / kern->nr * mc_bpanel_bytes_(p, blk->kc)) : 0;
     const int64_t abytes = mc_block_bytes_(kern, blk->mc, blk->kc);
     const int64_t tbytes = mc_round64_((int64_t)kern->mr * ldt * 4);
     const int64_t cbytes = use_acc ? mc_round64_((m1 - m0) * ncmax * 4) : 0;
@@ -453,8 +543,8 @@ static int mc_rect_(const mc_plan_ *p, const mc_gemm_args *gi, const mc_bsrc_ *b
             const int64_t kc = mc_min_(K - pc, blk->kc);
             const char *bblk = bp;
             if (bs->data != NULL)
-                bblk = mc_packed_panels_(kern, bs, pc, kc, jc);
-            else if (pack_b && mc_pack_b_(kern, &g, jc, nc, pc, kc, bp, 0, mc_ceil_div_(nc, kern->nr)))
+                bblk = mc_packed_panels_(p, bs, pc, kc, jc);
+            else if (pack_b && mc_pack_b_(p, &g, jc, nc, pc, kc, bp, 0, mc_ceil_div_(nc, kern->nr)))
                 return 1;
             if (mc_rows_(p, &g, m0, m1, jc, nc, pc, kc, direct, bblk, ap, tile))
                 return 1;
@@ -540,14 +630,14 @@ static void mc_unit_pack_(void *ctx, int64_t u)
     const mc_gemm_kernel *kern = job->p->kern;
     const int64_t kc0 = job->p->blk.kc, blockno = u / job->ngroups, q0 = (u % job->ngroups) * job->group;
     const int64_t pc = blockno * kc0, kc = mc_min_(job->gi.k - pc, kc0);
-    char *block = job->dst + blockno * job->npad * mc_steps_(kern, kc0) * 4;
+    char *block = job->dst + blockno * (job->npad / kern->nr) * mc_bpanel_bytes_(job->p, kc0);
     const int64_t q1 = mc_min_(q0 + job->group, job->npad / kern->nr);
-    if (mc_pack_b_(kern, &job->gi, job->n0, job->n1 - job->n0, pc, kc, block, q0, q1))
+    if (mc_pack_b_(job->p, &job->gi, job->n0, job->n1 - job->n0, pc, kc, block, q0, q1))
         mc_job_fail_(job, 1);
 }
 
-/* bfloat16 pairs widened to float32 panels of the same NR (design d), one group of panels of
- * one K block per unit. */
+/* bfloat16 pairs, or 16-bit panels, widened to float32 panels of the same NR (design d), one
+ * group of panels of one K block per unit; exact. */
 static void mc_unit_widen_(void *ctx, int64_t u)
 {
     mc_job_ *job = (mc_job_ *)ctx;
@@ -556,18 +646,22 @@ static void mc_unit_widen_(void *ctx, int64_t u)
     const int64_t blockno = u / job->ngroups, q0 = (u % job->ngroups) * job->group;
     const int64_t pc = blockno * s->kc, kc = mc_min_(s->k - pc, s->kc);
     const int64_t q1 = mc_min_(q0 + job->group, job->npad / nr);
-    const uint32_t *src = (const uint32_t *)(s->data + blockno * job->npad * ((s->kc + 1) / 2) * 4);
+    const int64_t full = s->pairs ? (s->kc + 1) / 2 * 4 : s->kc * s->elem;   /* bytes per lane */
+    const int64_t here = s->pairs ? (kc + 1) / 2 * 4 : kc * s->elem;
+    const char *src = s->data + blockno * job->npad * full;
     float *dst = (float *)(job->dst + blockno * job->npad * s->kc * 4);
-    const int64_t kp = (kc + 1) / 2;
     for (int64_t q = q0; q < q1; ++q) {
-        const uint32_t *sp = src + q * nr * kp;
+        const char *sp = src + q * nr * here;
         float *dp = dst + q * nr * kc;
-        for (int64_t pp = 0; pp < kp; ++pp)
+        for (int64_t kk = 0; kk < kc; ++kk)
             for (int l = 0; l < nr; ++l) {
-                const uint32_t w = sp[pp * nr + l];
-                dp[2 * pp * nr + l] = mc_gemm_f32_from_bits_(w << 16);
-                if (2 * pp + 1 < kc)
-                    dp[(2 * pp + 1) * nr + l] = mc_gemm_f32_from_bits_(w & 0xFFFF0000u);
+                uint16_t h;
+                if (s->pairs)
+                    memcpy(&h, sp + ((kk / 2) * nr + l) * 4 + (kk % 2) * 2, 2);
+                else
+                    memcpy(&h, sp + (kk * nr + l) * 2, 2);
+                dp[kk * nr + l] = mc_gemm_f32_from_bits_(
+                    s->type == MC_F16 ? mc_f16_to_f32_bits(h) : mc_bf16_to_f32_bits(h));
             }
     }
 }
@@ -624,15 +718,15 @@ static int mc_exec_(const mc_plan_ *p, const mc_gemm_call *call, const mc_bsrc_ 
         }
         /* design c: pack a column slab of B (phase 1), then its rectangles (phase 2) */
         const int nr = p->kern->nr;
-        const int64_t colbytes = mc_max_(mc_packed_bytes_(p->kern->pairs, 1, job.gi.k, p->blk.kc), 1);
+        const int64_t colbytes = mc_max_(mc_packed_bytes_(p->kern->pairs, p->belem, 1, job.gi.k, p->blk.kc), 1);
         const int64_t slab = mc_max_(MC_SLAB_BYTES_ / colbytes / nr, 1) * nr;
         for (int64_t s0 = 0; s0 < n && job.status == 0; s0 += slab) {
             const int64_t s1 = mc_min_(s0 + slab, n);
             job.npad = mc_ceil_div_(s1 - s0, nr) * nr;
             job.n0 = s0;
             job.n1 = s1;
-            job.dst = (char *)mc_workspace(MC_WS_SHARED,
-                                           mc_packed_bytes_(p->kern->pairs, job.npad, job.gi.k, p->blk.kc));
+            job.dst = (char *)mc_workspace(MC_WS_SHARED, mc_packed_bytes_(p->kern->pairs, p->belem,
+                                                                          job.npad, job.gi.k, p->blk.kc));
             if (job.dst == NULL)
                 return -1;
             mc_panel_groups_(&job, job.gi.k, p->blk.kc, nr, nt);
@@ -657,12 +751,13 @@ static int mc_run_plan_(const mc_plan_ *p, const mc_gemm_call *call)
     if (pk == NULL)
         return mc_exec_(p, call, NULL);
     mc_bsrc_ bs = {pk->data, 0, mc_ceil_div_(pk->n, pk->nr) * pk->nr, pk->kc};
-    if (pk->pairs && !p->kern->pairs && pk->k > 0 && pk->n > 0) {
+    const int widen = (pk->pairs && !p->kern->pairs) || (pk->elem == 2 && p->belem == 4);
+    if (widen && pk->k > 0 && pk->n > 0) {
         mc_job_ job;
         memset(&job, 0, sizeof job);
         job.src = pk;
         job.npad = bs.npad;
-        job.dst = (char *)mc_workspace(MC_WS_SHARED, mc_packed_bytes_(0, bs.npad, pk->k, pk->kc));
+        job.dst = (char *)mc_workspace(MC_WS_SHARED, mc_packed_bytes_(0, 4, bs.npad, pk->k, pk->kc));
         if (job.dst == NULL)
             return -1;
         const int nt = mc_rt_threads_for(pk->k * pk->n, MC_PACK_PARALLEL_MIN);
@@ -682,10 +777,8 @@ static int mc_gemm_planned_(const mc_gemm_call *call)
     mc_plan_ p;
     p.kern = mc_pick_(&lk->gemm, call->g.a_type, pk != NULL ? pk->type : call->g.b_type);
     if (pk != NULL) {
-        if (!pk->pairs)
-            p.kern = &lk->gemm.f32;
-        else if (!p.kern->pairs)
-            p.kern = &lk->gemm.f32;          /* widened per call */
+        if (!pk->pairs || !p.kern->pairs)
+            p.kern = &lk->gemm.f32;          /* 16-bit or float32 panels, or pairs widened */
         if (p.kern->nr != pk->nr)
             return MC_GEMM_FORMAT;
     }
@@ -727,6 +820,7 @@ int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int
     p.kern = mc_pick_(&lk->gemm, type, type);
     for (;;) {
         mc_blocks_for_(p.kern, &want, &p.blk);
+        p.belem = mc_b16_ok_(p.kern, type) ? 2 : 4;
         const int nr = p.kern->nr;
         memset(out, 0, sizeof *out);
         out->k = k;
@@ -734,10 +828,11 @@ int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int
         out->type = type;
         out->level = level;
         out->pairs = p.kern->pairs;
+        out->elem = p.belem;
         out->nr = nr;
         out->kc = p.blk.kc;
         const int64_t npad = mc_ceil_div_(n, nr) * nr;
-        out->nbytes = mc_packed_bytes_(p.kern->pairs, npad, k, p.blk.kc);
+        out->nbytes = mc_packed_bytes_(p.kern->pairs, p.belem, npad, k, p.blk.kc);
         if (out->nbytes == 0)
             return MC_GEMM_OK;
         void *data = NULL;
@@ -777,22 +872,25 @@ void mc_gemm_unpack(const mc_packed *p, char *dst, int64_t rs, int64_t cs)
 {
     const int nr = p->nr;
     const int64_t npad = mc_ceil_div_(p->n, nr) * nr;
-    const int64_t full_steps = p->pairs ? (p->kc + 1) / 2 : p->kc;
+    /* bytes per lane of a full K block and of this one */
+    const int64_t full = p->pairs ? (p->kc + 1) / 2 * 4 : p->kc * p->elem;
     for (int64_t pc = 0; pc < p->k; pc += p->kc) {
-        const int64_t kc = mc_min_(p->k - pc, p->kc), steps = p->pairs ? (kc + 1) / 2 : kc;
-        const uint32_t *block = (const uint32_t *)(p->data + (pc / p->kc) * npad * full_steps * 4);
+        const int64_t kc = mc_min_(p->k - pc, p->kc);
+        const int64_t here = p->pairs ? (kc + 1) / 2 * 4 : kc * p->elem;
+        const char *block = p->data + (pc / p->kc) * npad * full;
         for (int64_t j = 0; j < p->n; ++j) {
-            const uint32_t *panel = block + (j / nr) * nr * steps;
+            const char *panel = block + (j / nr) * nr * here;
+            const int l = (int)(j % nr);
             for (int64_t kk = 0; kk < kc; ++kk) {
-                uint32_t w = p->pairs ? panel[(kk / 2) * nr + j % nr] : panel[kk * nr + j % nr];
                 char *d = dst + (pc + kk) * rs + j * cs;
                 if (p->pairs) {
-                    const uint16_t h = (uint16_t)(kk % 2 ? w >> 16 : w & 0xFFFFu);
-                    memcpy(d, &h, 2);
-                } else if (p->type == MC_F32) {
-                    memcpy(d, &w, 4);
+                    memcpy(d, panel + ((kk / 2) * nr + l) * 4 + (kk % 2) * 2, 2);
+                } else if (p->elem == 2 || p->type == MC_F32) {
+                    memcpy(d, panel + (kk * nr + l) * p->elem, (size_t)p->elem);
                 } else {
                     /* float16 / bfloat16 values widened exactly: narrowing is exact too */
+                    uint32_t w;
+                    memcpy(&w, panel + (kk * nr + l) * 4, 4);
                     const uint16_t h = p->type == MC_F16 ? mc_f32_to_f16_bits(w) : (uint16_t)(w >> 16);
                     memcpy(d, &h, 2);
                 }
@@ -813,10 +911,15 @@ void mc_gemm_kernel_info(int level, int a_type, int b_type, int *mr, int *nr, in
     *pairs = kern->pairs;
 }
 
-void mc_gemm_pack_format(int level, int type, int *pairs, int *nr, int64_t *kc)
+void mc_gemm_pack_format(int level, int type, int *pairs, int *elem, int *nr, int64_t *kc)
 {
-    int mr;
+    const mc_gemm_kernel *kern = mc_pick_(&mc_kernels(level)->gemm, type, type);
+    mc_blocks want;
     mc_gemm_blocks blk;
-    mc_gemm_kernel_info(level, type, type, &mr, nr, pairs, &blk);
+    mc_rt_blocks(&want);
+    mc_blocks_for_(kern, &want, &blk);
+    *pairs = kern->pairs;
+    *elem = mc_b16_ok_(kern, type) ? 2 : 4;
+    *nr = kern->nr;
     *kc = blk.kc;
 }

@@ -10,9 +10,12 @@
  *      a per-tile epilogue, while the tile is in L1, adds the partial sums of earlier KC blocks
  *      (kept in `acc`, float32), or, on the last KC block, applies alpha, beta * Cin, bias, the
  *      activation and the output rounding.  beta == 0 never reads Cin.
- *   c. Two packed formats: float32 (one lane per element, k-major), and bfloat16 pairs (one
- *      32-bit word holds elements k and k+1 of a lane, for VDPBF16PS); an odd K is padded with
- *      a zero inside the panel, never read from the array.
+ *   c. Three panel formats: float32 (one lane per element, k-major); bfloat16 pairs (one
+ *      32-bit word holds elements k and k+1 of a lane, for VDPBF16PS), an odd K padded with a
+ *      zero inside the panel, never read from the array; and, for float16/bfloat16 B at levels
+ *      with in-place kernels, 16-bit panels: the values as they are, k-major, converted to
+ *      float32 on load by those kernels (the same FMAs as float32 panels, half the bytes).
+ *      A is always packed as float32 (or pairs).
  *   d. Every element is computed the same way whatever rectangle, thread or path computes it:
  *      the K blocking depends only on K and KC, so results are bit-identical for any thread
  *      count, any alignment of the operands, and B packed ahead (mc_gemm_pack) or not.
@@ -66,15 +69,17 @@ typedef void (*mc_gemm_ukr_wide_fn)(int64_t kc, const void *ap, const void *bp, 
 typedef void (*mc_gemm_epi_fn)(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
                                int64_t i, int64_t j, int first, int last);
 
-/* The same tile as mc_gemm_ukr_fn, with B read in place instead of from a packed panel: kc rows
- * of nr (<= NR, or <= direct_wide for mr <= 3) elements of type b_type, contiguous, ldb bytes
- * apart (kc counts elements of k and is even except at the end of K for pair formats).  The
- * tile has row length ldt; when `accumulate` is set the products are added to the tile's
- * values (the partial sums of the previous kc rows), so a run split over k gives the same bits
- * as one call.  Returns 1 when a pairs kernel met a subnormal bfloat16 in B, else 0. */
+/* The same tile as mc_gemm_ukr_fn, with B read in place, or from panels of 16-bit elements,
+ * instead of from float32 panels: kc rows of nr (<= NR, or <= direct_wide for mr <= 3)
+ * elements of type b_type, ldb bytes apart (kc counts elements of k and is even except at the
+ * end of K for pair formats), each group of NR columns contiguous and pstride bytes after the
+ * previous group (NR * element size in place; a panel's size for 16-bit panels).  The tile has
+ * row length ldt; when `accumulate` is set the products are added to the tile's values (the
+ * partial sums of the previous kc rows), so a run split over k gives the same bits as one
+ * call.  Returns 1 when a pairs kernel met a subnormal bfloat16 in B, else 0. */
 typedef int (*mc_gemm_ukr_direct_fn)(int64_t kc, const void *ap, const char *b, int64_t ldb,
-                                     int b_type, int nr, float *tile, int64_t ldt, int mr,
-                                     int accumulate);
+                                     int64_t pstride, int b_type, int nr, float *tile,
+                                     int64_t ldt, int mr, int accumulate);
 
 /* The same tile again, for B whose columns are contiguous along k (a transposed B, or A^T of
  * a swapped matrix-vector product): nr columns ldc bytes apart, all kc rows in one call, at
@@ -114,7 +119,8 @@ typedef struct {
     int64_t k, n;
     int type;                  /* MC_F16 / MC_BF16 / MC_F32: the values it holds */
     int level;                 /* the level that packed it */
-    int pairs, nr;             /* the panel format */
+    int pairs, elem, nr;       /* the panel format: pairs, bytes per element (4, or 2 for 16-bit
+                                  panels), panel width */
     int64_t kc;
     char *data;                /* 64-byte aligned, NULL when empty */
     int64_t nbytes;
@@ -143,7 +149,7 @@ void mc_gemm_unpack(const mc_packed *p, char *dst, int64_t rs, int64_t cs);
 /* The kernel a level uses for an input pair and its block sizes under the current settings. */
 void mc_gemm_kernel_info(int level, int a_type, int b_type, int *mr, int *nr, int *pairs,
                          mc_gemm_blocks *blk);
-/* The packed format a level would give B of this type: pairs, nr, and kc. */
-void mc_gemm_pack_format(int level, int type, int *pairs, int *nr, int64_t *kc);
+/* The packed format a level would give B of this type: pairs, elem, nr, and kc. */
+void mc_gemm_pack_format(int level, int type, int *pairs, int *elem, int *nr, int64_t *kc);
 
 #endif

@@ -12,6 +12,8 @@
  *      operand.
  *   c. The epilogue is the scalar one (the table leaves it empty): this level is the fallback for
  *      CPUs without AVX-512, where the micro-kernel is what matters.
+ *   d. An in-place variant of the micro-kernel reads rows of B (small M) or 16-bit panels,
+ *      converting on load, with the same FMAs in the same order.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -154,7 +156,84 @@ static void mc_ukr_f32_avx2_(int64_t kc, const void *ap, const void *bp, float *
     mc_ukr_rows_[mr](kc, (const float *)ap, (const float *)bp, tile);
 }
 
+/* B read in place (small M) or from 16-bit panels: each row's 8-lane groups loaded with the
+ * packing's conversion (a partial group through a zero-filled copy, so nothing past nr is
+ * read), then the FMAs of mc_ukr_body_ in the same order. */
+MC_INLINE_ __m256 mc_load8_part_(const char *p, int type, int n)
+{
+    if (n >= 8)
+        return mc_load8_(p, type);
+    if (n <= 0)
+        return _mm256_setzero_ps();
+    char buf[32] = {0};
+    memcpy(buf, p, (size_t)n * (type == MC_F32 ? 4 : 2));
+    return mc_load8_(buf, type);
+}
+
+MC_INLINE_ void mc_ukr_direct_body_(const int rows, int64_t kc, const float *a, const char *b,
+                                    int64_t ldb, int type, int nr, float *tile, int64_t ldt,
+                                    int accumulate)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    __m256 c[MC_MR][MC_NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            c[i][j] = accumulate && 8 * j < nr ? _mm256_loadu_ps(tile + i * ldt + 8 * j)
+                                               : _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        __m256 bv[MC_NV];
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            bv[j] = mc_load8_part_(b + 8 * j * es, type, nr - 8 * j);
+#pragma GCC unroll 8
+        for (int i = 0; i < rows; ++i) {
+            const __m256 ai = _mm256_broadcast_ss(a + i);
+#pragma GCC unroll 4
+            for (int j = 0; j < MC_NV; ++j)
+                c[i][j] = _mm256_fmadd_ps(ai, bv[j], c[i][j]);
+        }
+        a += MC_MR;
+        b += ldb;
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            if (8 * j < nr)    /* the tile row ends at the NR multiple after nr */
+                _mm256_storeu_ps(tile + i * ldt + 8 * j, c[i][j]);
+}
+
+#define MC_UKR_DIRECT_ROWS_(R)                                                              \
+    static void mc_ukr_direct_##R##_(int64_t kc, const float *a, const char *b, int64_t ldb, \
+                                     int type, int nr, float *tile, int64_t ldt, int acc)   \
+    {                                                                                       \
+        if (type == MC_F32)                                                                 \
+            mc_ukr_direct_body_(R, kc, a, b, ldb, MC_F32, nr, tile, ldt, acc);              \
+        else if (type == MC_F16)                                                            \
+            mc_ukr_direct_body_(R, kc, a, b, ldb, MC_F16, nr, tile, ldt, acc);              \
+        else                                                                                \
+            mc_ukr_direct_body_(R, kc, a, b, ldb, MC_BF16, nr, tile, ldt, acc);             \
+    }
+MC_UKR_DIRECT_ROWS_(1) MC_UKR_DIRECT_ROWS_(2) MC_UKR_DIRECT_ROWS_(3) MC_UKR_DIRECT_ROWS_(4)
+MC_UKR_DIRECT_ROWS_(5) MC_UKR_DIRECT_ROWS_(6)
+
+static int mc_ukr_direct_f32_avx2_(int64_t kc, const void *ap, const char *b, int64_t ldb,
+                                   int64_t pstride, int b_type, int nr, float *tile, int64_t ldt,
+                                   int mr, int accumulate)
+{
+    typedef void (*fn_t)(int64_t, const float *, const char *, int64_t, int, int, float *,
+                         int64_t, int);
+    static const fn_t rows[MC_MR + 1] = {NULL, mc_ukr_direct_1_, mc_ukr_direct_2_,
+                                         mc_ukr_direct_3_, mc_ukr_direct_4_, mc_ukr_direct_5_,
+                                         mc_ukr_direct_6_};
+    (void)pstride;                       /* nr <= MC_NR: one group of columns */
+    rows[mr](kc, (const float *)ap, b, ldb, b_type, nr, tile, ldt, accumulate);
+    return 0;
+}
+
 const mc_gemm_table mc_gemm_table_avx2 = {
     .f32 = {.mr = MC_MR, .nr = MC_NR, .pairs = 0, .pack = mc_pack_avx2_, .ukr = mc_ukr_f32_avx2_,
-            .mc = 72, .kc = 512, .nc = 1024},
+            .ukr_direct = mc_ukr_direct_f32_avx2_, .mc = 72, .kc = 512, .nc = 1024},
 };

@@ -220,14 +220,15 @@ static void mc_ukr_wide_f32_avx512_(int64_t kc, const void *ap, const void *bp, 
     fns[mr - 1][np - 1](kc, (const float *)ap, (const float *)bp, pstride / 4, tile, ldt);
 }
 
-/* B read in place (small M): rows of B loaded with the packing's conversion, masked at the
- * right edge; the FMAs are those of mc_ukr_body_, in the same order, continuing from the tile's
- * partial sums when `accumulate` is set. */
+/* B read in place (small M), or from 16-bit panels: rows of B loaded with the packing's
+ * conversion, masked at the right edge, each group of MC_NR columns pstride bytes after the
+ * previous one; the FMAs are those of mc_ukr_body_, in the same order, continuing from the
+ * tile's partial sums when `accumulate` is set. */
 #define MC_WIDE_NV 8   /* vectors per row in the 1-3 row variant: 128 columns, <= 24 accumulators */
 
 MC_INLINE_ void mc_ukr_direct_body_(const int rows, const int nv, int64_t kc, const float *a,
-                                    const char *b, int64_t ldb, int type, int nr, float *tile,
-                                    int64_t ldt, int accumulate)
+                                    const char *b, int64_t ldb, int64_t ps, int type, int nr,
+                                    float *tile, int64_t ldt, int accumulate)
 {
     const int es = type == MC_F32 ? 4 : 2;
     __mmask16 m[MC_WIDE_NV];
@@ -245,7 +246,7 @@ MC_INLINE_ void mc_ukr_direct_body_(const int rows, const int nv, int64_t kc, co
         __m512 bv[MC_WIDE_NV];
 #pragma GCC unroll 8
         for (int j = 0; j < nv; ++j)
-            bv[j] = mc_load16_(b + 16 * j * es, type, m[j]);
+            bv[j] = mc_load16_(b + (j / MC_NV) * ps + 16 * (j % MC_NV) * es, type, m[j]);
 #pragma GCC unroll 16
         for (int i = 0; i < rows; ++i) {
             const __m512 ai = _mm512_set1_ps(a[i]);
@@ -265,15 +266,15 @@ MC_INLINE_ void mc_ukr_direct_body_(const int rows, const int nv, int64_t kc, co
 }
 
 #define MC_UKR_DIRECT_NV_(R, NV, name)                                                      \
-    static void name(int64_t kc, const float *a, const char *b, int64_t ldb, int type, int nr, \
-                     float *tile, int64_t ldt, int acc)                                     \
+    static void name(int64_t kc, const float *a, const char *b, int64_t ldb, int64_t ps,   \
+                     int type, int nr, float *tile, int64_t ldt, int acc)                   \
     {                                                                                       \
         if (type == MC_F32)                                                                 \
-            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, MC_F32, nr, tile, ldt, acc);          \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, ps, MC_F32, nr, tile, ldt, acc);      \
         else if (type == MC_F16)                                                            \
-            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, MC_F16, nr, tile, ldt, acc);          \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, ps, MC_F16, nr, tile, ldt, acc);      \
         else                                                                                \
-            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, MC_BF16, nr, tile, ldt, acc);         \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, ps, MC_BF16, nr, tile, ldt, acc);     \
     }
 #define MC_UKR_DIRECT_ROWS_(R) MC_UKR_DIRECT_NV_(R, MC_NV, mc_ukr_direct_##R##_)
 MC_UKR_DIRECT_NV_(1, MC_WIDE_NV, mc_ukr_direct_wide_1_)
@@ -284,8 +285,8 @@ MC_UKR_DIRECT_ROWS_(5) MC_UKR_DIRECT_ROWS_(6) MC_UKR_DIRECT_ROWS_(7) MC_UKR_DIRE
 MC_UKR_DIRECT_ROWS_(9) MC_UKR_DIRECT_ROWS_(10) MC_UKR_DIRECT_ROWS_(11) MC_UKR_DIRECT_ROWS_(12)
 MC_UKR_DIRECT_ROWS_(13) MC_UKR_DIRECT_ROWS_(14)
 
-typedef void (*mc_ukr_direct_rows_fn_)(int64_t, const float *, const char *, int64_t, int, int,
-                                       float *, int64_t, int);
+typedef void (*mc_ukr_direct_rows_fn_)(int64_t, const float *, const char *, int64_t, int64_t,
+                                       int, int, float *, int64_t, int);
 static const mc_ukr_direct_rows_fn_ mc_ukr_direct_rows_[MC_MR + 1] = {
     NULL, mc_ukr_direct_1_, mc_ukr_direct_2_, mc_ukr_direct_3_, mc_ukr_direct_4_,
     mc_ukr_direct_5_, mc_ukr_direct_6_, mc_ukr_direct_7_, mc_ukr_direct_8_, mc_ukr_direct_9_,
@@ -293,16 +294,17 @@ static const mc_ukr_direct_rows_fn_ mc_ukr_direct_rows_[MC_MR + 1] = {
 };
 
 static int mc_ukr_direct_f32_avx512_(int64_t kc, const void *ap, const char *b, int64_t ldb,
-                                     int b_type, int nr, float *tile, int64_t ldt, int mr,
-                                     int accumulate)
+                                     int64_t pstride, int b_type, int nr, float *tile,
+                                     int64_t ldt, int mr, int accumulate)
 {
     if (nr > MC_NR) {         /* mr <= 3: the wide variant (mc_gemm.c, mc_direct_) */
         static const mc_ukr_direct_rows_fn_ wide[4] = {
             NULL, mc_ukr_direct_wide_1_, mc_ukr_direct_wide_2_, mc_ukr_direct_wide_3_};
-        wide[mr](kc, (const float *)ap, b, ldb, b_type, nr, tile, ldt, accumulate);
+        wide[mr](kc, (const float *)ap, b, ldb, pstride, b_type, nr, tile, ldt, accumulate);
         return 0;
     }
-    mc_ukr_direct_rows_[mr](kc, (const float *)ap, b, ldb, b_type, nr, tile, ldt, accumulate);
+    mc_ukr_direct_rows_[mr](kc, (const float *)ap, b, ldb, pstride, b_type, nr, tile, ldt,
+                            accumulate);
     return 0;
 }
 

@@ -242,7 +242,7 @@ static void mc_ukr_wide_bf16_avx512bf16_(int64_t kp, const void *ap, const void 
 
 /* ng groups of 32 columns (each: two rows of 32 bfloat16 interleaved into 2 vectors of pairs). */
 MC_INLINE_ int mc_ukr_direct_body_(const int rows, const int ng, int64_t kc, const uint32_t *a,
-                                   const char *b, int64_t ldb, int nr, float *tile,
+                                   const char *b, int64_t ldb, int64_t ps, int nr, float *tile,
                                    int64_t ldt, int accumulate)
 {
     __m512i sub = _mm512_set1_epi16(-1);
@@ -266,8 +266,8 @@ MC_INLINE_ int mc_ukr_direct_body_(const int rows, const int ng, int64_t kc, con
         __m512bh bv[2 * MC_WIDE_NG];
 #pragma GCC unroll 4
         for (int q = 0; q < ng; ++q) {
-            const __m512i r0 = _mm512_maskz_loadu_epi16(m[q], b + 64 * q);
-            const __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m[q], b + ldb + 64 * q)
+            const __m512i r0 = _mm512_maskz_loadu_epi16(m[q], b + ps * q);
+            const __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m[q], b + ldb + ps * q)
                                           : _mm512_setzero_si512();
             sub = mc_sub_min_(mc_sub_min_(sub, r0), r1);
             bv[2 * q] = (__m512bh)_mm512_permutex2var_epi16(r0, lo_idx, r1);
@@ -293,10 +293,10 @@ MC_INLINE_ int mc_ukr_direct_body_(const int rows, const int ng, int64_t kc, con
 }
 
 #define MC_UKR_DIRECT_NG_(R, NG, name)                                                      \
-    static int name(int64_t kc, const uint32_t *a, const char *b, int64_t ldb, int nr,     \
-                    float *tile, int64_t ldt, int acc)                                      \
+    static int name(int64_t kc, const uint32_t *a, const char *b, int64_t ldb, int64_t ps, \
+                    int nr, float *tile, int64_t ldt, int acc)                              \
     {                                                                                       \
-        return mc_ukr_direct_body_(R, NG, kc, a, b, ldb, nr, tile, ldt, acc);               \
+        return mc_ukr_direct_body_(R, NG, kc, a, b, ldb, ps, nr, tile, ldt, acc);           \
     }
 #define MC_UKR_DIRECT_ROWS_(R) MC_UKR_DIRECT_NG_(R, 1, mc_ukr_direct_##R##_)
 MC_UKR_DIRECT_ROWS_(1) MC_UKR_DIRECT_ROWS_(2) MC_UKR_DIRECT_ROWS_(3) MC_UKR_DIRECT_ROWS_(4)
@@ -307,8 +307,8 @@ MC_UKR_DIRECT_NG_(1, MC_WIDE_NG, mc_ukr_direct_wide_1_)
 MC_UKR_DIRECT_NG_(2, MC_WIDE_NG, mc_ukr_direct_wide_2_)
 MC_UKR_DIRECT_NG_(3, MC_WIDE_NG, mc_ukr_direct_wide_3_)
 
-typedef int (*mc_ukr_direct_rows_fn_)(int64_t, const uint32_t *, const char *, int64_t, int,
-                                      float *, int64_t, int);
+typedef int (*mc_ukr_direct_rows_fn_)(int64_t, const uint32_t *, const char *, int64_t, int64_t,
+                                      int, float *, int64_t, int);
 static const mc_ukr_direct_rows_fn_ mc_ukr_direct_rows_[MC_MR + 1] = {
     NULL, mc_ukr_direct_1_, mc_ukr_direct_2_, mc_ukr_direct_3_, mc_ukr_direct_4_,
     mc_ukr_direct_5_, mc_ukr_direct_6_, mc_ukr_direct_7_, mc_ukr_direct_8_, mc_ukr_direct_9_,
@@ -316,16 +316,17 @@ static const mc_ukr_direct_rows_fn_ mc_ukr_direct_rows_[MC_MR + 1] = {
 };
 
 static int mc_ukr_direct_bf16_avx512bf16_(int64_t kc, const void *ap, const char *b, int64_t ldb,
-                                          int b_type, int nr, float *tile, int64_t ldt, int mr,
-                                          int accumulate)
+                                          int64_t pstride, int b_type, int nr, float *tile,
+                                          int64_t ldt, int mr, int accumulate)
 {
     (void)b_type;
     if (nr > MC_NR) {         /* mr <= 3: the wide variant (mc_gemm.c, mc_direct_) */
         static const mc_ukr_direct_rows_fn_ wide[4] = {
             NULL, mc_ukr_direct_wide_1_, mc_ukr_direct_wide_2_, mc_ukr_direct_wide_3_};
-        return wide[mr](kc, (const uint32_t *)ap, b, ldb, nr, tile, ldt, accumulate);
+        return wide[mr](kc, (const uint32_t *)ap, b, ldb, pstride, nr, tile, ldt, accumulate);
     }
-    return mc_ukr_direct_rows_[mr](kc, (const uint32_t *)ap, b, ldb, nr, tile, ldt, accumulate);
+    return mc_ukr_direct_rows_[mr](kc, (const uint32_t *)ap, b, ldb, pstride, nr, tile, ldt,
+                                   accumulate);
 }
 
 /* Columns of B in place (B contiguous along k, at most MC_DIRECT_T_MAXM rows): 16 columns x
