@@ -112,3 +112,4 @@ cdef inline int _threads_for(int64_t work, int64_t threshold) noexcept nogil:
 include "_cast.pxi"
 include "_scan.pxi"
 include "_gemm.pxi"
+include "_act.pxi"

@@ -11,6 +11,7 @@ variable ``MIXEDCORE_ISA`` (``generic``, ``avx2``, ``avx512`` or ``avx512bf16``)
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._scan import all_finite, unscale_and_check
 from mixedcore.kernels._gemm import matmul, set_gemm_blocks
+from mixedcore.kernels._act import activation, activation_grad
 from mixedcore.kernels._dispatch import (ISA_LEVELS, available_isas, get_num_threads, isa,
                                          set_isa, set_num_threads, threads)
 
@@ -20,6 +21,8 @@ __all__ = [
     "unscale_and_check",
     "matmul",
     "set_gemm_blocks",
+    "activation",
+    "activation_grad",
     "isa",
     "available_isas",
     "set_isa",

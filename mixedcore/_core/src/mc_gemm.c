@@ -12,11 +12,10 @@
  *      step, since the baseline has no FMA; the error bound of docs/gemm.md still holds), and
  *      the epilogue in plain C.  Compilers may vectorise them for the baseline, never beyond it,
  *      and -ffp-contract=off keeps every rounding where the source puts it.
- *   c. The activation is computed in double with libm (erfc, exp, tanh) and rounded once to
- *      float32, within one rounding of exact (the AVX-512 epilogue has a vector version that
- *      agrees with it except within 1e-12 of a rounding boundary).
- *      gelu is the exact form x * Phi(x) = 0.5 * x * erfc(-x / sqrt(2)) (Keras' default,
- *      approximate=False); erfc avoids the cancellation of 1 + erf(x) for negative x.
+ *   c. The activation is the scalar twin of mc_act_scalar.h (float64 inside, rounded once to
+ *      float32), the same function the elementwise kernels apply; the AVX-512 epilogue's vector
+ *      version (mc_act_avx512_inl.h) gives the same bits.  gelu is the exact form x * Phi(x)
+ *      (Keras' default, approximate=False).
  *   d. mc_gemm_select() picks the kernel of the highest level <= the requested one that has the
  *      input pair: bfloat16 x bfloat16 uses VDPBF16PS at avx512bf16; every other pair (and
  *      bfloat16 below that level) goes through float32 panels.
@@ -30,6 +29,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "mc_act_scalar.h"
 #include "mc_convert_scalar.h"
 #include "mc_cpu.h"
 #include "mc_gemm.h"
@@ -70,19 +70,7 @@ static inline float mc_load_elem_(const char *p, int type)
 
 float mc_gemm_act_scalar_(int act, float v)
 {
-    const double x = (double)v;
-    switch (act) {
-    case MC_ACT_RELU:
-        return v < 0.0f ? 0.0f : v;          /* NaN and -0.0 pass through, like max(0, v) */
-    case MC_ACT_GELU:
-        return (float)(0.5 * x * erfc(-x * 0.70710678118654752440));
-    case MC_ACT_SIGMOID:
-        return (float)(1.0 / (1.0 + exp(-x)));
-    case MC_ACT_TANH:
-        return (float)tanh(x);
-    default:
-        return v;
-    }
+    return mc_act_scalar_f32_(act, v);
 }
 
 /* --- packing ---------------------------------------------------------------------------------- */

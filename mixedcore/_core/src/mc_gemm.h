@@ -22,8 +22,7 @@
 #define MC_GEMM_H_
 
 #include <stdint.h>
-
-enum { MC_ACT_NONE = 0, MC_ACT_RELU = 1, MC_ACT_GELU = 2, MC_ACT_SIGMOID = 3, MC_ACT_TANH = 4 };
+#include "mc_act.h"                  /* MC_ACT_* */
 
 typedef struct {
     int64_t m, n, k;
@@ -92,8 +91,9 @@ int64_t mc_gemm_workspace_bytes(const mc_gemm_kernel *kern, const mc_gemm_blocks
 void mc_gemm_run(const mc_gemm_kernel *kern, const mc_gemm_blocks *blk, const mc_gemm_args *g,
                  int64_t m0, int64_t m1, int64_t n0, int64_t n1, void *work);
 
-/* Scalar pieces shared by every level: the activation (float32 in, float32 out, libm), the
- * generic pack and the scalar epilogue (the specification of the vector ones). */
+/* Scalar pieces shared by every level: the activation (float32 in, float32 out,
+ * mc_act_scalar.h), the generic pack and the scalar epilogue (the specification of the vector
+ * ones). */
 float mc_gemm_act_scalar_(int act, float v);
 void mc_gemm_pack_generic_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
                            int64_t kc, int w, void *dst);
