@@ -9,9 +9,10 @@
  *      function of its own inputs only (mc_act_scalar.h), so the results do not depend on the
  *      level, on the alignment of the arrays or on how a caller cuts them into pieces.
  *   c. Kernels are named mc_act_<direction>_f32_<isa>.  The generic level is the scalar twins in
- *      a loop; the avx512 level evaluates 16 elements at a time (mc_act_avx512_inl.h) with a
- *      masked tail.  mc_act_kernel_forward() / _backward() pick the kernel for a level:
- *      avx512bf16 uses the avx512 one, avx2 the generic one.
+ *      a loop; avx2 is the same loop compiled with FMA (fma() inlined instead of called); the
+ *      avx512 level evaluates 16 elements at a time (mc_act_avx512_inl.h) with a masked tail.
+ *      mc_act_kernel_forward() / _backward() pick the kernel for a level; avx512bf16 uses the
+ *      avx512 one.
  *   d. Kernels raise no floating-point flags that outlive them (the driver restores the
  *      caller's flags around every call).
  */
@@ -27,6 +28,8 @@ typedef void (*mc_act_backward_fn)(int act, const float *dy, const float *x, flo
 
 void mc_act_forward_f32_generic(int act, const float *x, float *y, int64_t n);
 void mc_act_backward_f32_generic(int act, const float *dy, const float *x, float *dx, int64_t n);
+void mc_act_forward_f32_avx2(int act, const float *x, float *y, int64_t n);
+void mc_act_backward_f32_avx2(int act, const float *dy, const float *x, float *dx, int64_t n);
 void mc_act_forward_f32_avx512(int act, const float *x, float *y, int64_t n);
 void mc_act_backward_f32_avx512(int act, const float *dy, const float *x, float *dx, int64_t n);
 

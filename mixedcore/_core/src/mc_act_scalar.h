@@ -339,6 +339,18 @@ static inline float mc_act_grad_scalar_f32_(int act, float dy, float v)
 {
     if (act == MC_ACT_NONE)
         return dy;
+    if (act == MC_ACT_RELU) {
+        /* relu' built from the comparison's bits (1.0f or 0.0f), so that compilers multiply
+         * instead of branching on the sign of v (a branch mispredicts on random signs) */
+        if (v != v)
+            return mc_act_quiet_f32_(v);
+        if (dy != dy)
+            return mc_act_quiet_f32_(dy);
+        const uint32_t one = 0x3F800000u & (0u - (uint32_t)(v > 0.0f));
+        float d;
+        memcpy(&d, &one, 4);
+        return dy * d;
+    }
     if (v != v)
         return mc_act_quiet_f32_(v);
     if (dy != dy)
@@ -346,8 +358,6 @@ static inline float mc_act_grad_scalar_f32_(int act, float dy, float v)
     const double x = (double)v;
     double d;
     switch (act) {
-    case MC_ACT_RELU:
-        return dy * (v > 0.0f ? 1.0f : 0.0f);
     case MC_ACT_GELU:
         d = mc_gelu_grad_sd_(x);
         break;
@@ -362,5 +372,44 @@ static inline float mc_act_grad_scalar_f32_(int act, float dy, float v)
     }
     return (float)((double)dy * d);
 }
+
+/* The kernels mc_act_forward_f32_<isa> / mc_act_backward_f32_<isa> (mc_act.h) as loops over the
+ * scalar twins, one loop per activation so that each body is one inlined function; a unit
+ * compiled with other flags (mc_act_avx2.c) instantiates the same loops for its level. */
+#define MC_ACT_SCALAR_LOOP_(ACT, OUT, EXPR)                                                   \
+    case ACT:                                                                                 \
+        for (int64_t i = 0; i < n; ++i)                                                       \
+            OUT[i] = EXPR;                                                                    \
+        break;
+
+#define MC_ACT_SCALAR_KERNELS_(isa)                                                           \
+    void mc_act_forward_f32_##isa(int act, const float *x, float *y, int64_t n)               \
+    {                                                                                         \
+        switch (act) {                                                                        \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_RELU, y, mc_act_scalar_f32_(MC_ACT_RELU, x[i]))            \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_GELU, y, mc_act_scalar_f32_(MC_ACT_GELU, x[i]))            \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_SIGMOID, y, mc_act_scalar_f32_(MC_ACT_SIGMOID, x[i]))      \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_TANH, y, mc_act_scalar_f32_(MC_ACT_TANH, x[i]))            \
+        default:                                                                              \
+            if (n > 0)                                                                        \
+                memcpy(y, x, (size_t)n * 4);                                                  \
+            break;                                                                            \
+        }                                                                                     \
+    }                                                                                         \
+    void mc_act_backward_f32_##isa(int act, const float *dy, const float *x, float *dx,       \
+                                   int64_t n)                                                 \
+    {                                                                                         \
+        switch (act) {                                                                        \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_RELU, dx, mc_act_grad_scalar_f32_(MC_ACT_RELU, dy[i], x[i])) \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_GELU, dx, mc_act_grad_scalar_f32_(MC_ACT_GELU, dy[i], x[i])) \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_SIGMOID, dx,                                               \
+                            mc_act_grad_scalar_f32_(MC_ACT_SIGMOID, dy[i], x[i]))             \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_TANH, dx, mc_act_grad_scalar_f32_(MC_ACT_TANH, dy[i], x[i])) \
+        default:                                                                              \
+            if (n > 0)                                                                        \
+                memcpy(dx, dy, (size_t)n * 4);                                                \
+            break;                                                                            \
+        }                                                                                     \
+    }
 
 #endif
