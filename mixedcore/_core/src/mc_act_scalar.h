@@ -23,11 +23,11 @@
  *      (overflow), and gelu'(x) = Phi(x) + x phi(x) near its root x0 = -0.7518 (the root is
  *      factored out).
  *   d. Special values.  NaN in, NaN out: the input NaN, quieted (backward: x's NaN if x is NaN,
- *      else dy's).  relu keeps today's rule in the forward direction, v < 0 ? 0 : v, so NaN
- *      (unchanged, even signalling) and -0.0 pass through.  +-inf and huge inputs give the limits:
+ *      else dy's).  relu's forward rule is v < 0 ? 0 : v (in float32), so NaN (unchanged, even
+ *      signalling) and -0.0 pass through.  +-inf and huge inputs give the limits:
  *      gelu(+inf) = +inf, gelu(-inf) = -0.0, sigmoid(+-inf) = 1 / +0, tanh(+-inf) = +-1, all
  *      derivatives 0 (1 for gelu at +inf); then dy * 0 follows IEEE (an infinite dy gives NaN).
- *      Odd functions keep the sign of zero: tanh(-0) = gelu(-0) = -0.
+ *      tanh and gelu keep the sign of zero: tanh(-0) = gelu(-0) = -0.
  *   e. Static inline, standard headers only: each unit (the generic one, the GEMM) compiles them
  *      with its own flags; no floating-point flags are promised (the drivers restore them).
  */
