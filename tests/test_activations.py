@@ -259,8 +259,10 @@ def test_special_values(isa_level):
 
 
 def test_gelu_is_accurate_in_its_tail_and_at_the_minimum(isa_level):
-    """Where the old erf-based training path failed: gelu(-5.5) had relative error 1, and
-    1 - tanh**2, s (1 - s) lose everything for large |x|."""
+    """The tails, where gelu via 1 + erf(x) loses all accuracy (relative error 1 at x = -5.5
+    with a float32-accurate erf) and 1 - tanh(x)**2 cancels (in float64 it keeps 6 digits at
+    x = 12 and is 0 at x = 20): correctly rounded values, a subnormal gelu(-14) and a negative
+    zero for gelu(-15)."""
     x = np.array([-5.5, -10.0, -13.0, -14.0, -15.0], F32)
     got = kernels.activation(x, "gelu")
     ref = np.array([ref_forward64("gelu", float(v)) for v in x])
@@ -461,8 +463,8 @@ def test_sequential_training_equals_inference(policy, name):
 
 
 def test_activation_layer_uses_the_kernel_under_16bit_policies():
-    """The old float32 training path disagreed with the fused epilogue on 70% of a Dense(gelu)
-    layer's outputs; now the layer and the kernel agree bit for bit."""
+    """An Activation layer is kernels.activation, bit for bit: in float32, and under a 16-bit
+    policy on the input widened exactly, with the result rounded once."""
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((8, 16)) * 4).astype(np.float32)
     for name in ["relu", "gelu", "sigmoid", "tanh"]:
