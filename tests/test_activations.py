@@ -179,7 +179,8 @@ def test_gemm_epilogue_equals_the_elementwise_kernel(isa_level, name, strided):
 
 @pytest.mark.parametrize("name", ["relu", "gelu", "sigmoid", "tanh"])
 def test_gemm_epilogue_with_bias_over_full_tiles(isa_level, name):
-    """A product with many columns (full vector tiles, the packed path) plus a bias."""
+    """A product with many columns (full vector tiles, the packed path) plus a bias; then with
+    K cut into blocks, alpha, beta * c and a float16 output."""
     rng = np.random.default_rng(11)
     a = (rng.standard_normal((37, 50)) * 2).astype(F32)
     b = (rng.standard_normal((50, 70)) * 0.5).astype(F32)
@@ -190,6 +191,17 @@ def test_gemm_epilogue_with_bias_over_full_tiles(isa_level, name):
     out = np.empty((37, 140), F32)[:, ::2]
     assert_bits_equal(kernels.matmul(a, b, bias=bias, activation=name, out=out),
                       kernels.activation(z, name))
+    # several K blocks (partial sums carried between them), alpha, beta * c, 16-bit output
+    c = rng.standard_normal((37, 70)).astype(F32)
+    kernels.set_gemm_blocks(kc=16)
+    try:
+        z = kernels.matmul(a, b, bias=bias, c=c, alpha=0.75, beta=-0.5)
+        got = kernels.matmul(a, b, bias=bias, c=c, alpha=0.75, beta=-0.5, activation=name,
+                             out_dtype="float16")
+    finally:
+        kernels.set_gemm_blocks()
+    assert np.array_equal(got.view(np.uint16),
+                          kernels.cast(kernels.activation(z, name), np.float16).view(np.uint16))
 
 
 # --- accuracy -----------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
  *   a. One set of codes (MC_ACT_*) for the elementwise kernels and the GEMM epilogue
  *      (mc_gemm.h includes this header), so both apply the same functions.
  *   b. A forward kernel computes y[i] = f(x[i]), a backward kernel dx[i] = dy[i] * f'(x[i]), for
- *      n contiguous float32 elements (outputs must not overlap inputs).  Each element is a
+ *      n contiguous float32 elements (an output is either the same array as an input or
+ *      disjoint from the inputs: each element is read before it is written).  Each element is a
  *      function of its own inputs only (mc_act_scalar.h), so the results do not depend on the
  *      level, on the alignment of the arrays or on how a caller cuts them into pieces.
  *   c. Kernels are named mc_act_<direction>_f32_<isa>.  The generic level is the scalar twins in
