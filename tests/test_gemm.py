@@ -436,10 +436,10 @@ def test_small_m_reads_b_in_place_with_the_same_bits(isa_level, dt, rng):
 
 @pytest.mark.parametrize("activation", ["gelu", "sigmoid", "tanh"])
 def test_vector_activations_match_the_scalar_twin(isa_level, activation):
-    """The vector epilogue (float64 polynomials) against the scalar twin (libm in float64): the
-    same float32 except, rarely, 1 ulp where the exact value is within 1e-12 of a rounding
-    boundary (docs/gemm.md).  Covers both sides of the gelu branch points (|x| = 2 sqrt 2), tiny,
-    huge and special values."""
+    """The vector epilogue against the scalar twin (mc_act_scalar.h, the same float64 operations
+    in the same order): the same bits, NaNs included (docs/gemm.md).  Covers both sides of the
+    gelu branch points (|x| = 2 sqrt 2), tiny, huge and special values; tests/test_activations.py
+    has the denser sweeps."""
     x = np.concatenate([np.linspace(-30, 30, 40001), np.geomspace(1e-30, 60, 5000),
                         -np.geomspace(1e-30, 60, 5000),
                         [0.0, -0.0, np.inf, -np.inf, np.nan, 3.4e38, -3.4e38, 1e-45]])
@@ -452,10 +452,7 @@ def test_vector_activations_match_the_scalar_twin(isa_level, activation):
         want = kernels.matmul(col, one, activation=activation)[:, 0]
     finally:
         kernels.set_isa(level)
-    nan = np.isnan(want)
-    assert np.array_equal(np.isnan(got), nan)
-    ulps = np.abs(got[~nan].view(np.int32).astype(np.int64) - want[~nan].view(np.int32))
-    assert ulps.max() <= 1 and np.count_nonzero(ulps) <= 5
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     ref = np.array([math.erfc(-v / math.sqrt(2)) * 0.5 * v if activation == "gelu" else
                     (1 / (1 + math.exp(-v)) if activation == "sigmoid" else math.tanh(v))
                     for v in col[:40001:97, 0].astype(np.float64)])

@@ -165,3 +165,4 @@ def extents_overlap(cnp.ndarray a, cnp.ndarray b):
 include "_cast.pxi"
 include "_scan.pxi"
 include "_gemm.pxi"
+include "_act.pxi"

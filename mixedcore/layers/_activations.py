@@ -3,10 +3,18 @@
 Layers under a 16-bit policy bring their values to float32 (exactly, with ``kernels.cast``), apply
 these, and round the result once to the compute dtype: elementwise math in 16-bit numpy would be
 slow and no more faithful.  The names are Keras's.
+
+float32 arrays go through ``kernels.activation`` / ``kernels.activation_grad``: the compiled
+functions the fused epilogue of ``kernels.matmul`` applies too, so a Dense layer computes the same
+bits whether it fuses the activation into the GEMM (inference) or applies it after the GEMM
+(training).  float64 arrays (the float64 policy) use numpy and ``math`` in float64, written so
+that nothing cancels or overflows.  softmax is numpy in either dtype.
 """
 import math
 
 import numpy as np
+
+from mixedcore import kernels
 
 # Names the fused GEMM epilogue of kernels.matmul applies itself.
 FUSED = ("relu", "gelu", "sigmoid", "tanh")
@@ -14,24 +22,7 @@ NAMES = ("linear", "relu", "gelu", "sigmoid", "tanh", "softmax")
 
 _SQRT_HALF = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
-_erf_exact = np.frompyfunc(math.erf, 1, 1)
-
-
-def _erf(x):
-    """erf elementwise: exact (``math.erf``) for float64, a float32-accurate rational form else.
-
-    The float32 form is Abramowitz & Stegun 7.1.26 evaluated in float64 (|error| < 1.5e-7, the
-    size of a float32 rounding step near 1), then rounded to float32.
-    """
-    if x.dtype == np.float64:
-        return _erf_exact(x).astype(np.float64)
-    z = x.astype(np.float64)
-    a = np.abs(z)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741
-                + t * (-1.453152027 + t * 1.061405429))))
-    y = 1.0 - poly * np.exp(-a * a)
-    return np.copysign(y, z).astype(x.dtype)
+_erfc = np.frompyfunc(math.erfc, 1, 1)
 
 
 def resolve(owner, identifier):
@@ -47,23 +38,54 @@ def resolve(owner, identifier):
     return identifier
 
 
+def _phi_cdf64(x):
+    """Phi(x) = erfc(-x / sqrt 2) / 2 elementwise in float64: erfc keeps the relative accuracy
+    for negative x, where 1 + erf(x / sqrt 2) cancels."""
+    return 0.5 * _erfc(-x * _SQRT_HALF).astype(np.float64)
+
+
+def _forward64(name, x):
+    with np.errstate(all="ignore"):
+        if name == "relu":
+            return np.where(x < 0, x.dtype.type(0), x)      # NaN and -0.0 pass through
+        if name == "sigmoid":
+            # e = exp(-|x|) <= 1: neither overflows nor cancels, for either sign of x
+            e = np.exp(-np.abs(x))
+            return np.where(x < 0, e, 1.0) / (1.0 + e)
+        if name == "tanh":
+            return np.tanh(x)
+        if name == "gelu":
+            y = x * _phi_cdf64(x)
+            return np.where(np.isneginf(x), -0.0, y)        # the limit, not -inf * 0
+    raise ValueError(f"unknown activation {name!r}")
+
+
+def _backward64(name, dy, x):
+    with np.errstate(all="ignore"):
+        if name == "relu":
+            return np.where(np.isnan(x), x, dy * (x > 0))
+        if name == "sigmoid":
+            e = np.exp(-np.abs(x))                          # s (1 - s) = e / (1 + e)**2
+            return dy * (e / ((1.0 + e) * (1.0 + e)))
+        if name == "tanh":
+            e = np.exp(-2.0 * np.abs(x))                    # 1 - tanh**2 = 4 e / (1 + e)**2
+            return dy * ((4.0 * e) / ((1.0 + e) * (1.0 + e)))
+        if name == "gelu":
+            pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+            xpdf = np.where(np.isinf(x), 0.0, x * pdf)
+            return dy * (_phi_cdf64(x) + xpdf)
+    raise ValueError(f"unknown activation {name!r}")
+
+
 def forward(name, x, axis=-1):
     """``name(x)`` for float32/float64 ``x`` (a new array unless linear)."""
     if name == "linear":
         return x
-    if name == "relu":
-        return np.maximum(x, 0, dtype=x.dtype)
-    if name == "sigmoid":
-        # 0.5 * (1 + tanh(x / 2)) never overflows (1 / (1 + exp(-x)) does for x < -88 in float32)
-        half = x.dtype.type(0.5)
-        return half + half * np.tanh(half * x)
-    if name == "tanh":
-        return np.tanh(x)
-    if name == "gelu":
-        return x.dtype.type(0.5) * x * (1 + _erf(x * x.dtype.type(_SQRT_HALF)))
     if name == "softmax":
         return softmax(x, axis)
-    raise ValueError(f"unknown activation {name!r}")
+    if x.dtype == np.float32:
+        return kernels.activation(x, name)
+    return _forward64(name, x)
 
 
 def softmax(x, axis=-1):
@@ -74,19 +96,11 @@ def softmax(x, axis=-1):
 
 def backward(name, dy, x, y, axis=-1):
     """Gradient with respect to the input, given the output gradient ``dy``, input ``x`` and
-    output ``y`` (all float32 or all float64)."""
+    output ``y`` (all float32 or all float64; only softmax uses ``y``)."""
     if name == "linear":
         return dy
-    if name == "relu":
-        return np.where(x > 0, dy, dy.dtype.type(0))
-    if name == "sigmoid":
-        return dy * y * (1 - y)
-    if name == "tanh":
-        return dy * (1 - y * y)
-    if name == "gelu":
-        cdf = x.dtype.type(0.5) * (1 + _erf(x * x.dtype.type(_SQRT_HALF)))
-        pdf = x.dtype.type(_INV_SQRT_2PI) * np.exp(x.dtype.type(-0.5) * x * x)
-        return dy * (cdf + x * pdf)
     if name == "softmax":
         return y * (dy - np.sum(dy * y, axis=axis, keepdims=True))
-    raise ValueError(f"unknown activation {name!r}")
+    if x.dtype == np.float32:
+        return kernels.activation_grad(dy, x, name)
+    return _backward64(name, dy, x)

@@ -192,8 +192,12 @@ class Dense(Layer):
         return y.reshape(lead + (self.units,))
 
     def _affine(self, x2, kernel, bias):
-        """z = x2 @ kernel + bias in the work dtype (float32, or float64 under float64)."""
-        if self._gemm_ok(x2) and kernel.dtype == x2.dtype:
+        """z = x2 @ kernel + bias in the work dtype (float32, or float64 under float64).
+
+        Whenever the inference path of ``call`` would use the GEMM, this uses the same GEMM (the
+        float32 result the fused epilogue starts from), so training and inference agree bit for
+        bit."""
+        if self._gemm_ok(x2) and self._gemm_ok(kernel):
             return kernels.matmul(x2, kernel, bias=bias)
         w = work_dtype(x2.dtype)
         z = to_compute(x2, w) @ to_compute(kernel, w)

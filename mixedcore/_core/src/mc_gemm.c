@@ -38,9 +38,10 @@
  *      step, since the baseline has no FMA; the error bound of docs/gemm.md still holds), and
  *      the epilogue in plain C, which also serves every layout the vector epilogues do not
  *      take.  -ffp-contract=off keeps every rounding where the source puts it.
- *   h. The activation is computed in double and rounded once to float32.  gelu is the exact
- *      form x * Phi(x) = 0.5 * x * erfc(-x / sqrt(2)) (Keras' default, approximate=False);
- *      erfc avoids the cancellation of 1 + erf(x) for negative x.
+ *   h. The activation is the one of mc_act.h (float64 inside, rounded once to float32): the
+ *      scalar epilogue applies the level's elementwise kernel to each row of the tile
+ *      (g->act_row), the vector epilogues the same functions inline, with the same bits.  gelu
+ *      is the exact form x * Phi(x) (Keras' default, approximate=False).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -66,22 +67,6 @@
 
 /* --- activation ------------------------------------------------------------------------------ */
 
-float mc_gemm_act_scalar_(int act, float v)
-{
-    const double x = (double)v;
-    switch (act) {
-    case MC_ACT_RELU:
-        return v < 0.0f ? 0.0f : v;          /* NaN and -0.0 pass through, like max(0, v) */
-    case MC_ACT_GELU:
-        return (float)(0.5 * x * erfc(-x * 0.70710678118654752440));
-    case MC_ACT_SIGMOID:
-        return (float)(1.0 / (1.0 + exp(-x)));
-    case MC_ACT_TANH:
-        return (float)tanh(x);
-    default:
-        return v;
-    }
-}
 
 /* --- generic micro-kernel --------------------------------------------------------------------- */
 
@@ -136,36 +121,49 @@ static int mc_gemm_ukr_direct_generic_(int64_t kc, const void *ap, const char *b
 /* --- the scalar epilogue ---------------------------------------------------------------------- */
 
 #define MC_AT_(base, rs, cs, i, j) ((base) + (i) * (rs) + (j) * (cs))
+#define MC_EPI_ROW_ 64    /* values the scalar epilogue activates at a time */
 
 static void mc_gemm_epi_scalar_(const mc_gemm_args *g, const float *tile, int ldt, int mr,
                                 int nr, int64_t i, int64_t j, int first, int last)
 {
+    float v[MC_EPI_ROW_];
     for (int r = 0; r < mr; ++r) {
-        for (int s = 0; s < nr; ++s) {
-            const int64_t ii = i + r, jj = j + s;
-            float t = tile[r * ldt + s];
-            float *acc = first && last ? NULL
-                                       : (float *)MC_AT_((char *)g->acc, g->acc_rs, g->acc_cs,
-                                                         ii - g->acc_r0, jj - g->acc_c0);
-            if (!first)
-                t += *acc;
-            if (!last) {
-                *acc = t;
-                continue;
+        const int64_t ii = i + r;
+        for (int s0 = 0; s0 < nr; s0 += MC_EPI_ROW_) {
+            const int n = nr - s0 < MC_EPI_ROW_ ? nr - s0 : MC_EPI_ROW_;
+            for (int s = 0; s < n; ++s) {
+                const int64_t jj = j + s0 + s;
+                float t = tile[r * ldt + s0 + s];
+                float *acc = first && last ? NULL
+                                           : (float *)MC_AT_((char *)g->acc, g->acc_rs, g->acc_cs,
+                                                             ii - g->acc_r0, jj - g->acc_c0);
+                if (!first)
+                    t += *acc;
+                if (!last) {
+                    *acc = t;
+                    continue;
+                }
+                v[s] = g->alpha == 1.0f ? t : g->alpha * t;
+                if (g->beta != 0.0f)
+                    v[s] += g->beta * *(const float *)MC_AT_((const char *)g->c, g->c_rs, g->c_cs,
+                                                             ii, jj);
+                if (g->bias)
+                    v[s] += *(const float *)((const char *)g->bias + jj * g->bias_s);
             }
-            float v = g->alpha == 1.0f ? t : g->alpha * t;
-            if (g->beta != 0.0f)
-                v += g->beta * *(const float *)MC_AT_((const char *)g->c, g->c_rs, g->c_cs, ii, jj);
-            if (g->bias)
-                v += *(const float *)((const char *)g->bias + jj * g->bias_s);
-            v = mc_gemm_act_scalar_(g->act, v);
-            char *o = MC_AT_(g->out, g->o_rs, g->o_cs, ii, jj);
-            if (g->out_type == MC_F32) {
-                memcpy(o, &v, 4);
-            } else {
-                const uint32_t u = mc_gemm_bits_from_f32_(v);
-                const uint16_t h = g->out_type == MC_F16 ? mc_f32_to_f16_bits(u) : mc_f32_to_bf16_bits(u);
-                memcpy(o, &h, 2);
+            if (!last)
+                continue;
+            if (g->act != MC_ACT_NONE)
+                g->act_row(g->act, v, v, n);
+            for (int s = 0; s < n; ++s) {
+                char *o = MC_AT_(g->out, g->o_rs, g->o_cs, ii, j + s0 + s);
+                if (g->out_type == MC_F32) {
+                    memcpy(o, &v[s], 4);
+                } else {
+                    const uint32_t u = mc_gemm_bits_from_f32_(v[s]);
+                    const uint16_t h = g->out_type == MC_F16 ? mc_f32_to_f16_bits(u)
+                                                             : mc_f32_to_bf16_bits(u);
+                    memcpy(o, &h, 2);
+                }
             }
         }
     }
@@ -768,9 +766,8 @@ static int mc_run_plan_(const mc_plan_ *p, const mc_gemm_call *call)
     return mc_exec_(p, call, &bs);
 }
 
-static int mc_gemm_planned_(const mc_gemm_call *call)
+static int mc_gemm_planned_(const mc_level_kernels *lk, const mc_gemm_call *call)
 {
-    const mc_level_kernels *lk = mc_kernels(mc_rt_level());
     const mc_packed *pk = call->packed;
     mc_blocks want;
     mc_rt_blocks(&want);
@@ -798,10 +795,12 @@ int mc_gemm(const mc_gemm_call *call)
 {
     mc_fpenv saved;
     mc_fpenv_enter(&saved);
+    const mc_level_kernels *lk = mc_kernels(mc_rt_level());
     mc_gemm_call c = *call;
     c.g.alpha = (float)call->alpha;
     c.g.beta = (float)call->beta;
-    const int r = mc_gemm_planned_(&c);
+    c.g.act_row = lk->act.forward;
+    const int r = mc_gemm_planned_(lk, &c);
     mc_fpenv_leave(&saved);
     return r;
 }

@@ -30,8 +30,7 @@
 #define MC_GEMM_H_
 
 #include <stdint.h>
-
-enum { MC_ACT_NONE = 0, MC_ACT_RELU = 1, MC_ACT_GELU = 2, MC_ACT_SIGMOID = 3, MC_ACT_TANH = 4 };
+#include "mc_act.h"                  /* MC_ACT_*, mc_act_forward_fn */
 
 typedef struct {
     int64_t m, n, k;
@@ -45,6 +44,7 @@ typedef struct {
     const float *bias; int64_t bias_s;                   /* float32 along n, or NULL */
     float alpha, beta;
     int act;
+    mc_act_forward_fn act_row;   /* the level's activation kernel, for the scalar epilogue */
 } mc_gemm_args;
 
 typedef struct {

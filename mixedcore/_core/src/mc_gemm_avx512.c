@@ -20,8 +20,8 @@
  *      scalar pack.  No load ever touches an element outside the operand.
  *   d. The epilogue works on rows of 16 lanes with a mask for the right edge; the driver calls it
  *      when the output, the accumulator and Cin are contiguous along rows (the scalar epilogue
- *      takes every other layout).
- *      gelu, sigmoid and tanh are vectorised in float64 (see the activation section).  Rounding
+ *      takes every other layout).  The activation is mc_act_ps_ (mc_act_avx512_inl.h),
+ *      bit-identical to the scalar twin (mc_act_scalar.h).  Rounding
  *      to float16 is VCVTPS2PH (round to nearest even, subnormals kept; its results equal the
  *      scalar twin for every non-signalling input, and an arithmetic result is never a
  *      signalling NaN); to bfloat16 it is the integer RNE of
@@ -32,6 +32,7 @@
 #include <string.h>
 #include "mc_convert_scalar.h"
 #include "mc_convert_simd.h"
+#include "mc_act_avx512_inl.h"
 #include "mc_gemm.h"
 #include "mc_gemm_scalar.h"
 #include "mc_gemm_avx512_inl.h"
@@ -380,153 +381,6 @@ static int mc_ukr_direct_t_f32_avx512_(int64_t kc, const void *ap, const char *b
     return 0;
 }
 
-/* --- activations, 8 doubles at a time --------------------------------------------------------
- * gelu, sigmoid and tanh are evaluated in float64 and rounded once to float32 (as the scalar twin
- * does with libm).  Each float64 value is within about 1e-12 (relative) of the exact function, so
- * the rounded float32 equals the correctly rounded one except when the exact value lies within
- * 1e-12 of a float32 rounding boundary, where it may be the neighbour (1 ulp).
- *
- * exp: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in a 32-bit head, so n * head is exact, and
- * a tail); e**r by its Taylor polynomial to degree 13 (remainder below 2e-16); 2**n applied by
- * VSCALEFPD, which rounds subnormal results correctly and saturates to 0 / inf.
- * erfc(z), for gelu(x) = 0.5 x erfc(-x / sqrt 2):
- *   |z| <= 2: 1 - z P(z**2), P a Chebyshev fit of erf(z) / z on [0, 4] (degree 16, relative
- *             error of erfc below 5e-13 there; erfc >= 0.0046);
- *   z > 2:    exp(-z**2) H(1 / z**2) / (z sqrt(pi)), H a Chebyshev fit of z sqrt(pi) erfcx(z) on
- *             u = 1 / z**2 in (0, 1/4] (degree 16, relative error below 2e-13);
- *   z < -2:   2 - erfc(-z).
- * The coefficients were fitted at Chebyshev nodes against scipy.special.erf / erfcx and checked
- * on 400001 points per interval. */
-static const double mc_erf_cheb_[17] = {
-    7.41555282042402175e-01,
-    -3.01071073386594723e-01,
-    6.89948306898315877e-02,
-    -1.39162712647220438e-02,
-    2.42079952243347014e-03,
-    -3.65863968584782275e-04,
-    4.86209844322828957e-05,
-    -5.74925655806025657e-06,
-    6.11324357796714452e-07,
-    -5.89910152601356998e-08,
-    5.20700916628170074e-09,
-    -4.23297493559254222e-10,
-    3.18810811982413894e-11,
-    -2.23605193528056845e-12,
-    1.46726262789929819e-13,
-    -9.03082419320794894e-15,
-    4.65880557338263287e-16,
-};
-static const double mc_erfcx_cheb_[17] = {
-    9.49608041575614181e-01,
-    -4.70275154155887498e-02,
-    3.03294145765809712e-03,
-    -2.90242266489223230e-04,
-    3.52209506875192523e-05,
-    -5.04034901688282070e-06,
-    8.16420834993985231e-07,
-    -1.45833125362940710e-07,
-    2.82199799108737581e-08,
-    -5.84036195244764158e-09,
-    1.28032132466579710e-09,
-    -2.95088027401491850e-10,
-    7.10823153573945509e-11,
-    -1.78099372239543625e-11,
-    4.62300459660337933e-12,
-    -1.23918268300565259e-12,
-    3.41946255672822693e-13,
-};
-
-MC_INLINE_ __m512d mc_cheb_pd_(const double *c, int deg, __m512d t)
-{
-    const __m512d t2 = _mm512_add_pd(t, t);
-    __m512d b1 = _mm512_setzero_pd(), b2 = _mm512_setzero_pd();
-    for (int k = deg; k >= 1; --k) {
-        const __m512d b0 = _mm512_sub_pd(_mm512_fmadd_pd(t2, b1, _mm512_set1_pd(c[k])), b2);
-        b2 = b1;
-        b1 = b0;
-    }
-    return _mm512_sub_pd(_mm512_fmadd_pd(t, b1, _mm512_set1_pd(c[0])), b2);
-}
-
-MC_INLINE_ __m512d mc_exp_pd_(__m512d x)
-{
-    /* min/max return their second operand for a NaN, so NaN lanes stay NaN */
-    x = _mm512_max_pd(_mm512_set1_pd(-746.0), _mm512_min_pd(_mm512_set1_pd(710.0), x));
-    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
-                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
-    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);
-    static const double inv_fact[14] = {
-        1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320,
-        1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800.0};
-    __m512d p = _mm512_set1_pd(inv_fact[13]);
-    for (int k = 12; k >= 0; --k)
-        p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(inv_fact[k]));
-    return _mm512_scalef_pd(p, n);
-}
-
-MC_INLINE_ __m512d mc_sigmoid_pd_(__m512d x)
-{
-    const __m512d one = _mm512_set1_pd(1.0);
-    return _mm512_div_pd(one, _mm512_add_pd(one, mc_exp_pd_(_mm512_sub_pd(_mm512_setzero_pd(), x))));
-}
-
-/* tanh: odd Taylor polynomial below |x| = 1/16 (next term below 8e-15 relative), else
- * (1 - e) / (1 + e) with e = exp(-2|x|) (1 - e >= 0.117: no cancellation), sign restored. */
-MC_INLINE_ __m512d mc_tanh_pd_(__m512d x)
-{
-    const __m512d sign = _mm512_set1_pd(-0.0);
-    const __m512d a = _mm512_andnot_pd(sign, x);
-    const __m512d s = _mm512_mul_pd(x, x);
-    __m512d p = _mm512_set1_pd(62.0 / 2835);
-    p = _mm512_fmadd_pd(p, s, _mm512_set1_pd(-17.0 / 315));
-    p = _mm512_fmadd_pd(p, s, _mm512_set1_pd(2.0 / 15));
-    p = _mm512_fmadd_pd(p, s, _mm512_set1_pd(-1.0 / 3));
-    const __m512d small = _mm512_fmadd_pd(_mm512_mul_pd(p, s), x, x);
-    const __m512d e = mc_exp_pd_(_mm512_mul_pd(a, _mm512_set1_pd(-2.0)));
-    const __m512d one = _mm512_set1_pd(1.0);
-    const __m512d big = _mm512_or_pd(_mm512_div_pd(_mm512_sub_pd(one, e), _mm512_add_pd(one, e)),
-                                     _mm512_and_pd(sign, x));
-    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a, _mm512_set1_pd(0.0625), _CMP_LT_OQ), big, small);
-}
-
-MC_INLINE_ __m512d mc_gelu_pd_(__m512d x)
-{
-    const __m512d sign = _mm512_set1_pd(-0.0), one = _mm512_set1_pd(1.0), two = _mm512_set1_pd(2.0);
-    const __m512d z = _mm512_mul_pd(x, _mm512_set1_pd(-0.70710678118654752440));
-    const __m512d az = _mm512_andnot_pd(sign, z);
-    /* |z| <= 2 */
-    const __m512d zc = _mm512_max_pd(_mm512_set1_pd(-2.0), _mm512_min_pd(two, z));
-    const __m512d s = _mm512_mul_pd(zc, zc);
-    const __m512d mid = _mm512_fnmadd_pd(zc, mc_cheb_pd_(mc_erf_cheb_, 16, _mm512_fmsub_pd(s, _mm512_set1_pd(0.5), one)), one);
-    /* |z| > 2: erfc(|z|) */
-    const __m512d at = _mm512_max_pd(two, az);
-    const __m512d u = _mm512_div_pd(one, _mm512_mul_pd(at, at));
-    const __m512d h = mc_cheb_pd_(mc_erfcx_cheb_, 16, _mm512_fmsub_pd(u, _mm512_set1_pd(8.0), one));
-    const __m512d tail = _mm512_div_pd(
-        _mm512_mul_pd(mc_exp_pd_(_mm512_sub_pd(_mm512_setzero_pd(), _mm512_mul_pd(at, at))), h),
-        _mm512_mul_pd(at, _mm512_set1_pd(1.7724538509055160273)));
-    __m512d erfc = mid;
-    erfc = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(z, two, _CMP_GT_OQ), erfc, tail);
-    erfc = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(z, _mm512_set1_pd(-2.0), _CMP_LT_OQ), erfc,
-                                _mm512_sub_pd(two, tail));
-    return _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(0.5), x), erfc);
-}
-
-MC_INLINE_ __m512d mc_act_pd_(int act, __m512d x)
-{
-    return act == MC_ACT_GELU ? mc_gelu_pd_(x) : act == MC_ACT_SIGMOID ? mc_sigmoid_pd_(x)
-                                                                        : mc_tanh_pd_(x);
-}
-
-/* gelu / sigmoid / tanh of 16 floats through float64. */
-static __m512 mc_act_ps_(int act, __m512 v)
-{
-    const __m512d lo = mc_act_pd_(act, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-    const __m512d hi = mc_act_pd_(act, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
-}
-
 /* float32 -> bfloat16 bits, packed to 16 lanes of 16 bits (mc_convert_simd.h). */
 MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
 {
@@ -565,10 +419,8 @@ static void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ld
                                                  : _mm512_maskz_loadu_ps(m, g->bias + j + s);
                 v = _mm512_add_ps(v, bv);
             }
-            if (g->act == MC_ACT_RELU)
-                v = _mm512_max_ps(_mm512_setzero_ps(), v);   /* NaN and -0.0 pass, as the twin */
-            else if (g->act != MC_ACT_NONE)
-                v = mc_act_ps_(g->act, v);
+            if (g->act != MC_ACT_NONE)
+                v = mc_act_ps_(g->act, v);       /* bit-identical to the scalar twin */
             char *o = g->out + ii * g->o_rs + (j + s) * es;
             if (g->out_type == MC_F32)
                 _mm512_mask_storeu_ps(o, m, v);

@@ -2,7 +2,7 @@
  *
  * Design:
  *   a. Each level's files export one table per kernel family (mc_convert_table_<isa>,
- *      mc_scan_table_<isa>, mc_gemm_table_<isa>).  The generic tables are complete; a SIMD
+ *      mc_scan_table_<isa>, mc_gemm_table_<isa>, mc_act_table_<isa>).  The generic tables are complete; a SIMD
  *      table holds what its level speeds up and leaves the rest empty.
  *   b. mc_kernels_init() resolves one record per level, lowest first: an empty entry takes the
  *      resolved entry of the level below; GEMM kernels are taken whole (their parts share a
@@ -15,6 +15,7 @@
 #ifndef MC_KERNELS_H_
 #define MC_KERNELS_H_
 
+#include "mc_act.h"
 #include "mc_convert.h"
 #include "mc_gemm.h"
 #include "mc_scan.h"
@@ -23,6 +24,7 @@ typedef struct {
     mc_convert_table convert;
     mc_scan_table scan;
     mc_gemm_table gemm;
+    mc_act_table act;
 } mc_level_kernels;
 
 void mc_kernels_init(void);
@@ -32,5 +34,7 @@ const mc_level_kernels *mc_kernels(int level);
 mc_cast_fn mc_cast_kernel(int level, int src_type, int dst_type);
 mc_all_finite_fn mc_all_finite_kernel(int level, int type);
 mc_unscale_fn mc_unscale_kernel(int level, int type);
+mc_act_forward_fn mc_act_forward_kernel(int level);
+mc_act_backward_fn mc_act_backward_kernel(int level);
 
 #endif

@@ -1,0 +1,41 @@
+/* Activation functions on float32 arrays: the activation codes, the elementwise kernels and their
+ * selection by level.
+ *
+ * Design:
+ *   a. One set of codes (MC_ACT_*) for the elementwise kernels and the GEMM epilogue
+ *      (mc_gemm.h includes this header), so both apply the same functions.
+ *   b. A forward kernel computes y[i] = f(x[i]), a backward kernel dx[i] = dy[i] * f'(x[i]), for
+ *      n contiguous float32 elements (an output is either the same array as an input or
+ *      disjoint from the inputs: each element is read before it is written).  Each element is a
+ *      function of its own inputs only (mc_act_scalar.h), so the results do not depend on the
+ *      level, on the alignment of the arrays or on how a caller cuts them into pieces.
+ *   c. Kernels are named mc_act_<direction>_f32_<isa>; each level's file exports them in one
+ *      table (mc_act_table_<isa>; mc_kernels.c resolves the levels).  The generic level is the
+ *      scalar twins in a loop; avx2 is the same loop compiled with FMA (fma() inlined instead
+ *      of called); the avx512 level evaluates 16 elements at a time (mc_act_avx512_inl.h) with
+ *      a masked tail; avx512bf16 inherits the avx512 kernels.
+ *   d. Kernels raise no floating-point flags that outlive them (the driver restores the
+ *      caller's flags around every call).
+ */
+#ifndef MC_ACT_H_
+#define MC_ACT_H_
+
+#include <stdint.h>
+
+enum { MC_ACT_NONE = 0, MC_ACT_RELU = 1, MC_ACT_GELU = 2, MC_ACT_SIGMOID = 3, MC_ACT_TANH = 4 };
+
+typedef void (*mc_act_forward_fn)(int act, const float *x, float *y, int64_t n);
+typedef void (*mc_act_backward_fn)(int act, const float *dy, const float *x, float *dx, int64_t n);
+
+typedef struct {
+    mc_act_forward_fn forward;
+    mc_act_backward_fn backward;
+} mc_act_table;
+
+extern const mc_act_table mc_act_table_generic;
+extern const mc_act_table mc_act_table_avx2;
+extern const mc_act_table mc_act_table_avx512;
+
+#define MC_ACT_TABLE_(isa) {mc_act_forward_f32_##isa, mc_act_backward_f32_##isa}
+
+#endif

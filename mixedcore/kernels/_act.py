@@ -1,0 +1,155 @@
+"""Elementwise activation functions and their derivatives on float32 arrays."""
+import numpy as np
+
+from mixedcore._core import _mixedcore as _lib
+from mixedcore.kernels._dispatch import FLOAT_CODES, as_native, check_out, float_code
+
+# name -> activation code of the compiled core (mc_act.h); the same codes as matmul's epilogue
+ACT_CODES = {"linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4}
+_F32 = np.dtype(np.float32)
+_F32_CODE = FLOAT_CODES[_F32]
+
+
+def _act_code(fname, name):
+    if not isinstance(name, str):
+        raise TypeError(f"{fname}: name must be a str, got {type(name).__name__}")
+    code = ACT_CODES.get(name)
+    if code is None:
+        raise ValueError(f"{fname}: unknown activation {name!r}; valid names: {list(ACT_CODES)}")
+    return code
+
+
+def _float32_input(fname, what, a):
+    if not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    if float_code(a.dtype) != _F32_CODE:
+        raise TypeError(f"{fname}: {what} must have dtype float32, got {a.dtype}")
+    return a
+
+
+def _order(x):
+    """The element order the kernel walks: Fortran for a Fortran-ordered ``x``, else C."""
+    return "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
+
+
+def _flat(a, order):
+    """``a`` as a flat, native, aligned float32 run in ``order`` (a view when it already is)."""
+    if not (a.dtype.isnative and a.flags.aligned):
+        a = as_native(a)
+    return a.ravel(order=order)
+
+
+def _output(fname, out, shape, order, inputs):
+    """(result, flat work array, whether work is a view of result)."""
+    if out is None:
+        result = np.empty(shape, _F32, order=order)
+        return result, result.ravel(order=order), True
+    check_out(fname, out, shape, _F32, inputs)
+    contiguous = out.flags.f_contiguous if order == "F" else out.flags.c_contiguous
+    if contiguous and out.flags.aligned:
+        return out, out.ravel(order=order), True
+    return out, np.empty(out.size, _F32), False
+
+
+def _finish(result, work, direct, order):
+    if not direct:
+        result[...] = work.reshape(result.shape, order=order)
+    return result
+
+
+def activation(x, name, *, out=None):
+    """Apply an activation function elementwise to a float32 array.
+
+    Parameters
+    ----------
+    x : array_like
+        float32 values (either byte order), any shape and strides.
+    name : str
+        One of "linear" (the identity), "relu", "gelu", "sigmoid", "tanh".
+    out : ndarray, optional
+        Where to write the result: float32, ``x``'s shape, writable, not overlapping ``x``.  Any
+        strides (a non-contiguous ``out`` is filled from a contiguous result).
+
+    Returns
+    -------
+    ndarray
+        ``out`` if given, else a new float32 array of ``x``'s shape (Fortran-ordered when ``x``
+        is Fortran-ordered, else C-ordered).
+
+    Raises
+    ------
+    TypeError
+        ``x`` not float32; ``name`` not a str; ``out`` not an ndarray.
+    ValueError
+        Unknown ``name`` (the message lists the valid ones); ``out`` of the wrong shape or dtype,
+        read-only, or overlapping ``x``.  Nothing is written when an error is raised.
+
+    Notes
+    -----
+    The same functions as the fused epilogue of ``matmul(..., activation=name)``, bit for bit:
+    ``relu`` is ``0 if v < 0 else v`` (NaN and -0.0 pass through); ``gelu`` is the exact form
+    ``x * Phi(x)`` (Keras' default, not the tanh approximation); ``sigmoid`` is
+    ``1 / (1 + exp(-x))`` and ``tanh`` is ``tanh(x)``.  gelu, sigmoid and tanh are evaluated in
+    float64 and rounded once: within 1 ulp of the correctly rounded float32 result, and equal to
+    it except when the exact value lies within about 1e-15 (relative) of a rounding boundary.
+    Results are bit-identical at every ISA level.  A NaN input gives that NaN (quieted; relu
+    passes it unchanged); infinities give the limits (``gelu(-inf) = -0.0``).  No floating-point
+    warnings are raised.  docs/gemm.md ("Activation") has the algorithms and measured accuracy.
+    """
+    code = _act_code("activation", name)
+    x = _float32_input("activation", "x", x)
+    order = _order(x)
+    result, work, direct = _output("activation", out, x.shape, order, (x,))
+    _lib.act_forward(_flat(x, order), work, code)
+    return _finish(result, work, direct, order)
+
+
+def activation_grad(dy, x, name, *, out=None):
+    """The gradient of an activation function: ``dy * f'(x)`` elementwise, on float32 arrays.
+
+    Parameters
+    ----------
+    dy : array_like
+        float32 gradient with respect to the activation's output.
+    x : array_like
+        float32 input the activation was applied to (not its output); ``dy``'s shape.
+    name : str
+        One of "linear" (returns ``dy``), "relu", "gelu", "sigmoid", "tanh".
+    out : ndarray, optional
+        Where to write the result: float32, ``x``'s shape, writable, not overlapping ``dy`` or
+        ``x``.  Any strides.
+
+    Returns
+    -------
+    ndarray
+        ``out`` if given, else a new float32 array of ``x``'s shape.
+
+    Raises
+    ------
+    TypeError
+        ``dy`` or ``x`` not float32; ``name`` not a str; ``out`` not an ndarray.
+    ValueError
+        Unknown ``name``; ``dy`` and ``x`` of different shapes (no broadcasting); ``out`` of the
+        wrong shape or dtype, read-only, or overlapping an input.  Nothing is written when an
+        error is raised.
+
+    Notes
+    -----
+    The derivatives: ``relu'(x) = 1 if x > 0 else 0``; ``gelu'(x) = Phi(x) + x * phi(x)``;
+    ``sigmoid'(x) = s * (1 - s)``; ``tanh'(x) = 1 - tanh(x)**2``.  Each is evaluated in float64
+    from ``x`` (accurate even where these formulas cancel: near gelu's minimum x = -0.7518 and
+    for large ``|x|``), multiplied by ``dy`` in float64 and rounded once, so the result is
+    within 1 ulp of the correctly rounded ``dy * f'(x)``.  A NaN in ``x`` gives that NaN, else a
+    NaN in ``dy`` gives ``dy``'s (quieted); an infinite ``dy`` where ``f'(x)`` is 0 gives NaN
+    (IEEE ``inf * 0``), including relu at ``x <= 0``.  Bit-identical at every ISA level.
+    """
+    code = _act_code("activation_grad", name)
+    dy = _float32_input("activation_grad", "dy", dy)
+    x = _float32_input("activation_grad", "x", x)
+    if dy.shape != x.shape:
+        raise ValueError(f"activation_grad: dy has shape {dy.shape} but x has shape {x.shape}; "
+                         f"they must be equal")
+    order = _order(x)
+    result, work, direct = _output("activation_grad", out, x.shape, order, (dy, x))
+    _lib.act_backward(_flat(dy, order), _flat(x, order), work, code)
+    return _finish(result, work, direct, order)
