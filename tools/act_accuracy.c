@@ -4,7 +4,7 @@
  * Build and run from the repository root (the generic kernels; every level gives the same bits):
  *
  *     gcc -O2 -ffp-contract=off -fno-math-errno -I mixedcore/_core/src tools/act_accuracy.c \
- *         mixedcore/_core/src/mc_act.c mixedcore/_core/src/mc_cpu.c -lm -o /tmp/act_accuracy
+ *         mixedcore/_core/src/mc_act.c -lm -o /tmp/act_accuracy
  *     /tmp/act_accuracy [step=1] [limit=20] [dy]
  *
  * With "dy" the derivatives are multiplied by random dy = +-(1 + f) * 2**e, e in [-27, 36],
@@ -102,9 +102,9 @@ int main(int argc, char **argv)
                         }
                     }
                     if (grad)
-                        mc_act_backward_f32_generic(act, dy, x, y, n);
+                        mc_act_table_generic.backward(act, dy, x, y, n);
                     else
-                        mc_act_forward_f32_generic(act, x, y, n);
+                        mc_act_table_generic.forward(act, x, y, n);
                     for (int64_t i = 0; i < n; ++i) {
                         const ld r = grad ? ref_grad(act, x[i]) * (ld)dy[i] : ref_forward(act, x[i]);
                         const int64_t d = llabs(ordered(y[i]) - ordered((float)r));
