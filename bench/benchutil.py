@@ -58,16 +58,20 @@ def _die_with_parent(parent):
     return setup
 
 
-def start_spinner():
+def start_spinner(new_session=True):
     """Start one process that spins on a core (``python -c "while True: pass"``): a busy machine.
 
-    Stop it with :func:`stop_spinner`.  On Linux it is also killed by the kernel when this
-    process dies, so even a SIGKILL of the benchmark leaves no spinner behind.
+    By default it runs in a session of its own, as another user's job would: with Linux's
+    autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``) the CPU is shared
+    fairly between sessions first, so a spinner in the benchmark's own session competes with it
+    less than a foreign job does.  Stop it with :func:`stop_spinner`.  On Linux it is also
+    killed by the kernel when this process dies, so even a SIGKILL of the benchmark leaves no
+    spinner behind.
     """
     preexec = _die_with_parent(os.getpid()) if sys.platform.startswith("linux") else None
     return subprocess.Popen([sys.executable, "-c", SPIN_CODE], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            preexec_fn=preexec)
+                            preexec_fn=preexec, start_new_session=new_session)
 
 
 def stop_spinner(proc):
@@ -78,9 +82,9 @@ def stop_spinner(proc):
 
 
 @contextlib.contextmanager
-def spinning():
+def spinning(new_session=True):
     """Run the block beside one spinning process; it is killed on exit, also on exceptions."""
-    proc = start_spinner()
+    proc = start_spinner(new_session)
     try:
         yield proc
     finally:

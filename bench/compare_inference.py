@@ -2,7 +2,7 @@
 a busy machine; prints one markdown table per workload with the ratios the project is judged by.
 
     python bench/compare_inference.py                       # quiet, all workloads (~1 min)
-    python bench/compare_inference.py --busy                # quiet, then beside a spinner (~3 min)
+    python bench/compare_inference.py --busy                # quiet, then beside a spinner (~4 min)
     python bench/compare_inference.py --workloads mlp1024-b256 mlp4096-b64 \
         --systems mixedcore-mixed_bfloat16 openvino-bf16 onnxruntime-float32
     python bench/compare_inference.py --demo --workloads    # only the demo's wall clock
@@ -12,7 +12,10 @@ warmed up and checked against numpy float32 first) runs in rounds: in round r ea
 a fixed number of calls, each call timed on its own, and the order of the systems is rotated by
 one per round, so that a slow phase of the shared machine falls on all of them.  Best and median
 are over all calls of all rounds.  With ``--busy`` the rounds run twice: quiet, then with one
-process spinning on a core (``python -c "while True: pass"``, killed afterwards).
+process spinning on a core (``python -c "while True: pass"``, killed afterwards) in a session of
+its own, as another user's job would be: Linux's autogroup scheduling shares the CPU between
+sessions first, and a spinner inside the benchmark's session costs two-thread calls far less.
+Each table says how many cores other processes kept busy meanwhile.
 
 Ratios (above 1: mixedcore faster): mixedcore mixed_bfloat16 against OpenVINO bf16, best against
 best and median against median (target: >= 1.0x at the best; busy, >= 1.0x at the median);
@@ -121,24 +124,49 @@ def ratio(times, num_key, den_key, stat):
     return times[num_key][stat] / times[den_key][stat]
 
 
-def load_average():
-    """The 1-minute load average before a phase (other jobs on a shared machine), or None."""
+def _busy_ticks():
+    """Clock ticks all CPUs spent busy since boot (Linux /proc/stat), or None elsewhere."""
     try:
-        return os.getloadavg()[0]
-    except OSError:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
         return None
+    # user nice system idle iowait irq softirq steal ...: everything but idle and iowait
+    return sum(fields[:8]) - fields[3] - fields[4]
 
 
-def report_workload(workload, rounds, calls, quiet, busy, notes, loads):
+class OtherLoad:
+    """Context manager measuring how many cores other processes kept busy during the block:
+    the machine's busy time minus this process's and its reaped children's (the spinner's)
+    CPU time, over the wall time.  ``cores`` stays None where /proc/stat is missing."""
+
+    def __enter__(self):
+        self.cores = None
+        self._start = (_busy_ticks(), os.times(), time.perf_counter())
+        return self
+
+    def __exit__(self, *exc):
+        ticks0, times0, wall0 = self._start
+        ticks1, times1, wall1 = _busy_ticks(), os.times(), time.perf_counter()
+        if ticks0 is None or ticks1 is None:
+            return False
+        hz = os.sysconf("SC_CLK_TCK")
+        ours = sum(times1[:4]) - sum(times0[:4])       # user, system, children's user, system
+        self.cores = max(0.0, ((ticks1 - ticks0) / hz - ours) / (wall1 - wall0))
+        return False
+
+
+def report_workload(workload, rounds, calls, quiet, busy, notes, others):
     phases = [("quiet", quiet)] + ([("busy", busy)] if busy is not None else [])
     stats = {name: {k: dict(zip(("best", "median"), summary(v))) for k, v in s.items()}
              for name, s in phases}
     q = stats["quiet"]
-    load = ", ".join(f"{name} {value:.2f}" for name, value in loads.items() if value is not None)
+    other = ", ".join(f"{name} {meter.cores:.2f}" for name, meter in others.items()
+                      if meter.cores is not None)
     lines = [f"### {workload.group}", "",
              f"{rounds} rounds x {calls} calls per system, per-call times"
              + (" (busy: one process spinning beside)" if busy is not None else "")
-             + (f"; 1-minute load average before: {load}" if load else ""), ""]
+             + (f"; cores kept busy by other processes: {other}" if other else ""), ""]
     head = ["system", "quiet best", "quiet median"]
     if busy is not None:
         head += ["busy best", "busy median", "busy median / quiet best"]
@@ -187,15 +215,18 @@ def run_workloads(args):
             print(f"### {wl.group}\n\nno system to run\n")
             continue
         gc.collect()
-        loads = {"quiet": load_average()}
-        quiet = measure(fns, args.rounds, calls)
+        others = {"quiet": OtherLoad(), "busy": OtherLoad()}
+        with others["quiet"]:
+            quiet = measure(fns, args.rounds, calls)
         busy = None
         if args.busy:
-            with spinning():
-                time.sleep(SETTLE)
-                loads["busy"] = load_average()
-                busy = measure(fns, args.rounds, calls)
-        report_workload(wl, args.rounds, calls, quiet, busy, notes, loads)
+            with others["busy"]:
+                with spinning():
+                    time.sleep(SETTLE)
+                    busy = measure(fns, args.rounds, calls)
+        else:
+            del others["busy"]
+        report_workload(wl, args.rounds, calls, quiet, busy, notes, others)
         del fns
         gc.collect()
 
@@ -242,15 +273,20 @@ def demo_runs(runs):
 
 
 def run_demo(args):
-    quiet = demo_runs(args.demo_runs)
-    with spinning():
-        time.sleep(SETTLE)
-        busy = demo_runs(args.demo_runs)
+    with OtherLoad() as other_quiet:
+        quiet = demo_runs(args.demo_runs)
+    with OtherLoad() as other_busy:
+        with spinning():
+            time.sleep(SETTLE)
+            busy = demo_runs(args.demo_runs)
     s = {phase: {name: summary(v) for name, v in t.items()}
          for phase, t in (("quiet", quiet), ("busy", busy))}
     lines = ["### python -m mixedcore demo (whole process, wall clock)", "",
              f"{args.demo_runs} runs per configuration and phase, interleaved; one thread = "
-             "OMP_NUM_THREADS=1 (and MIXEDCORE_NUM_THREADS=1)", "",
+             "OMP_NUM_THREADS=1 (and MIXEDCORE_NUM_THREADS=1)"
+             + ("" if other_quiet.cores is None else
+                f"; cores kept busy by other processes: quiet {other_quiet.cores:.2f}, "
+                f"busy {other_busy.cores:.2f}"), "",
              "| configuration | quiet best | quiet median | busy best | busy median |",
              "|---|---|---|---|---|"]
     for name, _ in DEMO_CONFIGS:
@@ -286,8 +322,8 @@ def header():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=8,
-                        help="interleaved rounds per workload and phase (default 8)")
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="interleaved rounds per workload and phase (default 6)")
     parser.add_argument("--busy", action="store_true",
                         help="after the quiet rounds, run them again beside a spinning process")
     parser.add_argument("--workloads", nargs="*", choices=list(peers.WORKLOADS),
@@ -302,8 +338,8 @@ def main(argv=None):
     parser.add_argument("--demo", action="store_true",
                         help="also time python -m mixedcore demo, one thread and default, "
                              "quiet and busy")
-    parser.add_argument("--demo-runs", type=int, default=3,
-                        help="demo runs per configuration and phase (default 3)")
+    parser.add_argument("--demo-runs", type=int, default=2,
+                        help="demo runs per configuration and phase (default 2)")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.demo_runs < 1 or not args.calls_scale > 0:
         parser.error("--rounds, --demo-runs and --calls-scale must be positive")

@@ -1,7 +1,8 @@
 """Options of the benchmark suites.
 
 ``--busy`` runs the whole session beside one process spinning on a core
-(``python -c "while True: pass"``), as on a shared machine where another job holds a core:
+(``python -c "while True: pass"``, in a session of its own), as on a shared machine where
+another user's job holds a core:
 
     python -m pytest bench/bench_inference.py --benchmark-only --benchmark-group-by=group --busy
 

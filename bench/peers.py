@@ -56,12 +56,12 @@ class Workload:
 
 WORKLOADS = {w.key: w for w in [
     Workload("mlp1024-b256", "mlp 1024-1024-1024-10, batch 256", "mlp", (1024, 1024, 1024, 10),
-             256, 15),
+             256, 12),
     Workload("mlp1024-b1", "mlp 1024-1024-1024-10, batch 1", "mlp", (1024, 1024, 1024, 10),
-             1, 150),
+             1, 50),
     Workload("mlp4096-b64", "mlp 4096-4096-4096-1000, batch 64", "mlp",
              (4096, 4096, 4096, 1000), 64, 4),
-    Workload("gemm1024", "gemm 1024x1024 @ constant 1024x1024", "gemm", (1024, 1024), 1024, 10),
+    Workload("gemm1024", "gemm 1024x1024 @ constant 1024x1024", "gemm", (1024, 1024), 1024, 8),
 ]}
 
 
@@ -414,5 +414,11 @@ SYSTEMS = {s.key: s for s in [
 
 def missing_modules(system):
     """The optional modules ``system`` needs that cannot be imported here."""
-    import importlib.util
-    return [m for m in system.requires if importlib.util.find_spec(m) is None]
+    import importlib
+    missing = []
+    for module in system.requires:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    return missing
