@@ -517,3 +517,90 @@ def test_activation_layer_uses_the_kernel_under_16bit_policies():
         got = layers.Activation(name, dtype="mixed_bfloat16")(x)
         _same(got, kernels.cast(kernels.activation(kernels.cast(kernels.cast(x, BF16), F32),
                                                    name), BF16))
+
+
+# --- softmax ------------------------------------------------------------------------------------
+
+def _softmax_ref(x, axis, log):
+    """In long double (80-bit on x86-64), with the log of the sum as log1p of the terms other
+    than the maximum's (exactly 1): accurate well past float32 even where the sum is close to 1
+    (the log-softmax of the maximum is then about minus the other terms)."""
+    xl = np.moveaxis(np.asarray(x, np.longdouble), axis, -1)
+    m = np.max(xl, axis=-1, keepdims=True)
+    e = np.exp(xl - m)
+    first = np.argmax(xl, axis=-1)[..., None]
+    np.put_along_axis(e, first, 0.0, axis=-1)
+    t = np.sum(e, axis=-1, keepdims=True)
+    np.put_along_axis(e, first, 1.0, axis=-1)
+    ref = (xl - m) - np.log1p(t) if log else e / (1 + t)
+    return np.moveaxis(ref, -1, axis)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_accuracy_and_levels(isa_level, log):
+    """Within 1 ulp of the float64 softmax rounded once, and the same bits at every level."""
+    rng = np.random.default_rng(5)
+    for shape in [(1, 1), (3, 7), (64, 10), (5, 1000), (2, 33)]:
+        x = (rng.standard_normal(shape) * 20).astype(np.float32)
+        got = kernels.softmax(x, log=log)
+        want = _softmax_ref(x, -1, log).astype(np.float32)
+        ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
+        assert ulps.max() <= 1, (shape, ulps.max())
+        previous = kernels.isa()
+        try:
+            kernels.set_isa("generic")
+            again = kernels.softmax(x, log=log)
+        finally:
+            kernels.set_isa(previous)
+        np.testing.assert_array_equal(got.view(np.uint32), again.view(np.uint32))
+
+
+def test_softmax_threads_and_axes():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4000, 50)).astype(np.float32)
+    with kernels.threads(1):
+        one = kernels.softmax(x)
+    with kernels.threads(2):
+        two = kernels.softmax(x)
+    np.testing.assert_array_equal(one.view(np.uint32), two.view(np.uint32))
+    y = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    for axis in (0, 1, 2, -1, -3):
+        got = kernels.softmax(y, axis=axis)
+        assert got.flags.c_contiguous
+        np.testing.assert_allclose(got, _softmax_ref(y, axis, False), rtol=2e-7)
+    np.testing.assert_array_equal(kernels.softmax(y.T, axis=0),
+                                  kernels.softmax(np.ascontiguousarray(y.T), axis=0))
+    out = np.empty((3, 4, 5), np.float32)
+    assert kernels.softmax(y, axis=1, out=out) is out
+    np.testing.assert_array_equal(out, kernels.softmax(y, axis=1))
+
+
+def test_softmax_special_values():
+    nan, inf = np.nan, np.inf
+    x = np.array([[1, nan, 2], [inf, 0, 1], [-inf, -inf, -inf], [-inf, 0, 0]], np.float32)
+    got = kernels.softmax(x)
+    assert np.isnan(got[:3]).all()
+    np.testing.assert_array_equal(got[3], [0.0, 0.5, 0.5])
+    np.testing.assert_array_equal(kernels.softmax(x[3:], log=True)[0],
+                                  np.float32([-inf, -np.log(2), -np.log(2)]))
+    assert kernels.softmax(np.zeros((3, 0), np.float32)).shape == (3, 0)
+    assert kernels.softmax(np.zeros((0, 4), np.float32)).shape == (0, 4)
+
+
+@pytest.mark.parametrize("args,kw,exc,msg", [
+    ((np.float32(1.0),), {}, ValueError, "softmax: x must have at least 1 dimension"),
+    ((np.ones(3),), {}, TypeError, "softmax: x must have dtype float32, got float64"),
+    ((np.ones((2, 3), np.float32),), {"axis": 2}, ValueError,
+     "softmax: axis 2 is out of range for an array of 2 dimensions"),
+    ((np.ones((2, 3), np.float32),), {"axis": 1.0}, TypeError,
+     "softmax: axis must be an int, got float"),
+    ((np.ones((2, 3), np.float32),), {"out": np.ones((3, 2), np.float32)}, ValueError,
+     r"softmax: out has shape \(3, 2\), expected \(2, 3\)"),
+])
+def test_softmax_errors(args, kw, exc, msg):
+    out = kw.get("out")
+    before = None if out is None else out.copy()
+    with pytest.raises(exc, match=msg):
+        kernels.softmax(*args, **kw)
+    if out is not None:
+        np.testing.assert_array_equal(out, before)

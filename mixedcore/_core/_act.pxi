@@ -13,10 +13,13 @@ cdef extern from "mc_act.h" nogil:
     ctypedef void (*mc_act_forward_fn)(int act, const float *x, float *y, int64_t n) noexcept nogil
     ctypedef void (*mc_act_backward_fn)(int act, const float *dy, const float *x, float *dx,
                                         int64_t n) noexcept nogil
+    ctypedef void (*mc_softmax_fn)(const float *x, float *y, int64_t rows, int64_t n,
+                                   int log_) noexcept nogil
 
 cdef extern from "mc_kernels.h" nogil:
     mc_act_forward_fn mc_act_forward_kernel(int level)
     mc_act_backward_fn mc_act_backward_kernel(int level)
+    mc_softmax_fn mc_softmax_kernel(int level)
 
 # elements below which an activation stays on one thread, and the smallest unit
 cdef int64_t ACT_PARALLEL_MIN = 1 << 15
@@ -80,3 +83,37 @@ def act_backward(cnp.ndarray dy, cnp.ndarray x, cnp.ndarray dx, int act):
         return
     with nogil:
         _act_run(&job)
+
+
+ctypedef struct _softmax_job:
+    mc_softmax_fn fn
+    const float *x
+    float *y
+    int64_t rows
+    int64_t n
+    int64_t unit
+    int log_
+
+
+cdef void _softmax_unit(void *ctx, int64_t u) noexcept nogil:
+    cdef _softmax_job *job = <_softmax_job *>ctx
+    cdef int64_t r0 = u * job.unit
+    job.fn(job.x + r0 * job.n, job.y + r0 * job.n, min(job.unit, job.rows - r0), job.n, job.log_)
+
+
+def act_softmax(cnp.ndarray x, cnp.ndarray y, int64_t rows, int64_t n, bint log_):
+    """Softmax (or log-softmax) of ``rows`` contiguous rows of ``n`` float32 (validated)."""
+    cdef _softmax_job job
+    cdef int nthreads
+    job.fn = mc_softmax_kernel(mc_rt_level())
+    job.x = <const float *>cnp.PyArray_DATA(x)
+    job.y = <float *>cnp.PyArray_DATA(y)
+    job.rows = rows
+    job.n = n
+    job.log_ = log_
+    if rows == 0 or n == 0:
+        return
+    with nogil:
+        nthreads = mc_rt_threads_for(rows * n, ACT_PARALLEL_MIN)
+        job.unit = max(1, (rows + 8 * nthreads - 1) // (8 * nthreads))
+        mc_run(_softmax_unit, &job, (rows + job.unit - 1) // job.unit, nthreads)

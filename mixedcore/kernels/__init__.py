@@ -11,7 +11,7 @@ variable ``MIXEDCORE_ISA`` (``generic``, ``avx2``, ``avx512`` or ``avx512bf16``)
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._scan import all_finite, unscale_and_check
 from mixedcore.kernels._gemm import PackedMatrix, matmul, pack, set_gemm_blocks
-from mixedcore.kernels._act import activation, activation_grad
+from mixedcore.kernels._act import activation, activation_grad, softmax
 from mixedcore.kernels._dispatch import (ISA_LEVELS, available_isas, get_num_threads, isa,
                                          set_isa, set_num_threads, threads)
 
@@ -25,6 +25,7 @@ __all__ = [
     "set_gemm_blocks",
     "activation",
     "activation_grad",
+    "softmax",
     "isa",
     "available_isas",
     "set_isa",

@@ -16,6 +16,13 @@
  *      a masked tail; avx512bf16 inherits the avx512 kernels.
  *   d. Kernels raise no floating-point flags that outlive them (the driver restores the
  *      caller's flags around every call).
+ *   e. Softmax works row by row in float64: m = max(x) (NaN in the row, or m = +-inf, gives a
+ *      row of NaN, as exp(x - m) / sum does in numpy), t = the sum of exp(x[i] - m) over every
+ *      i but the first one holding m (whose term is exactly 1), added in index order, then
+ *      y[i] = exp(x[i] - m) / (1 + t), or for log-softmax (x[i] - m) - log1p(t), each rounded
+ *      once to float32 (log1p keeps log-softmax accurate where the sum is close to 1).  exp is mc_act_exp_neg_sd_ (x[i] - m <= 0), its vector twin
+ *      at the AVX-512 levels; the sum is always taken element by element in order, so every
+ *      level gives the same bits.
  */
 #ifndef MC_ACT_H_
 #define MC_ACT_H_
@@ -26,16 +33,20 @@ enum { MC_ACT_NONE = 0, MC_ACT_RELU = 1, MC_ACT_GELU = 2, MC_ACT_SIGMOID = 3, MC
 
 typedef void (*mc_act_forward_fn)(int act, const float *x, float *y, int64_t n);
 typedef void (*mc_act_backward_fn)(int act, const float *dy, const float *x, float *dx, int64_t n);
+/* Softmax (log_ 0) or log-softmax (log_ 1) of each of `rows` contiguous rows of n float32
+ * (design e). */
+typedef void (*mc_softmax_fn)(const float *x, float *y, int64_t rows, int64_t n, int log_);
 
 typedef struct {
     mc_act_forward_fn forward;
     mc_act_backward_fn backward;
+    mc_softmax_fn softmax;
 } mc_act_table;
 
 extern const mc_act_table mc_act_table_generic;
 extern const mc_act_table mc_act_table_avx2;
 extern const mc_act_table mc_act_table_avx512;
 
-#define MC_ACT_TABLE_(isa) {mc_act_forward_f32_##isa, mc_act_backward_f32_##isa}
+#define MC_ACT_TABLE_(isa) {mc_act_forward_f32_##isa, mc_act_backward_f32_##isa, mc_softmax_f32_##isa}
 
 #endif

@@ -10,6 +10,7 @@
  *   c. MC_ACT_NONE copies (memcpy): the identity and dy, bit for bit.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include "mc_act.h"
@@ -71,6 +72,42 @@ static void mc_act_backward_f32_avx512(int act, const float *dy, const float *x,
             memcpy(dx, dy, (size_t)n * 4);
         break;
     }
+}
+
+/* Softmax (mc_act.h, design e): the maximum as in the scalar twin, then exp(x - m) 8 doubles
+ * at a time; the sum adds the 8 lanes to t one by one, in index order, as the twin does. */
+static void mc_softmax_row_avx512_(const float *x, float *y, int64_t n, int log_)
+{
+    double m, t = 0.0;
+    int64_t am;
+    if (!mc_softmax_max_(x, n, &m, &am)) {
+        mc_softmax_nan_row_(y, n);
+        return;
+    }
+    const __m512d mv = _mm512_set1_pd(m);
+    double e[8];
+    for (int64_t i = 0; i < n; i += 8) {
+        const __mmask8 k = n - i >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (n - i)) - 1u);
+        const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(k, x + i)), mv);
+        _mm512_storeu_pd(e, mc_act_exp_neg_pd_(d));
+        const int cnt = n - i >= 8 ? 8 : (int)(n - i);
+        for (int j = 0; j < cnt; ++j)
+            if (i + j != am)
+                t += e[j];
+    }
+    const __m512d sv = _mm512_set1_pd(log_ ? log1p(t) : 1.0 + t);
+    for (int64_t i = 0; i < n; i += 8) {
+        const __mmask8 k = n - i >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (n - i)) - 1u);
+        const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(k, x + i)), mv);
+        const __m512d v = log_ ? _mm512_sub_pd(d, sv) : _mm512_div_pd(mc_act_exp_neg_pd_(d), sv);
+        _mm256_mask_storeu_ps(y + i, k, _mm512_cvtpd_ps(v));
+    }
+}
+
+static void mc_softmax_f32_avx512(const float *x, float *y, int64_t rows, int64_t n, int log_)
+{
+    for (int64_t r = 0; r < rows; ++r)
+        mc_softmax_row_avx512_(x + r * n, y + r * n, n, log_);
 }
 
 const mc_act_table mc_act_table_avx512 = MC_ACT_TABLE_(avx512);

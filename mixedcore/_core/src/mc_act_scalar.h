@@ -373,6 +373,53 @@ static inline float mc_act_grad_scalar_f32_(int act, float dy, float v)
     return (float)((double)dy * d);
 }
 
+/* One row of softmax / log-softmax (mc_act.h, design e).  Returns 0 when the row is NaN (a NaN
+ * in it, or its maximum infinite); else *m is its maximum and *am the first index holding it. */
+static inline int mc_softmax_max_(const float *x, int64_t n, double *m, int64_t *am)
+{
+    float mx = -INFINITY;
+    int nan = 0;
+    *am = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        nan |= x[i] != x[i];
+        if (x[i] > mx) {
+            mx = x[i];
+            *am = i;
+        }
+    }
+    *m = (double)mx;
+    return !nan && mx != INFINITY && mx != -INFINITY;
+}
+
+static inline void mc_softmax_nan_row_(float *y, int64_t n)
+{
+    const uint32_t q = 0x7FC00000u;
+    for (int64_t i = 0; i < n; ++i)
+        memcpy(y + i, &q, 4);
+}
+
+static inline void mc_softmax_row_sd_(const float *x, float *y, int64_t n, int log_)
+{
+    double m, t = 0.0;
+    int64_t am;
+    if (!mc_softmax_max_(x, n, &m, &am)) {
+        mc_softmax_nan_row_(y, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i)
+        if (i != am)
+            t += mc_act_exp_neg_sd_((double)x[i] - m);
+    if (log_) {
+        const double ls = log1p(t);
+        for (int64_t i = 0; i < n; ++i)
+            y[i] = (float)(((double)x[i] - m) - ls);
+    } else {
+        const double s = 1.0 + t;
+        for (int64_t i = 0; i < n; ++i)
+            y[i] = (float)(mc_act_exp_neg_sd_((double)x[i] - m) / s);
+    }
+}
+
 /* The kernels mc_act_forward_f32_<isa> / mc_act_backward_f32_<isa> (mc_act.h) as loops over the
  * scalar twins, one loop per activation so that each body is one inlined function; a unit
  * compiled with other flags (mc_act_avx2.c) instantiates the same loops for its level. */
@@ -410,6 +457,12 @@ static inline float mc_act_grad_scalar_f32_(int act, float dy, float v)
                 memcpy(dx, dy, (size_t)n * 4);                                                \
             break;                                                                            \
         }                                                                                     \
+    }                                                                                         \
+    static void mc_softmax_f32_##isa(const float *x, float *y, int64_t rows, int64_t n,       \
+                                     int log_)                                                \
+    {                                                                                         \
+        for (int64_t r = 0; r < rows; ++r)                                                    \
+            mc_softmax_row_sd_(x + r * n, y + r * n, n, log_);                                \
     }
 
 #endif

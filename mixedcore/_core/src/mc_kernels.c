@@ -95,3 +95,4 @@ mc_unscale_fn mc_unscale_kernel(int level, int type)
 
 mc_act_forward_fn mc_act_forward_kernel(int level) { return mc_kernels(level)->act.forward; }
 mc_act_backward_fn mc_act_backward_kernel(int level) { return mc_kernels(level)->act.backward; }
+mc_softmax_fn mc_softmax_kernel(int level) { return mc_kernels(level)->act.softmax; }
