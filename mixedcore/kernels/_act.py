@@ -202,14 +202,15 @@ def softmax(x, axis=-1, *, log=False, out=None):
     axis = int(axis) % x.ndim
     if out is not None:
         check_out("softmax", out, x.shape, _F32, (x,))
-    rows_last = np.moveaxis(x, axis, -1)
-    src = rows_last if rows_last.flags.c_contiguous and rows_last.dtype.isnative and \
-        rows_last.flags.aligned else np.ascontiguousarray(as_native(rows_last))
-    work = np.empty(src.shape, _F32)
-    n = src.shape[-1]
-    _lib.act_softmax(src, work, src.size // n if n else 0, n, bool(log))
-    result = np.moveaxis(work, -1, axis)
+    last = axis == x.ndim - 1
+    rows = x if last else np.moveaxis(x, axis, -1)
+    if not (rows.flags.c_contiguous and rows.dtype.isnative and rows.flags.aligned):
+        rows = np.ascontiguousarray(as_native(rows))
+    work = np.empty(rows.shape, _F32)
+    n = rows.shape[-1]
+    _lib.act_softmax(rows, work, rows.size // n if n else 0, n, bool(log))
+    result = work if last else np.ascontiguousarray(np.moveaxis(work, -1, axis))
     if out is not None:
         out[...] = result
         return out
-    return result if axis == x.ndim - 1 else np.ascontiguousarray(result)
+    return result

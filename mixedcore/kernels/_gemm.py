@@ -15,6 +15,8 @@ _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
 GEMM_CODES = {_F16: 0, _BF16: 1, _F32: 2}
 GEMM_NAMES = "float16, bfloat16, float32"
 ACTIVATIONS = {None: 0, "linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4}
+# out_dtype names resolved without numpy's parser (layers pass them on every call)
+_OUT_DTYPES = {"float16": _F16, "bfloat16": _BF16, "float32": _F32}
 
 
 def _env_block(name):
@@ -204,12 +206,16 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
         if isinstance(out, np.ndarray) and _code(out) is None:
             raise TypeError(f"matmul: unsupported out dtype {out.dtype}; supported: {GEMM_NAMES}")
     else:
-        try:
-            target = np.dtype(out_dtype)
-        except TypeError as exc:
-            raise TypeError(f"matmul: cannot interpret {out_dtype!r} as a dtype ({exc})") from None
-        if target not in GEMM_CODES:
-            raise TypeError(f"matmul: unsupported out_dtype {target}; supported: {GEMM_NAMES}")
+        target = _OUT_DTYPES.get(out_dtype) if isinstance(out_dtype, str) else None
+        if target is None:
+            try:
+                target = np.dtype(out_dtype)
+            except TypeError as exc:
+                raise TypeError(f"matmul: cannot interpret {out_dtype!r} as a dtype "
+                                f"({exc})") from None
+            if target not in GEMM_CODES:
+                raise TypeError(f"matmul: unsupported out_dtype {target}; supported: "
+                                f"{GEMM_NAMES}")
 
     inputs = [a] if packed else [a, b]
     bias32 = None

@@ -29,16 +29,32 @@ _CASTABLE = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.floa
 _name_counts = {}
 
 
+_NAMED = {"bfloat16": _BF16}
+_FLOATING = {}
+
+
 def _np_dtype(name):
-    """numpy dtype for a dtype name ("bfloat16" is ml_dtypes')."""
-    if name == "bfloat16":
-        return _BF16
-    return np.dtype(name)
+    """numpy dtype for a dtype name ("bfloat16" is ml_dtypes'); cached, as layers ask for their
+    compute dtype on every call."""
+    dt = _NAMED.get(name)
+    if dt is None:
+        dt = _NAMED[name] = np.dtype(name)
+    return dt
 
 
 def is_floating(dtype):
-    dtype = np.dtype(dtype)
-    return dtype.kind == "f" or dtype == _BF16
+    """True for a floating dtype, bfloat16 included."""
+    try:
+        return _FLOATING[dtype]
+    except (KeyError, TypeError):
+        pass
+    dt = np.dtype(dtype)
+    result = dt.kind == "f" or dt == _BF16
+    try:
+        _FLOATING[dtype] = result
+    except TypeError:       # an unhashable dtype-like
+        pass
+    return result
 
 
 def to_compute(x, dtype):
