@@ -674,18 +674,37 @@ static void mc_panel_groups_(mc_job_ *job, int64_t k, int64_t kc, int nr, int nt
     job->ngroups = mc_ceil_div_(panels, job->group);
 }
 
-/* Rectangles over rows [0, m) x columns [n0, n1): bands of rows, and of columns (at least 4
- * panels wide) when the rows are too few for MC_UNITS_PER_THREAD_ units per thread. */
+/* Rectangles over rows [0, m) x columns [n0, n1): about MC_UNITS_PER_THREAD_ per thread, as
+ * rg bands of rows times cg bands of columns (at least 4 panels wide).  Each unit packs its rows
+ * of A again (cg times A in all) and streams its columns of B (rg times B in all, overlapped
+ * with the arithmetic unless B has to come from memory: bigger than MC_B_CACHED_ bytes).  The
+ * split minimises rg * |B| * w + cg * |A|, w = 1 for B from memory, 1/8 when cached: bands of
+ * rows for a large batch, bands of columns for a small batch against wide weights (batch 64
+ * against 4096 x 4096 weights reads them once instead of five times). */
+#define MC_B_CACHED_ ((int64_t)8 << 20)
 static int64_t mc_rects_(mc_job_ *job, int64_t m, int64_t n0, int64_t n1, int nthreads)
 {
     const mc_gemm_kernel *kern = job->p->kern;
     const int64_t target = (int64_t)MC_UNITS_PER_THREAD_ * nthreads;
-    const int64_t rbands = mc_max_(mc_min_(mc_ceil_div_(m, kern->mr), target), 1);
-    job->rows_per = mc_ceil_div_(m, rbands);
-    const int64_t rg = mc_ceil_div_(m, job->rows_per);
+    const int64_t k = mc_max_(job->gi.k, 1);
     const int64_t tiles = mc_ceil_div_(n1 - n0, kern->nr);
-    int64_t cbands = mc_min_(mc_ceil_div_(target, rg), mc_max_(tiles / 4, 1));
-    cbands = mc_max_(cbands, 1);
+    const int64_t max_rg = mc_max_(mc_min_(mc_ceil_div_(m, kern->mr), target), 1);
+    const int64_t max_cg = mc_max_(tiles / 4, 1);
+    const double a_bytes = (double)m * k * 4, b_bytes = (double)(n1 - n0) * k * job->p->belem;
+    const double w = b_bytes > (double)MC_B_CACHED_ ? 1.0 : 0.125;
+    int64_t best_rg = max_rg;
+    double best = -1.0;
+    for (int64_t rg = max_rg; rg >= 1; --rg) {
+        const int64_t cg = mc_min_(mc_ceil_div_(target, rg), max_cg);
+        const double cost = (double)rg * b_bytes * w + (double)cg * a_bytes;
+        if (best < 0.0 || cost < best) {
+            best = cost;
+            best_rg = rg;
+        }
+    }
+    job->rows_per = mc_ceil_div_(m, best_rg);
+    const int64_t rg = mc_ceil_div_(m, job->rows_per);
+    const int64_t cbands = mc_max_(mc_min_(mc_ceil_div_(target, rg), max_cg), 1);
     job->cols_per = mc_ceil_div_(tiles, cbands) * kern->nr;
     job->cg = mc_ceil_div_(n1 - n0, job->cols_per);
     job->n0 = n0;
