@@ -692,12 +692,14 @@ static int64_t mc_rects_(mc_job_ *job, int64_t m, int64_t n0, int64_t n1, int nt
     const int64_t max_cg = mc_max_(tiles / 4, 1);
     const double a_bytes = (double)m * k * 4, b_bytes = (double)(n1 - n0) * k * job->p->belem;
     const double w = b_bytes > (double)MC_B_CACHED_ ? 1.0 : 0.125;
+    /* only splits that give as many units as the shape allows (parallelism first) */
+    const int64_t want = mc_min_(target, max_rg * max_cg);
     int64_t best_rg = max_rg;
     double best = -1.0;
     for (int64_t rg = max_rg; rg >= 1; --rg) {
         const int64_t cg = mc_min_(mc_ceil_div_(target, rg), max_cg);
         const double cost = (double)rg * b_bytes * w + (double)cg * a_bytes;
-        if (best < 0.0 || cost < best) {
+        if (rg * cg >= want && (best < 0.0 || cost < best)) {
             best = cost;
             best_rg = rg;
         }
