@@ -4,14 +4,13 @@ and training == inference for Dense layers and Sequential models under every pol
 
 Every kernel test runs at every ISA level of this machine (the ``isa_level`` fixture).
 """
-import ctypes
-import ctypes.util
 import math
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import fpenv
 from mixedcore import kernels, layers, models
 
 F32 = np.dtype(np.float32)
@@ -380,14 +379,9 @@ def test_accuracy_against_mpmath(isa_level, name):
     check_rounding(got[keep], ref[keep])
 
 
-def _fetestexcept():
-    libm = ctypes.CDLL(ctypes.util.find_library("m"))
-    return libm.fetestexcept, libm.feclearexcept
-
-
-@pytest.mark.skipif(ctypes.util.find_library("m") is None, reason="needs the C math library")
+@fpenv.needs_libm
 def test_no_floating_point_flags_leak(isa_level):
-    fetestexcept, feclearexcept = _fetestexcept()
+    fetestexcept, feclearexcept = fpenv.fetestexcept()
     x = sweep_values()
     feclearexcept(0x3D)
     for name in NAMES:

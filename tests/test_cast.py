@@ -1,7 +1,5 @@
 """kernels.cast: bit-exactness against numpy (float16) and ml_dtypes (bfloat16) at every ISA level,
 layouts, and every bad input."""
-import ctypes
-import ctypes.util
 from fractions import Fraction
 
 import ml_dtypes
@@ -11,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import fpenv
 from mixedcore import kernels
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -324,14 +323,9 @@ def test_threads_give_identical_results(isa_level):
     assert_bits_equal(a, reference(x, F16))
 
 
-def _fetestexcept():
-    libm = ctypes.CDLL(ctypes.util.find_library("m"))
-    return libm.fetestexcept, libm.feclearexcept
-
-
-@pytest.mark.skipif(ctypes.util.find_library("m") is None, reason="needs the C math library")
+@fpenv.needs_libm
 def test_no_floating_point_flags_leak(isa_level):
-    fetestexcept, feclearexcept = _fetestexcept()
+    fetestexcept, feclearexcept = fpenv.fetestexcept()
     fe_all = 0x3D   # glibc x86: INVALID | DIVBYZERO | OVERFLOW | UNDERFLOW | INEXACT (DENORM excluded)
     x = np.array([1e300, -1e300, np.nan, 1e-300, 70000.0, 1e-30], dtype=np.float64)
     x32 = np.array([7e4, np.nan, 1e-30, 3.0e38], dtype=np.float32)

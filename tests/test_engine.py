@@ -5,10 +5,8 @@ of fork() after threaded work, a caller that set flush-to-zero or another roundi
 another thread changing the level or block sizes during a product, short-lived threads, a
 thread count of one's own, the CPU budget of a container.
 """
-import ctypes
 import multiprocessing
 import os
-import platform
 import subprocess
 import sys
 import textwrap
@@ -19,6 +17,7 @@ import numpy as np
 import pytest
 
 import mixedcore
+from fpenv import X86FloatEnv
 from mixedcore import kernels
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels import _dispatch
@@ -107,28 +106,11 @@ def test_fork_while_another_thread_computes():
 FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO = 0x800, 0x400, 0xC00
 
 
-class _X86FloatEnv:
-    """The caller's MXCSR through glibc's fenv_t (x86-64: __mxcsr at byte 28)."""
-
-    def __init__(self):
-        self.libc = ctypes.CDLL(None)
-        self.buf = (ctypes.c_uint8 * 32)()
-
-    def mxcsr(self):
-        self.libc.fegetenv(self.buf)
-        return int.from_bytes(bytes(self.buf[28:32]), "little")
-
-    def set_mxcsr(self, value):
-        self.libc.fegetenv(self.buf)
-        self.buf[28:32] = list(value.to_bytes(4, "little"))
-        assert self.libc.fesetenv(self.buf) == 0
-
-
 @pytest.fixture
 def fpenv():
-    if platform.machine() not in ("x86_64", "AMD64") or not sys.platform.startswith("linux"):
+    if not X86FloatEnv.supported:
         pytest.skip("MXCSR through glibc's fenv_t: x86-64 Linux")
-    env = _X86FloatEnv()
+    env = X86FloatEnv()
     start = env.mxcsr()
     yield env
     env.set_mxcsr(start)
