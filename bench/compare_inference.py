@@ -237,8 +237,8 @@ def run_workloads(args):
 def demo_env(threads=None):
     """The environment of one demo run: ``threads`` None leaves mixedcore its default threads.
 
-    mixedcore's thread count follows the OpenMP limit (OMP_NUM_THREADS); MIXEDCORE_NUM_THREADS
-    is set alongside so that the same runs stay held to one thread if mixedcore reads it.
+    mixedcore takes its thread count from MIXEDCORE_NUM_THREADS, else OMP_NUM_THREADS; both are
+    set, so that numpy's and torch's OpenMP / OpenBLAS threads in the same process follow too.
     """
     env = dict(os.environ)
     for name in ("OMP_NUM_THREADS", "MIXEDCORE_NUM_THREADS"):

@@ -43,7 +43,7 @@ def set_isa(level):
     ----------
     level : str
         One of ``available_isas()``.  Lower levels than the best are for testing and comparison;
-        results are identical at every level (see docs/numerics.md).
+        results are identical at every level except where docs/gemm.md says otherwise.
 
     Raises
     ------
