@@ -45,6 +45,12 @@ def set_isa(level):
         One of ``available_isas()``.  Lower levels than the best are for testing and comparison;
         results are identical at every level except where docs/gemm.md says otherwise.
 
+    Notes
+    -----
+    Safe to call from any thread: it applies from the next kernel call on, and a call already
+    running keeps the level it started with.  Matrices packed by ``pack`` at another level are
+    used where their panels suit, else ``matmul`` asks for a new ``pack``.
+
     Raises
     ------
     TypeError
