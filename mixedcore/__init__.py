@@ -18,7 +18,8 @@ from mixedcore.policy import (
     set_global_policy,
     set_policy,
 )
-from mixedcore.loss_scale import DynamicLossScale, FixedLossScale, LossScaleOptimizer
+from mixedcore.loss_scale import DynamicLossScale, FixedLossScale
+from mixedcore.optimizers import LossScaleOptimizer
 from mixedcore import experimental, loss_scale, mixed_precision, optimizers, policies
 
 __all__ = [

@@ -5,8 +5,8 @@ import time
 import numpy as np
 
 from mixedcore import datasets, kernels, layers, models, utils
-from mixedcore.layers._base import as_numeric_array
-from mixedcore.loss_scale import LossScaleOptimizer
+from mixedcore._dtypes import as_numeric_array
+from mixedcore.optimizers import LossScaleOptimizer
 from mixedcore.optimizers import Adam
 from mixedcore.policy import policy_scope
 

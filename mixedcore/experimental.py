@@ -332,7 +332,8 @@ def __getattr__(name):
     # tf.keras.mixed_precision.experimental.LossScaleOptimizer; resolved on first use
     # (decision D).
     if name == "LossScaleOptimizer":
-        return _loss_scale_module().LossScaleOptimizer
+        from mixedcore.optimizers import LossScaleOptimizer
+        return LossScaleOptimizer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

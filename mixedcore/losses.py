@@ -8,7 +8,7 @@ when the last layer is a softmax: the same fusion Keras makes for numerical stab
 """
 import numpy as np
 
-from mixedcore.layers._base import as_numeric_array, to_compute, work_dtype
+from mixedcore._dtypes import as_numeric_array, to_compute, work_dtype
 
 __all__ = ["Loss", "CategoricalCrossentropy", "SparseCategoricalCrossentropy", "MeanSquaredError",
            "categorical_crossentropy", "sparse_categorical_crossentropy", "mean_squared_error",

@@ -1,7 +1,7 @@
 """Accuracy metrics (``keras.metrics``), as functions counting correct predictions."""
 import numpy as np
 
-from mixedcore.layers._base import as_numeric_array
+from mixedcore._dtypes import as_numeric_array
 
 __all__ = ["sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy", "get"]
 

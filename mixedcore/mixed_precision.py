@@ -6,6 +6,7 @@ uses through ``keras.mixed_precision`` / ``tf.keras.mixed_precision``: ``DTypePo
 ``LossScaleOptimizer`` and the deprecated ``experimental`` namespace.
 """
 from mixedcore import experimental
+from mixedcore.optimizers import LossScaleOptimizer
 from mixedcore.policy import (
     DTypePolicy,
     Policy,
@@ -26,15 +27,3 @@ __all__ = [
     "experimental",
 ]
 
-
-def __getattr__(name):
-    # The optimizer lives in mixedcore.loss_scale, imported on first use (see
-    # mixedcore.experimental, decision D).
-    if name == "LossScaleOptimizer":
-        from mixedcore.loss_scale import LossScaleOptimizer
-        return LossScaleOptimizer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | {"LossScaleOptimizer"})

@@ -25,8 +25,8 @@ from mixedcore import losses as _losses
 from mixedcore import metrics as _metrics
 from mixedcore import utils
 from mixedcore import layers as _layers
-from mixedcore.layers._base import (Layer, _unique_name, as_numeric_array, resolve_policy,
-                                    to_compute)
+from mixedcore._dtypes import as_numeric_array, to_compute
+from mixedcore.layers._base import Layer, _unique_name, resolve_policy
 from mixedcore.layers._core import InputLayer
 
 __all__ = ["Sequential", "History"]
@@ -277,12 +277,12 @@ class Sequential:
         from mixedcore import loss_scale as _loss_scale
         from mixedcore import optimizers as _optimizers
         opt = _optimizers.get(optimizer)
-        if not isinstance(opt, _loss_scale.LossScaleOptimizer):
+        if not isinstance(opt, _optimizers.LossScaleOptimizer):
             policy = self._dtype_policy
             policy_scale = getattr(policy, "loss_scale", "no loss scale attribute")
             if policy_scale == "no loss scale attribute":
                 if policy.name == "mixed_float16":
-                    opt = _loss_scale.LossScaleOptimizer(opt)
+                    opt = _optimizers.LossScaleOptimizer(opt)
             elif policy_scale is not None:
                 opt = self._wrap_with_policy_scale(opt, policy_scale, _loss_scale)
         self.optimizer = opt
@@ -299,17 +299,18 @@ class Sequential:
 
     @staticmethod
     def _wrap_with_policy_scale(opt, scale, module):
+        from mixedcore.optimizers import LossScaleOptimizer
         if isinstance(scale, module.DynamicLossScale):
             initial = getattr(scale, "initial_loss_scale", None)
             period = getattr(scale, "increment_period", None)
-            return module.LossScaleOptimizer(opt, dynamic=True, initial_scale=initial,
+            return LossScaleOptimizer(opt, dynamic=True, initial_scale=initial,
                                              dynamic_growth_steps=period)
         value = scale() if callable(scale) else scale
-        return module.LossScaleOptimizer(opt, dynamic=False, initial_scale=float(value))
+        return LossScaleOptimizer(opt, dynamic=False, initial_scale=float(value))
 
     def _uses_loss_scale(self):
-        from mixedcore import loss_scale as _loss_scale
-        return isinstance(self.optimizer, _loss_scale.LossScaleOptimizer)
+        from mixedcore import optimizers as _optimizers
+        return isinstance(self.optimizer, _optimizers.LossScaleOptimizer)
 
     def _resolve_metrics(self):
         if self._metric_fns is None:

@@ -9,7 +9,8 @@ import pytest
 import mixedcore as mc
 from mixedcore import experimental, policies
 from mixedcore import policy as policy_mod
-from mixedcore.loss_scale import DynamicLossScale, FixedLossScale, LossScale, LossScaleOptimizer
+from mixedcore.loss_scale import DynamicLossScale, FixedLossScale, LossScale
+from mixedcore.optimizers import LossScaleOptimizer
 from mixedcore.policy import DTypePolicy
 
 

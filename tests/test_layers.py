@@ -18,7 +18,7 @@ _erf = np.vectorize(math.erf)
 
 
 def ref_activation(name, z):
-    """float64 references, written independently of mixedcore.layers._activations."""
+    """float64 references, written independently of mixedcore.activations."""
     if name in ("linear", None):
         return z
     if name == "relu":

@@ -6,8 +6,8 @@ import pytest
 import mixedcore
 from mixedcore import loss_scale as ls_mod
 from mixedcore import optimizers
-from mixedcore.loss_scale import (DynamicLossScale, FixedLossScale, LossScale,
-                                  LossScaleOptimizer)
+from mixedcore.loss_scale import DynamicLossScale, FixedLossScale, LossScale
+from mixedcore.optimizers import LossScaleOptimizer
 
 FINITE = [np.ones(3, np.float32), np.ones((2, 2), np.float16)]
 NAN = [np.ones(3, np.float32), np.array([1.0, np.nan], np.float16)]

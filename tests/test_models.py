@@ -7,7 +7,7 @@ import pytest
 
 import mixedcore
 from mixedcore import datasets, layers, losses, models, utils
-from mixedcore.loss_scale import LossScaleOptimizer
+from mixedcore.optimizers import LossScaleOptimizer
 from mixedcore.optimizers import SGD, Adam, Optimizer
 from mixedcore.policy import policy_scope
 

@@ -5,8 +5,10 @@ Every layer takes ``dtype=`` (None for the global policy at construction, a poli
 policy's variable dtype and computes in its compute dtype (SPEC.md section 6).
 """
 from mixedcore.layers._base import Layer
-from mixedcore.layers._core import (Activation, Dense, Dropout, Flatten, Input, InputLayer, ReLU,
-                                    Softmax)
+from mixedcore.layers._activation import Activation, ReLU, Softmax
+from mixedcore.layers._core import Dense, Input, InputLayer
+from mixedcore.layers._regularization import Dropout
+from mixedcore.layers._reshaping import Flatten
 from mixedcore.layers._normalization import LayerNormalization
 
 __all__ = ["Layer", "Input", "InputLayer", "Dense", "Activation", "Softmax", "ReLU", "Dropout",

@@ -16,73 +16,16 @@ Design:
      ``self.gradients``, in the order of ``self.trainable_weights``.
 """
 import re
-import ml_dtypes
+
 import numpy as np
 
 from mixedcore import kernels
+from mixedcore._dtypes import as_numeric_array, is_floating, np_dtype, to_compute
 from mixedcore import policies as _policies
 from mixedcore import policy as _policy_mod
 from mixedcore.layers import _initializers
 
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-_CASTABLE = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
 _name_counts = {}
-
-
-_NAMED = {"bfloat16": _BF16}
-_FLOATING = {}
-
-
-def _np_dtype(name):
-    """numpy dtype for a dtype name ("bfloat16" is ml_dtypes'); cached, as layers ask for their
-    compute dtype on every call."""
-    dt = _NAMED.get(name)
-    if dt is None:
-        dt = _NAMED[name] = np.dtype(name)
-    return dt
-
-
-def is_floating(dtype):
-    """True for a floating dtype, bfloat16 included."""
-    try:
-        return _FLOATING[dtype]
-    except (KeyError, TypeError):
-        pass
-    dt = np.dtype(dtype)
-    result = dt.kind == "f" or dt == _BF16
-    try:
-        _FLOATING[dtype] = result
-    except TypeError:       # an unhashable dtype-like
-        pass
-    return result
-
-
-def to_compute(x, dtype):
-    """``x`` in ``dtype`` (a numpy dtype): itself when already so, else cast exactly."""
-    if x.dtype == dtype:
-        return x
-    if x.dtype in _CASTABLE and dtype in _CASTABLE:
-        return kernels.cast(x, dtype)
-    return x.astype(dtype)
-
-
-def work_dtype(dtype):
-    """The dtype elementwise math runs in for a compute dtype: float32 for 16-bit types."""
-    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
-
-
-def as_numeric_array(owner, x):
-    """``x`` as an ndarray of a numeric or bool dtype, else a TypeError naming ``owner``."""
-    if not isinstance(x, np.ndarray):
-        try:
-            x = np.asarray(x)
-        except (ValueError, TypeError) as exc:
-            raise TypeError(f"{owner}: cannot convert input of type {type(x).__name__} to a "
-                            f"numeric array ({exc})") from None
-    if not (x.dtype.kind in "biuf" or x.dtype == _BF16):
-        raise TypeError(f"{owner}: expected a numeric array (float, int or bool), got dtype "
-                        f"{x.dtype}")
-    return x
 
 
 def _snake(name):
@@ -176,14 +119,14 @@ class Layer:
         return self._dtype_policy.variable_dtype
 
     def _compute_np(self):
-        return _np_dtype(self.compute_dtype)
+        return np_dtype(self.compute_dtype)
 
     # -- weights --------------------------------------------------------------------------------
     def add_weight(self, name, shape, initializer="zeros", regularizer=None, trainable=True,
                    seed=None):
         """Create a weight in the variable dtype and return the array."""
         vd = self.variable_dtype or "float32"
-        value = _initializers.initialize(initializer, shape, _np_dtype(vd), seed=seed)
+        value = _initializers.initialize(initializer, shape, np_dtype(vd), seed=seed)
         self._names.append(name)
         self._values.append(value)
         self._trainable_flags.append(bool(trainable))

@@ -1,11 +1,13 @@
-"""Input, Dense, Activation, Softmax, ReLU, Dropout and Flatten."""
+"""Input and Dense."""
 import numpy as np
 
+from mixedcore import activations as _activations
 from mixedcore import kernels
 from mixedcore import regularizers as _regularizers
-from mixedcore import utils
-from mixedcore.layers import _activations, _initializers
-from mixedcore.layers._base import Layer, _np_dtype, is_floating, to_compute, work_dtype
+from mixedcore._dtypes import (as_numeric_array, dtype_name, is_floating, np_dtype, to_compute,
+                               work_dtype)
+from mixedcore.layers import _initializers
+from mixedcore.layers._base import Layer
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
 
@@ -16,11 +18,6 @@ def _check_positive_int(owner, what, value):
     if value < 1:
         raise ValueError(f"{owner}: {what} must be a positive int, got {value}")
     return int(value)
-
-
-def _dtype_name(dtype):
-    dtype = np.dtype(dtype)
-    return "bfloat16" if dtype == _np_dtype("bfloat16") else dtype.name
 
 
 class InputLayer(Layer):
@@ -54,7 +51,6 @@ class InputLayer(Layer):
         self.built = True
 
     def __call__(self, inputs, training=False):
-        from mixedcore.layers._base import as_numeric_array
         x = as_numeric_array(f"InputLayer '{self.name}'", inputs)
         self.check_input_shape(x.shape)
         return x
@@ -129,7 +125,7 @@ class Dense(Layer):
         if len(input_shape) < 2 or input_shape[-1] is None:
             raise ValueError(f"Dense '{self.name}': input must have shape (batch, ..., features) "
                              f"with known features, received {tuple(input_shape)}")
-        if self.compute_dtype is not None and not is_floating(_np_dtype(self.compute_dtype)):
+        if self.compute_dtype is not None and not is_floating(np_dtype(self.compute_dtype)):
             raise TypeError(f"Dense '{self.name}': compute dtype must be floating, got "
                             f"{self.compute_dtype}")
         self.add_weight("kernel", (int(input_shape[-1]), self.units), self.kernel_initializer,
@@ -146,7 +142,7 @@ class Dense(Layer):
         return tuple(input_shape[:-1]) + (self.units,)
 
     def _gemm_ok(self, x):
-        return _dtype_name(x.dtype) in _GEMM_DTYPES
+        return dtype_name(x.dtype) in _GEMM_DTYPES
 
     def _inference_operands(self):
         """The kernel packed in the compute dtype, and the bias rounded to the compute dtype and
@@ -173,10 +169,10 @@ class Dense(Layer):
             sixteen = cd.itemsize == 2
             if act in _activations.FUSED:
                 y = kernels.matmul(x2, kernel, bias=bias, activation=act,
-                                   out_dtype=_dtype_name(cd) if sixteen else None)
+                                   out_dtype=dtype_name(cd) if sixteen else None)
             elif act == "linear":
                 y = kernels.matmul(x2, kernel, bias=bias,
-                                   out_dtype=_dtype_name(cd) if sixteen else None)
+                                   out_dtype=dtype_name(cd) if sixteen else None)
             else:  # softmax: logits in float32, one rounding at the end
                 z = kernels.matmul(x2, kernel, bias=bias)
                 y = to_compute(_activations.softmax(z), cd)
@@ -236,7 +232,7 @@ class Dense(Layer):
             dx = None
             if need_input_grad:
                 sixteen = x2.dtype.itemsize == 2
-                dx = kernels.matmul(dz, kernel.T, out_dtype=_dtype_name(x2.dtype) if sixteen
+                dx = kernels.matmul(dz, kernel.T, out_dtype=dtype_name(x2.dtype) if sixteen
                                     else None)
         else:
             w = work_dtype(x2.dtype)
@@ -266,213 +262,3 @@ class Dense(Layer):
             "bias_regularizer": _regularizers.serialize(self.bias_regularizer),
         })
         return config
-
-
-class _Elementwise(Layer):
-    """A weightless layer whose math runs in float32 (float64 under float64), result rounded once
-    to the compute dtype."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self._train_cache = None
-
-    def _forward_work(self, xw):
-        raise NotImplementedError
-
-    def _backward_work(self, dyw, xw, yw):
-        raise NotImplementedError
-
-    def call(self, inputs, training=False):
-        if not is_floating(inputs.dtype):
-            inputs = inputs.astype(self._compute_np())
-        xw = to_compute(inputs, work_dtype(inputs.dtype))
-        yw = self._forward_work(xw)
-        if training:
-            self._train_cache = (xw, yw, inputs.dtype)
-        return to_compute(yw, inputs.dtype)
-
-    def backward(self, dy, need_input_grad=True):
-        xw, yw, in_dtype = self._train_cache
-        self.gradients = []
-        if not need_input_grad:
-            return None
-        dyw = to_compute(dy, xw.dtype)
-        return to_compute(self._backward_work(dyw, xw, yw), in_dtype)
-
-
-class Activation(_Elementwise):
-    """Applies an activation function (``keras.layers.Activation``).
-
-    ``Activation("softmax", dtype="float32")`` is the usual last layer of a mixed-precision model:
-    its input is cast up to float32 and the probabilities come out in float32.
-    """
-
-    def __init__(self, activation, **kwargs):
-        super().__init__(**kwargs)
-        self.activation = _activations.resolve("Activation", activation)
-        self.axis = -1
-
-    def _forward_work(self, xw):
-        return _activations.forward(self.activation, xw, self.axis)
-
-    def _backward_work(self, dyw, xw, yw):
-        return _activations.backward(self.activation, dyw, xw, yw, self.axis)
-
-    def logits(self):
-        if self.activation != "softmax" or self.axis != -1 or self._train_cache is None:
-            return None
-        return self._train_cache[0]
-
-    def backward_from_logits(self, dlogits, need_input_grad=True):
-        xw, yw, in_dtype = self._train_cache
-        self.gradients = []
-        return to_compute(dlogits, in_dtype) if need_input_grad else None
-
-    def get_config(self):
-        config = super().get_config()
-        config["activation"] = self.activation
-        return config
-
-
-class Softmax(Activation):
-    """Softmax over ``axis`` (``keras.layers.Softmax``)."""
-
-    def __init__(self, axis=-1, **kwargs):
-        super().__init__("softmax", **kwargs)
-        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-            raise TypeError(f"Softmax: axis must be an int, got {type(axis).__name__}")
-        self.axis = int(axis)
-
-    def check_input_shape(self, shape):
-        if not -len(shape) <= self.axis < len(shape):
-            raise ValueError(f"Softmax '{self.name}': axis {self.axis} is out of range for input "
-                             f"of shape {tuple(shape)}")
-
-    def build(self, input_shape):
-        self.check_input_shape(input_shape)
-
-    def get_config(self):
-        config = Layer.get_config(self)
-        config["axis"] = self.axis
-        return config
-
-
-class ReLU(_Elementwise):
-    """``keras.layers.ReLU(max_value=None, negative_slope=0.0, threshold=0.0)``."""
-
-    def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, **kwargs):
-        super().__init__(**kwargs)
-        for what, v in (("negative_slope", negative_slope), ("threshold", threshold)):
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.number)):
-                raise TypeError(f"ReLU: {what} must be a number, got {type(v).__name__}")
-        if max_value is not None:
-            if isinstance(max_value, bool) or not isinstance(max_value, (int, float, np.number)):
-                raise TypeError(f"ReLU: max_value must be a number or None, got "
-                                f"{type(max_value).__name__}")
-            if max_value < 0:
-                raise ValueError(f"ReLU: max_value must be >= 0, got {max_value}")
-        if negative_slope < 0:
-            raise ValueError(f"ReLU: negative_slope must be >= 0, got {negative_slope}")
-        self.max_value = None if max_value is None else float(max_value)
-        self.negative_slope = float(negative_slope)
-        self.threshold = float(threshold)
-
-    def _forward_work(self, xw):
-        t = xw.dtype.type
-        y = np.where(xw >= t(self.threshold), xw, t(self.negative_slope) * (xw - t(self.threshold)))
-        if self.max_value is not None:
-            y = np.minimum(y, t(self.max_value))
-        return y
-
-    def _backward_work(self, dyw, xw, yw):
-        t = xw.dtype.type
-        slope = np.where(xw >= t(self.threshold), t(1), t(self.negative_slope))
-        if self.max_value is not None:
-            slope = np.where(xw >= t(self.max_value), t(0), slope)
-        return dyw * slope
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"max_value": self.max_value, "negative_slope": self.negative_slope,
-                       "threshold": self.threshold})
-        return config
-
-
-class Dropout(Layer):
-    """Sets a fraction ``rate`` of inputs to zero while training, scaling the rest by
-    1 / (1 - rate); the identity at inference (``keras.layers.Dropout``)."""
-
-    def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
-        super().__init__(**kwargs)
-        if isinstance(rate, bool) or not isinstance(rate, (int, float, np.number)):
-            raise TypeError(f"Dropout: rate must be a number, got {type(rate).__name__}")
-        if not 0 <= rate < 1:
-            raise ValueError(f"Dropout: rate must be in [0, 1), got {rate}")
-        self.rate = float(rate)
-        self.noise_shape = None if noise_shape is None else tuple(noise_shape)
-        self.seed = seed
-        self._generator = utils._rng(seed) if seed is not None else None
-        self._mask = None
-
-    def call(self, inputs, training=False):
-        if not training or self.rate == 0:
-            self._mask = None
-            return inputs
-        shape = inputs.shape
-        if self.noise_shape is not None:
-            shape = tuple(s if n is None else n for s, n in zip(inputs.shape, self.noise_shape))
-        rng = self._generator if self._generator is not None else utils._rng()
-        w = work_dtype(inputs.dtype) if is_floating(inputs.dtype) else np.dtype(np.float32)
-        keep = rng.random(shape) >= self.rate
-        self._mask = keep.astype(w) * w.type(1.0 / (1.0 - self.rate))
-        xw = to_compute(inputs, w) if is_floating(inputs.dtype) else inputs.astype(w)
-        out_dtype = inputs.dtype if is_floating(inputs.dtype) else w
-        return to_compute(xw * self._mask, out_dtype)
-
-    def backward(self, dy, need_input_grad=True):
-        self.gradients = []
-        if not need_input_grad:
-            return None
-        if self._mask is None:
-            return dy
-        dyw = to_compute(dy, self._mask.dtype)
-        return to_compute(dyw * self._mask, dy.dtype)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"rate": self.rate, "noise_shape": self.noise_shape, "seed": self.seed})
-        return config
-
-
-class Flatten(Layer):
-    """Flattens each sample: (batch, d1, d2, ...) -> (batch, d1 * d2 * ...)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self._in_shape = None
-
-    def check_input_shape(self, shape):
-        if len(shape) < 1:
-            raise ValueError(f"Flatten '{self.name}': input needs a batch dimension, received "
-                             f"shape {tuple(shape)}")
-        super().check_input_shape(shape)
-
-    def build(self, input_shape):
-        if len(input_shape) < 1:
-            raise ValueError(f"Flatten '{self.name}': input needs a batch dimension, received "
-                             f"shape {tuple(input_shape)}")
-
-    def compute_output_shape(self, input_shape):
-        rest = input_shape[1:]
-        if any(d is None for d in rest):
-            return (input_shape[0], None)
-        return (input_shape[0], int(np.prod(rest, dtype=np.int64)))
-
-    def call(self, inputs, training=False):
-        if training:
-            self._in_shape = inputs.shape
-        return inputs.reshape(inputs.shape[0], -1)
-
-    def backward(self, dy, need_input_grad=True):
-        self.gradients = []
-        return dy.reshape(self._in_shape) if need_input_grad else None

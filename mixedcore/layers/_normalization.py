@@ -3,7 +3,8 @@ import numpy as np
 
 from mixedcore import regularizers as _regularizers
 from mixedcore.layers import _initializers
-from mixedcore.layers._base import Layer, is_floating, to_compute, work_dtype
+from mixedcore._dtypes import is_floating, to_compute, work_dtype
+from mixedcore.layers._base import Layer
 
 
 class LayerNormalization(Layer):

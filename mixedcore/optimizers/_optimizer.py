@@ -303,6 +303,8 @@ class Adam(Optimizer):
 
 
 _BY_NAME = {"sgd": SGD, "adam": Adam}
+# Classes ``deserialize`` knows by name; LossScaleOptimizer adds itself when its module loads.
+_CLASSES = {"SGD": SGD, "Adam": Adam}
 
 
 def serialize(optimizer):
@@ -321,12 +323,10 @@ def deserialize(config):
     ValueError
         An unknown class name or a malformed dict.
     """
-    from mixedcore.loss_scale import LossScaleOptimizer
-
     if not isinstance(config, dict) or "class_name" not in config:
         raise ValueError(f"deserialize: expected a dict with 'class_name' and 'config', got "
                          f"{config!r}")
-    classes = {"SGD": SGD, "Adam": Adam, "LossScaleOptimizer": LossScaleOptimizer}
+    classes = _CLASSES
     name = config["class_name"]
     cls = classes.get(name) or _BY_NAME.get(str(name).lower())
     if cls is None:

@@ -1,0 +1,241 @@
+"""``LossScaleOptimizer``: an optimizer wrapper that applies loss scaling (tf.keras 2.4+).
+
+Semantics are TensorFlow's (SPEC section 5, docs/loss_scaling.md).  The scale itself is a
+:class:`mixedcore.loss_scale.DynamicLossScale` or ``FixedLossScale``.
+
+Design:
+  A. The overflow check is ``kernels.all_finite`` over all gradients in one call (one pass, no
+     temporary boolean arrays); ``get_unscaled_gradients`` copies the gradients and unscales
+     the copies with ``kernels.unscale_and_check``.  None gradients pass through both.
+  B. A LossScaleOptimizer is an optimizer (``optimizers.get`` takes it as is), so it cannot be
+     wrapped again: TypeError, as in tf.keras.
+"""
+import numpy as np
+
+from mixedcore import kernels
+from mixedcore import loss_scale as _loss_scale
+from mixedcore.loss_scale import DynamicLossScale, FixedLossScale
+from mixedcore.optimizers import _optimizer as _optimizers
+
+__all__ = ["LossScaleOptimizer"]
+
+
+_DEFAULT_INITIAL_SCALE = 2 ** 15
+_DEFAULT_GROWTH_STEPS = 2000
+
+
+class LossScaleOptimizer(_optimizers.Optimizer):
+    """An optimizer wrapper that applies loss scaling (tf.keras 2.4+ ``LossScaleOptimizer``).
+
+    Parameters
+    ----------
+    inner_optimizer : mixedcore.optimizers.Optimizer
+        The optimizer to wrap (SGD, Adam, ...); not a LossScaleOptimizer.
+    dynamic : bool, default True
+        Dynamic loss scaling (a DynamicLossScale with multiplier 2) or a fixed scale.
+    initial_scale : float, optional
+        The starting (dynamic) or constant (fixed) scale.  Default 2**15 when dynamic;
+        required when ``dynamic=False`` (then >= 1).
+    dynamic_growth_steps : int, optional
+        Finite steps before the dynamic scale doubles; default 2000.  Must be None when
+        ``dynamic=False``.
+
+    Raises
+    ------
+    TypeError
+        ``inner_optimizer`` not an optimizer or a LossScaleOptimizer; ``dynamic`` not a bool.
+    ValueError
+        ``dynamic=False`` without ``initial_scale`` or with ``dynamic_growth_steps``; values
+        out of range.
+
+    Notes
+    -----
+    A training step: ``scaled = opt.get_scaled_loss(loss)``; backpropagate ``scaled``;
+    ``grads = opt.get_unscaled_gradients(grads)``; ``opt.apply_gradients(zip(grads, vars))``.
+    ``apply_gradients`` checks the gradients (one ``kernels.all_finite`` pass over all of
+    them): if any is NaN or infinite the inner update is skipped and the scale backs off;
+    ``iterations`` advances either way.
+    """
+
+    def __init__(self, inner_optimizer, dynamic=True, initial_scale=None,
+                 dynamic_growth_steps=None):
+        if isinstance(inner_optimizer, LossScaleOptimizer):
+            raise TypeError(f"LossScaleOptimizer cannot wrap another LossScaleOptimizer, but "
+                            f"got: {inner_optimizer!r}")
+        if not isinstance(inner_optimizer, _optimizers.Optimizer):
+            raise TypeError(f'LossScaleOptimizer: "inner_optimizer" must be a mixedcore '
+                            f"optimizer (e.g. mixedcore.optimizers.SGD), but got: "
+                            f"{type(inner_optimizer).__name__}")
+        if not isinstance(dynamic, (bool, np.bool_)):
+            raise TypeError(f'LossScaleOptimizer: "dynamic" must be a bool, but got: '
+                            f"{dynamic!r}")
+        self._optimizer = inner_optimizer
+        self._slots = {}
+        if dynamic:
+            if initial_scale is None:
+                initial_scale = _DEFAULT_INITIAL_SCALE
+            if dynamic_growth_steps is None:
+                dynamic_growth_steps = _DEFAULT_GROWTH_STEPS
+            try:
+                self._loss_scale = DynamicLossScale(initial_scale, dynamic_growth_steps, 2.0)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)("LossScaleOptimizer: " + str(exc).replace(
+                    "initial_loss_scale", "initial_scale").replace(
+                    "increment_period", "dynamic_growth_steps")) from None
+        else:
+            if initial_scale is None:
+                raise ValueError('LossScaleOptimizer: "initial_scale" must be specified if '
+                                 '"dynamic" is False')
+            if dynamic_growth_steps is not None:
+                raise ValueError(f'LossScaleOptimizer: "dynamic_growth_steps" must be None if '
+                                 f'"dynamic" is False, but got: {dynamic_growth_steps!r}')
+            try:
+                self._loss_scale = FixedLossScale(initial_scale)
+            except ValueError as exc:
+                raise ValueError("LossScaleOptimizer: " + str(exc).replace(
+                    "loss_scale_value", "initial_scale")) from None
+
+    # -- the wrapped optimizer ------------------------------------------------------------------
+
+    @property
+    def inner_optimizer(self):
+        return self._optimizer
+
+    def get_slot(self, var, slot_name):
+        return self._optimizer.get_slot(var, slot_name)
+
+    @property
+    def iterations(self):
+        """The inner optimizer's ``iterations`` (advances on skipped steps too)."""
+        return self._optimizer.iterations
+
+    @iterations.setter
+    def iterations(self, value):
+        self._optimizer.iterations = value
+
+    @property
+    def learning_rate(self):
+        return self._optimizer.learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        self._optimizer.learning_rate = value
+
+    # -- the loss scale -------------------------------------------------------------------------
+
+    @property
+    def dynamic(self):
+        return isinstance(self._loss_scale, DynamicLossScale)
+
+    @property
+    def loss_scale(self):
+        """The current loss scale (float)."""
+        return self._loss_scale()
+
+    @property
+    def dynamic_counter(self):
+        """Finite steps since the dynamic scale last changed; None for a fixed scale."""
+        return self._loss_scale.num_good_steps if self.dynamic else None
+
+    @property
+    def initial_scale(self):
+        ls = self._loss_scale
+        return ls.initial_loss_scale if self.dynamic else ls()
+
+    @property
+    def dynamic_growth_steps(self):
+        return self._loss_scale.increment_period if self.dynamic else None
+
+    def get_scaled_loss(self, loss):
+        """``loss * loss_scale`` (the scale converted to the loss's dtype, as tf.keras).
+
+        ``loss`` may be a number, a numpy array / scalar, or a callable returning one (then a
+        callable is returned).
+        """
+        if callable(loss):
+            return lambda: self.get_scaled_loss(loss())
+        scale = self._loss_scale()
+        dtype = getattr(loss, "dtype", None)
+        if dtype is not None and isinstance(dtype, np.dtype) and dtype.kind == "f":
+            with np.errstate(over="ignore"):
+                return loss * dtype.type(scale)
+        return loss * scale
+
+    def get_unscaled_gradients(self, grads):
+        """New arrays ``g * fp32(1 / fp64(loss_scale))``; None gradients pass through.
+
+        16-bit gradients are unscaled through float32 and rounded back to nearest even;
+        float64 gradients are multiplied by ``1 / loss_scale`` in float64
+        (``kernels.unscale_and_check`` on copies).
+        """
+        out = [None if g is None else np.array(g, copy=True) for g in grads]
+        kernels.unscale_and_check([g for g in out if g is not None], self._loss_scale())
+        return out
+
+    def apply_gradients(self, grads_and_vars):
+        """Apply the step if every gradient is finite, and update the loss scale.
+
+        Parameters
+        ----------
+        grads_and_vars : iterable of (ndarray or None, ndarray)
+            Unscaled gradients and their variables (see ``get_unscaled_gradients``).
+
+        Returns
+        -------
+        bool
+            True when the inner optimizer's update was applied, False when the step was
+            skipped (non-finite gradients with a dynamic scale).
+        """
+        pairs = _optimizers._check_pairs("LossScaleOptimizer", grads_and_vars)
+        should_apply = self._loss_scale.update([g for g, _ in pairs])
+        if should_apply:
+            self._optimizer.apply_gradients(pairs)
+        else:
+            self._optimizer.iterations = self._optimizer.iterations + 1
+        return should_apply
+
+    # -- configs --------------------------------------------------------------------------------
+
+    def get_config(self):
+        return {"inner_optimizer": _optimizers.serialize(self._optimizer),
+                "dynamic": self.dynamic,
+                "initial_scale": self.initial_scale,
+                "dynamic_growth_steps": self.dynamic_growth_steps}
+
+    @classmethod
+    def from_config(cls, config):
+        """A new LossScaleOptimizer from ``get_config()`` output.
+
+        A TF 2.3 config (keys "optimizer" and "loss_scale") is converted as tf.keras does.
+        """
+        config = dict(config)
+        if "loss_scale" in config:
+            ls = config.pop("loss_scale")
+            ls = (_loss_scale.deserialize(ls) if isinstance(ls, dict)
+                  else _loss_scale.get(ls))
+            if isinstance(ls, DynamicLossScale):
+                if ls.multiplier != 2:
+                    raise ValueError(f"LossScaleOptimizer.from_config: only a multiplier of 2 "
+                                     f"is supported, got {ls.multiplier}")
+                config.update(dynamic=True, initial_scale=ls.initial_loss_scale,
+                              dynamic_growth_steps=ls.increment_period)
+            elif isinstance(ls, FixedLossScale):
+                config.update(dynamic=False, initial_scale=ls(), dynamic_growth_steps=None)
+            else:
+                raise ValueError(f"LossScaleOptimizer.from_config: cannot convert loss scale "
+                                 f"{ls!r}")
+        if "optimizer" in config:
+            config["inner_optimizer"] = config.pop("optimizer")
+        inner = config.get("inner_optimizer")
+        if isinstance(inner, dict):
+            config["inner_optimizer"] = _optimizers.deserialize(inner)
+        return cls(**config)
+
+    def __repr__(self):
+        counter = f", dynamic_counter={self.dynamic_counter}" if self.dynamic else ""
+        growth = (f", dynamic_growth_steps={self.dynamic_growth_steps}" if self.dynamic else "")
+        return (f"LossScaleOptimizer(inner_optimizer={self._optimizer!r}, "
+                f"dynamic={self.dynamic}, loss_scale={self.loss_scale!r}{counter}{growth})")
+
+
+_optimizers._CLASSES["LossScaleOptimizer"] = LossScaleOptimizer
