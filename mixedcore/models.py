@@ -125,6 +125,9 @@ class Sequential:
 
     def add(self, layer):
         """Append a layer (an ``InputLayer`` only as the first)."""
+        from mixedcore.layers._node import KerasTensor
+        if isinstance(layer, KerasTensor) and isinstance(layer.keras_history[0], InputLayer):
+            layer = layer.keras_history[0]
         if not isinstance(layer, Layer):
             raise TypeError(f"Sequential.add: expected a mixedcore layer, got "
                             f"{type(layer).__name__}")

@@ -14,6 +14,9 @@ class _Elementwise(Layer):
         super().__init__(**kwargs)
         self._train_cache = None
 
+    def compute_output_dtype(self, input_dtype):
+        return self.compute_dtype
+
     def _forward_work(self, xw):
         raise NotImplementedError
 

@@ -15,6 +15,7 @@ Design:
      the input gradient in the input's dtype and leaves the weight gradients (variable dtype) in
      ``self.gradients``, in the order of ``self.trainable_weights``.
 """
+import inspect
 import re
 
 import numpy as np
@@ -23,7 +24,7 @@ from mixedcore import kernels
 from mixedcore._dtypes import as_numeric_array, is_floating, np_dtype, to_compute
 from mixedcore import policies as _policies
 from mixedcore import policy as _policy_mod
-from mixedcore.layers import _initializers
+from mixedcore.layers import _initializers, _node
 
 _name_counts = {}
 
@@ -37,6 +38,66 @@ def _unique_name(base):
     count = _name_counts.get(base, 0)
     _name_counts[base] = count + 1
     return base if count == 0 else f"{base}_{count}"
+
+
+_TAKES_TRAINING = {}
+
+
+def _takes_training(cls):
+    """Whether ``cls.call`` accepts ``training`` (Keras passes it only then); cached per class."""
+    result = _TAKES_TRAINING.get(cls)
+    if result is None:
+        try:
+            params = inspect.signature(cls.call).parameters
+            result = "training" in params or any(p.kind is p.VAR_KEYWORD
+                                                 for p in params.values())
+        except (TypeError, ValueError):
+            result = True
+        _TAKES_TRAINING[cls] = result
+    return result
+
+
+def _is_shape(s):
+    return isinstance(s, tuple) and all(d is None or isinstance(d, (int, np.integer)) for d in s)
+
+
+def _as_shapes(s):
+    """A shape, or a nest of shapes, with every shape a tuple (lists of ints become tuples)."""
+    if isinstance(s, (list, tuple)) and all(d is None or isinstance(d, (int, np.integer))
+                                            for d in s):
+        return tuple(None if d is None else int(d) for d in s)
+    if isinstance(s, dict):
+        return {k: _as_shapes(v) for k, v in s.items()}
+    if isinstance(s, (list, tuple)):
+        return type(s)(_as_shapes(v) for v in s)
+    raise TypeError(f"expected a shape (tuple of int or None) or a list of shapes, got {s!r}")
+
+
+def _batchless(shape):
+    return (None,) + tuple(shape[1:]) if len(shape) else shape
+
+
+def _shapes_compatible(expected, shape):
+    if _is_shape(expected):
+        return (_is_shape(shape) and len(shape) == len(expected) and
+                all(e is None or e == d for e, d in zip(expected[1:], shape[1:])))
+    if isinstance(expected, dict):
+        return isinstance(shape, dict) and set(shape) == set(expected) and all(
+            _shapes_compatible(expected[k], shape[k]) for k in expected)
+    return (isinstance(shape, (list, tuple)) and not _is_shape(shape) and
+            len(shape) == len(expected) and
+            all(_shapes_compatible(e, d) for e, d in zip(expected, shape)))
+
+
+def _spec(shape, dtype):
+    """KerasTensors for an output shape (or a nest of shapes)."""
+    if _is_shape(shape):
+        return _node.KerasTensor(shape, dtype)
+    if isinstance(shape, dict):
+        return {k: _spec(v, dtype) for k, v in shape.items()}
+    if isinstance(shape, (list, tuple)):
+        return type(shape)(_spec(v, dtype) for v in shape)
+    raise TypeError(f"compute_output_shape returned {shape!r}, not a shape")
 
 
 def resolve_policy(owner, dtype):
@@ -97,6 +158,8 @@ class Layer:
         self._out_dtype = None
         self.input_shape = None
         self.output_shape = None
+        self._inbound_nodes = []
+        self._call_takes_training = _takes_training(type(self))
 
     # -- policy ---------------------------------------------------------------------------------
     @property
@@ -258,20 +321,93 @@ class Layer:
             x = to_compute(x, self._compute_np())
         return x
 
-    def __call__(self, inputs, training=False):
-        x = self._prepare_input(inputs)
-        if not self.built:
-            self.build_from_shape(x.shape)
+    def _prepare_args(self, args, kwargs):
+        """The call's arguments with every array checked and floating ones cast to the compute
+        dtype: the first argument may be a nest (list, tuple, dict) of array-likes; later ones
+        and keyword arguments are converted only when they are ndarrays (flags pass)."""
+        first = args[0]
+        if isinstance(first, (list, tuple, dict)):
+            first = _node.map_structure(self._prepare_input, first)
         else:
-            self.check_input_shape(x.shape)
-        y = self.call(x, training=training)
-        self._out_dtype = y.dtype
-        return y
+            first = self._prepare_input(first)
+        rest = tuple(self._prepare_input(a) if isinstance(a, np.ndarray) else a for a in args[1:])
+        kwargs = {k: self._prepare_input(v) if isinstance(v, np.ndarray) else v
+                  for k, v in kwargs.items()}
+        return (first,) + rest, kwargs
+
+    def __call__(self, *args, training=False, **kwargs):
+        """Call the layer on arrays (compute) or on KerasTensors (build a graph node).
+
+        The first argument is the input (an array, or a list / dict of arrays for layers that
+        take several); ``training`` selects training behaviour and keeps what ``backward`` needs.
+        """
+        if len(args) == 1 and not kwargs and isinstance(args[0], np.ndarray):   # the common case
+            x = self._prepare_input(args[0])
+            if not self.built:
+                self.build_from_shape(x.shape)
+            else:
+                self.check_input_shape(x.shape)
+            if self._call_takes_training:
+                return self.call(x, training=training)
+            return self.call(x)
+        if not args:
+            raise TypeError(f"{type(self).__name__} '{self.name}': called without inputs")
+        if _node.any_symbolic(args, kwargs):
+            return self._call_symbolic(args, kwargs)
+        args, kwargs = self._prepare_args(args, kwargs)
+        if not self.built:
+            self._build_for_call(args, kwargs)
+        else:
+            self._check_call(args, kwargs)
+        if self._call_takes_training:
+            kwargs["training"] = training
+        return self.call(*args, **kwargs)
+
+    def _call_symbolic(self, args, kwargs):
+        leaves = [t for t in _node.flatten(args) if isinstance(t, _node.KerasTensor)]
+        if self._dtype_policy.compute_dtype is None and leaves and leaves[0].dtype:
+            self._dtype_policy = self._dtype_policy.infer_from(np_dtype(leaves[0].dtype))
+        if not self.built:
+            self._build_for_call(args, kwargs)
+        else:
+            self._check_call(args, kwargs)
+        outputs = self.compute_output_spec(*args, **kwargs)
+        _node.Node(self, args, kwargs, outputs)
+        return outputs
+
+    def _build_for_call(self, args, kwargs):
+        """Build from the shapes of a call's arguments (arrays or KerasTensors).  Layers whose
+        ``build`` takes more than the first argument's shape override this."""
+        self.build_from_shape(_node.shapes_of(args[0]))
+
+    def _check_call(self, args, kwargs):
+        """Raise ValueError if a built layer cannot take these arguments."""
+        self.check_input_shape(_node.shapes_of(args[0]))
+
+    def compute_output_spec(self, *args, **kwargs):
+        """KerasTensors for the outputs of a call on KerasTensors: shapes from
+        :meth:`compute_output_shape`, dtypes from :meth:`compute_output_dtype`."""
+        inputs = args[0]
+        first = next((t for t in _node.flatten(inputs) if isinstance(t, _node.KerasTensor)),
+                     None)
+        dtype = self.compute_output_dtype(first.dtype if first is not None else None)
+        return _spec(self.compute_output_shape(_node.shapes_of(inputs)), dtype)
+
+    def compute_output_dtype(self, input_dtype):
+        """The dtype name of the output for an input of ``input_dtype``: the compute dtype for a
+        floating input when the layer autocasts, else the input's dtype."""
+        if input_dtype is None:
+            return self.compute_dtype
+        if self.autocast and self.compute_dtype is not None and is_floating(np_dtype(input_dtype)):
+            return self.compute_dtype
+        return input_dtype
 
     def build_from_shape(self, input_shape):
-        input_shape = tuple(input_shape)
+        """Build for ``input_shape`` (a shape with the batch dimension first, or a list / dict of
+        them for a layer with several inputs) and record the input and output shapes."""
+        input_shape = _as_shapes(input_shape)
         self.build(input_shape)
-        self.input_shape = (None,) + tuple(input_shape[1:])
+        self.input_shape = _node.map_structure_shapes(_batchless, input_shape)
         self.output_shape = self.compute_output_shape(self.input_shape)
         self.built = True
 
@@ -280,25 +416,49 @@ class Layer:
 
     def check_input_shape(self, shape):
         """Raise ValueError if a built layer cannot take inputs of ``shape``."""
-        if self.input_shape is None:
-            return
         expected = self.input_shape
-        if len(shape) != len(expected) or any(e is not None and e != s
-                                               for e, s in zip(expected[1:], shape[1:])):
+        if expected is None:
+            return
+        if not _shapes_compatible(expected, _as_shapes(shape)):
             raise ValueError(f"{type(self).__name__} '{self.name}': expected input of shape "
-                             f"{expected}, received {tuple(shape)}")
+                             f"{expected}, received {_as_shapes(shape)}")
 
     def compute_output_shape(self, input_shape):
-        return tuple(input_shape)
+        return input_shape
 
     def call(self, inputs, training=False):
         return inputs
 
     def backward(self, dy, need_input_grad=True):
-        """Gradient of the last training call: returns dL/dx; weight gradients go to
-        ``self.gradients``."""
+        """Gradient of the last training call.
+
+        ``dy`` has the structure of the call's output.  Returns the gradient of the first
+        argument (same structure as it, None where there is none), or, for a layer whose call
+        takes tensors in several parameters, a dict mapping parameter names to gradients.
+        Weight gradients go to ``self.gradients``, aligned with ``self.trainable_weights``.
+
+        Everything a training call keeps for ``backward`` lives in ``self._train_cache``: a
+        model that calls one layer at several places swaps it per call.
+        """
         raise NotImplementedError(f"{type(self).__name__} '{self.name}' has no backward pass; "
                                   f"it can be used for inference only")
+
+    @property
+    def input(self):
+        """The KerasTensor(s) this layer was first called on in a graph."""
+        if not self._inbound_nodes:
+            raise AttributeError(f"Layer '{self.name}' has never been called on symbolic "
+                                 f"inputs and thus has no defined input")
+        node = self._inbound_nodes[0]
+        return node.args[0] if len(node.args) == 1 and not node.kwargs else node.input_tensors
+
+    @property
+    def output(self):
+        """The KerasTensor(s) this layer's first call in a graph returned."""
+        if not self._inbound_nodes:
+            raise AttributeError(f"Layer '{self.name}' has never been called on symbolic "
+                                 f"inputs and thus has no defined output")
+        return self._inbound_nodes[0].outputs
 
     # -- config ---------------------------------------------------------------------------------
     def _policy_config(self):

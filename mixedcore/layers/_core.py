@@ -6,7 +6,7 @@ from mixedcore import kernels
 from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import (as_numeric_array, dtype_name, is_floating, np_dtype, to_compute,
                                work_dtype)
-from mixedcore.layers import _initializers
+from mixedcore.layers import _initializers, _node
 from mixedcore.layers._base import Layer
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
@@ -21,7 +21,7 @@ def _check_positive_int(owner, what, value):
 
 
 class InputLayer(Layer):
-    """The entry of a Sequential model: fixes the shape of one sample.
+    """The entry of a model: fixes the shape (and dtype) of one sample.
 
     Parameters
     ----------
@@ -29,26 +29,56 @@ class InputLayer(Layer):
         The shape of one sample, without the batch dimension (None for a free dimension).
     batch_size : int, optional
         A fixed batch size (None accepts any).
+    dtype : str, optional
+        The dtype of the input, "float32" by default (floating inputs are cast to each layer's
+        compute dtype when the layer is called).
+
+    Its ``output`` is the KerasTensor that :func:`Input` returns.
     """
 
     def __init__(self, shape=None, batch_size=None, name=None, dtype=None, input_shape=None,
-                 **kwargs):
+                 batch_shape=None, sparse=None, ragged=None, **kwargs):
+        if sparse or ragged:
+            raise ValueError("InputLayer: sparse and ragged inputs are not supported")
+        if batch_shape is not None:
+            if shape is not None or batch_size is not None:
+                raise ValueError("InputLayer: give either batch_shape or shape (and batch_size),"
+                                 f" not both; got batch_shape={batch_shape}, shape={shape}")
+            batch_shape = tuple(batch_shape)
+            if not batch_shape:
+                raise ValueError("InputLayer: batch_shape needs at least the batch dimension")
+            batch_size, shape = batch_shape[0], batch_shape[1:]
         if shape is None:
             shape = input_shape
         if shape is None:
             raise ValueError("InputLayer: a shape is required, e.g. Input(shape=(784,))")
         if isinstance(shape, (int, np.integer)):
             shape = (int(shape),)
+        if not isinstance(shape, (tuple, list)):
+            raise TypeError(f"InputLayer: shape must be a tuple of int or None, got {shape!r}")
         shape = tuple(None if d is None else _check_positive_int("InputLayer", "shape entry", d)
                       for d in shape)
         if batch_size is not None:
             batch_size = _check_positive_int("InputLayer", "batch_size", batch_size)
-        super().__init__(name=name, dtype=dtype, autocast=False, **kwargs)
+        if dtype is None:
+            dtype = "float32"
+        if not _is_dtype_name(dtype):
+            raise ValueError(f"InputLayer: dtype must name a dtype ('float32', 'bfloat16', "
+                             f"'int32', ...), got {dtype!r}")
+        super().__init__(name=name, autocast=False, **kwargs)
+        input_dtype = dtype_name(np_dtype(dtype))
         self.shape = shape
         self.batch_size = batch_size
         self.input_shape = (batch_size,) + shape
         self.output_shape = self.input_shape
+        self.input_dtype = input_dtype
         self.built = True
+        tensor = _node.KerasTensor(self.input_shape, input_dtype, name=self.name)
+        _node.Node(self, (), {}, tensor)
+
+    @property
+    def batch_shape(self):
+        return self.input_shape
 
     def __call__(self, inputs, training=False):
         x = as_numeric_array(f"InputLayer '{self.name}'", inputs)
@@ -67,13 +97,31 @@ class InputLayer(Layer):
         return dy
 
     def get_config(self):
-        return {"name": self.name, "shape": self.shape, "batch_size": self.batch_size,
-                "dtype": self._policy_config()}
+        return {"name": self.name, "batch_shape": self.input_shape, "dtype": self.input_dtype,
+                "sparse": False, "ragged": False}
 
 
-def Input(shape=None, batch_size=None, name=None, dtype=None):
-    """``keras.Input``: an :class:`InputLayer` to put first in a Sequential model."""
-    return InputLayer(shape=shape, batch_size=batch_size, name=name, dtype=dtype)
+def _is_dtype_name(name):
+    if not isinstance(name, str):
+        return False
+    if name == "bfloat16":
+        return True
+    try:
+        np.dtype(name)
+    except TypeError:
+        return False
+    return True
+
+
+def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None, sparse=None,
+          ragged=None, tensor=None, optional=False):
+    """``keras.Input``: a symbolic tensor (KerasTensor) to start a functional model from (or to
+    put first in a Sequential model)."""
+    if tensor is not None or optional:
+        raise ValueError("Input: tensor= and optional=True are not supported")
+    layer = InputLayer(shape=shape, batch_size=batch_size, name=name, dtype=dtype,
+                       batch_shape=batch_shape, sparse=sparse, ragged=ragged)
+    return layer.output
 
 
 class Dense(Layer):
@@ -140,6 +188,9 @@ class Dense(Layer):
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.units,)
+
+    def compute_output_dtype(self, input_dtype):
+        return self.compute_dtype
 
     def _gemm_ok(self, x):
         return dtype_name(x.dtype) in _GEMM_DTYPES
