@@ -13,3 +13,15 @@ def isa_level(request):
         yield request.param
     finally:
         kernels.set_isa(previous)
+
+
+@pytest.fixture(scope="session")
+def keras():
+    """Keras 3 on a CPU backend (torch, else jax), or the test is skipped.  Tests that use it are
+    marked ``keras``."""
+    import os
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras")
+    if not keras.__version__.startswith("3."):
+        pytest.skip(f"Keras 3 is needed, found {keras.__version__}")
+    return keras
