@@ -26,7 +26,6 @@ Design:
      variables and torch tensors only and refuses any other class, so no code from a file runs.
 """
 import contextlib
-import copy
 import datetime
 import inspect
 import io
@@ -468,46 +467,73 @@ def _ordered_dict(*args):
     return dict(*args)
 
 
-class _TorchUnpickler(pickle.Unpickler):
-    """The ``data.pkl`` of a torch.save zip: storages come from the zip's ``data/<key>``."""
+_TORCH_MAGIC = 0x1950A86A20F9469CFC6C
+_TORCH_PROTOCOL = 1001
 
-    def __init__(self, fileobj, zf, prefix):
+
+class _TorchStorage:
+    """A storage named by a torch pickle; its data follow the pickle."""
+
+    def __init__(self, dtype, numel):
+        self.dtype, self.numel, self.array = np.dtype(dtype), numel, None
+
+
+class _TorchUnpickler(pickle.Unpickler):
+    """The object pickle of torch's (non-zip) serialization: storages are persistent ids
+    ``("storage", type, key, location, numel, view)``."""
+
+    def __init__(self, fileobj):
         super().__init__(fileobj)
-        self._zf, self._prefix = zf, prefix
+        self.storages = {}
 
     def find_class(self, module, name):
         return _restricted_class(module, name)
 
     def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"):
-            raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
-        storage_type, key, numel = pid[1], str(pid[2]), int(pid[4])
-        if not isinstance(storage_type, _StorageType):
-            raise pickle.UnpicklingError(f"unknown storage type {storage_type!r}")
-        dtype = storage_type.dtype
-        name = f"{self._prefix}data/{key}"
-        try:
-            info = self._zf.getinfo(name)
-        except KeyError:
-            raise pickle.UnpicklingError(f"missing storage {name}") from None
-        if info.file_size != numel * dtype.itemsize:
-            raise pickle.UnpicklingError(f"storage {name} has {info.file_size} bytes for "
-                                         f"{numel} elements of {dtype}")
-        return np.frombuffer(self._zf.read(name), dtype=dtype).copy()
+        if not (isinstance(pid, tuple) and len(pid) == 6 and pid[0] == "storage"):
+            raise pickle.UnpicklingError(f"unknown persistent id {str(pid)[:80]}")
+        storage_type, key, numel, view = pid[1], str(pid[2]), int(pid[4]), pid[5]
+        if not isinstance(storage_type, _StorageType) or view is not None or numel < 0:
+            raise pickle.UnpicklingError(f"a storage {str(pid)[:80]} that is not a plain "
+                                         f"array")
+        storage = self.storages.setdefault(key, _TorchStorage(storage_type.dtype, numel))
+        return storage
 
 
 def _load_torch_bytes(data):
-    """The object torch.save wrote to ``data`` (its zip format), storages as numpy arrays."""
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(bytes(data)))
-        pkl = [n for n in zf.namelist() if n.endswith("data.pkl")]
-        if len(pkl) != 1:
-            raise pickle.UnpicklingError("a torch blob without one data.pkl")
-        prefix = pkl[0][:-len("data.pkl")]
-        return _TorchUnpickler(io.BytesIO(zf.read(pkl[0])), zf, prefix).load()
-    except zipfile.BadZipFile:
-        raise pickle.UnpicklingError("a torch blob that is not in torch's zip format "
-                                     "(torch < 1.6 wrote another format)") from None
+    """What torch pickled a storage as (``torch.storage._load_from_bytes``'s argument: torch's
+    serialization without zip): magic number, protocol, system info, the object's pickle with
+    storages as persistent ids, the list of storage keys, then each storage's data (an int64
+    element count and the elements).  Returns the storage as a 1-d numpy array."""
+    f = io.BytesIO(bytes(data))
+    if _RestrictedUnpickler(f).load() != _TORCH_MAGIC:
+        raise pickle.UnpicklingError("a torch blob without torch's magic number")
+    if _RestrictedUnpickler(f).load() != _TORCH_PROTOCOL:
+        raise pickle.UnpicklingError("a torch blob of an unknown protocol version")
+    info = _RestrictedUnpickler(f).load()
+    if not isinstance(info, dict) or not info.get("little_endian", False):
+        raise pickle.UnpicklingError("a torch blob written on a big-endian machine")
+    unpickler = _TorchUnpickler(f)
+    result = unpickler.load()
+    keys = _RestrictedUnpickler(f).load()
+    if not isinstance(keys, list):
+        raise pickle.UnpicklingError("a torch blob without its list of storages")
+    for key in keys:
+        storage = unpickler.storages.get(str(key))
+        if storage is None:
+            raise pickle.UnpicklingError(f"a torch blob lists storage {key!r} it never uses")
+        header = f.read(8)
+        if len(header) != 8:
+            raise pickle.UnpicklingError("a torch blob cut short")
+        count = struct.unpack("<q", header)[0]
+        size = count * storage.dtype.itemsize
+        if count != storage.numel or size > len(f.getbuffer()) - f.tell():
+            raise pickle.UnpicklingError(f"storage {key!r} holds {count} elements, "
+                                         f"{storage.numel} expected, or runs past the blob")
+        storage.array = np.frombuffer(f.read(size), dtype=storage.dtype).copy()
+    if not isinstance(result, _TorchStorage) or result.array is None:
+        raise pickle.UnpicklingError("a torch blob that is not one storage with its data")
+    return result.array
 
 
 def _restricted_class(module, name):
@@ -567,6 +593,12 @@ class _NpzStore:
         if path in self._cache:
             return self._cache[path]
         member = self.members[path]
+        info = self.zip.getinfo(member)
+        if info.file_size > _EXPANSION_FLOOR and \
+                info.file_size > _MAX_EXPANSION * max(info.compress_size, 1):
+            raise _fail(self.owner, self.source, f"{member} declares {info.file_size} bytes "
+                                                 f"stored in {info.compress_size}: refusing a "
+                                                 f"decompression bomb")
         try:
             with self.zip.open(member) as f:
                 version = np.lib.format.read_magic(f)
@@ -616,18 +648,7 @@ def _layers_module():
 
 
 def _is_model(obj):
-    models = _models()
-    kinds = tuple(c for c in (getattr(models, "Model", None), getattr(models, "Sequential", None))
-                  if isinstance(c, type))
-    return isinstance(obj, kinds)
-
-
-def _is_sequential(model):
-    return isinstance(model, _models().Sequential)
-
-
-def _is_input_layer(layer):
-    return type(layer).__name__ == "InputLayer"
+    return isinstance(obj, _models().Model)
 
 
 def _model_layers(model):
@@ -651,7 +672,9 @@ def _unique_key(base, used):
 
 
 def _keras_class_name(layer):
-    return getattr(type(layer), "keras_class_name", None) or type(layer).__name__
+    """The class name Keras gives the layer (a functional model is Keras's "Functional")."""
+    cls = type(layer)
+    return cls.__dict__.get("_keras_class") or cls.__name__
 
 
 def _file_positions(layer):
@@ -694,32 +717,50 @@ def _layer_slots(layer):
     return [("", positions)]
 
 
-def _structured_entries(model, prefix=""):
+def _structured_entries(model, prefix="", visited=None):
     """[(path, layer, positions)] for every layer of ``model`` (nested models walked), where
-    ``path`` is the group Keras keeps the layer's variables in."""
+    ``path`` is the group Keras keeps the layer's variables in.  A layer met a second time (a
+    layer shared by two nested models) is filed only under its first path, as Keras does; it
+    still counts for the suffixes of the later ones."""
+    visited = set() if visited is None else visited
     out = []
     used = {}
     for layer in _model_layers(model):
         key = _unique_key(keras_snake_case(_keras_class_name(layer)), used)
+        if id(layer) in visited:
+            continue
+        visited.add(id(layer))
         base = f"{prefix}layers/{key}"
         if _is_model(layer):
             out.append((base, layer, []))
-            out.extend(_structured_entries(layer, base + "/"))
+            out.extend(_structured_entries(layer, base + "/", visited))
             continue
         for sub, positions in _layer_slots(layer):
             out.append((f"{base}/{sub}" if sub else base, layer, positions))
     return out
 
 
-def _weighted_layers(model):
-    """The layers with weights, nested models walked into, in order."""
-    out = []
-    for layer in _model_layers(model):
-        if _is_model(layer):
-            out.extend(_weighted_layers(layer))
-        elif layer.weights:
-            out.append(layer)
-    return out
+def _legacy_positions(layer):
+    """Positions in ``layer.weights`` of the layer's weights in the order legacy files keep
+    them: its trainable weights, then the others (for a nested model: over all its layers)."""
+    where = {id(w): pos for pos, w in enumerate(layer.weights)}
+    order = list(layer.trainable_weights) + list(layer.non_trainable_weights)
+    positions = [where[id(w)] for w in order if id(w) in where]
+    if sorted(positions) != list(range(len(where))):
+        return list(range(len(where)))
+    return positions
+
+
+def _legacy_names(layer):
+    """The names of ``layer.weights`` ("dense/kernel"...), nested models' leaf layers asked."""
+    names = {}
+    leaves = layer._leaf_layers() if _is_model(layer) else [layer]
+    for leaf in leaves:
+        labels = leaf.weight_names() if callable(getattr(leaf, "weight_names", None)) else []
+        for label, w in zip(labels, leaf.weights):
+            names.setdefault(id(w), label)
+    return [names.get(id(w), f"{layer.name}/weight_{pos}")
+            for pos, w in enumerate(layer.weights)]
 
 
 def _describe(layer):
@@ -848,7 +889,7 @@ def _legacy_weights_group(owner, source, h5):
 def _load_legacy(owner, source, model, group, skip_mismatch, by_name_only):
     """Legacy layout (C): by layer name, or by position among the layers with weights."""
     names, groups = _legacy_groups(owner, source, group)
-    layers = _weighted_layers(model)
+    layers = [layer for layer in _model_layers(model) if layer.weights]
     with_weights = [n for n in names if groups[n]]
     if by_name_only or all(layer.name in groups for layer in layers):
         pairs = []
@@ -877,7 +918,7 @@ def _load_legacy(owner, source, model, group, skip_mismatch, by_name_only):
                                     f"has {len(layer.weights)}"))
             continue
         entry = plan.setdefault(layer, {})
-        for pos, arr in enumerate(arrays):
+        for pos, arr in zip(_legacy_positions(layer), arrays):
             text = _check_array(layer, pos, arr, arr.where)
             if text:
                 problems.append((layer, text))
@@ -956,13 +997,6 @@ def _convert_legacy_node(node, layer_names):
     return {"args": [first] if tensors else [], "kwargs": convert(kwargs)}
 
 
-def _legacy_refs(value):
-    """tf.keras 2.x ``input_layers`` / ``output_layers``: [[name, node, tensor], ...]."""
-    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
-        return value[0]
-    return value
-
-
 class _Normalizer:
     """Normalizes one model config (B) and collects the class names it uses."""
 
@@ -991,18 +1025,7 @@ class _Normalizer:
         if not isinstance(config, dict) or not isinstance(config.get("layers"), list):
             raise _fail(self.owner, self.source, "the Sequential config has no 'layers' list")
         config = dict(config)
-        layers = [self.layer(entry) for entry in config["layers"]]
-        if layers and layers[0].get("class_name") != "InputLayer":
-            first = layers[0].get("config", {})
-            shape = first.pop("batch_input_shape", None)
-            if shape is not None:
-                dtype = first.get("dtype")
-                layers.insert(0, {"class_name": "InputLayer", "config": {
-                    "batch_shape": shape, "name": f"{first.get('name', 'layer')}_input",
-                    "dtype": dtype if isinstance(dtype, str) and dtype in ("float16", "float32",
-                                                                           "float64")
-                    else "float32"}})
-        config["layers"] = layers
+        config["layers"] = [self.layer(entry) for entry in config["layers"]]
         if self.policy is not None and "dtype" in config:
             config["dtype"] = self.policy_config()
         return config
@@ -1023,12 +1046,6 @@ class _Normalizer:
                     for node in nodes]
             layers.append(entry)
         config["layers"] = layers
-        for key in ("input_layers", "output_layers"):
-            if key in config:
-                refs = config[key]
-                if isinstance(refs, list) and refs and all(isinstance(r, list) for r in refs) \
-                        and len(refs) == 1:
-                    config[key] = refs[0]
         return config
 
     def layer(self, entry):
@@ -1048,10 +1065,7 @@ class _Normalizer:
         if not isinstance(inner, dict):
             raise _fail(self.owner, self.source, f"layer class {name} has no config dict")
         inner = dict(inner)
-        if name == "InputLayer":
-            if "batch_input_shape" in inner and "batch_shape" not in inner:
-                inner["batch_shape"] = inner.pop("batch_input_shape")
-        else:
+        if name != "InputLayer":
             self.check_policy(inner)
             if self.policy is not None and self.overridable(inner.get("dtype")):
                 inner["dtype"] = self.policy_config()
@@ -1092,11 +1106,7 @@ def _model_class(owner, source, class_name, custom):
     if class_name == "Sequential":
         return models.Sequential
     if class_name in ("Functional", "Model"):
-        cls = getattr(models, "Model", None)
-        if cls is None:
-            raise _fail(owner, source, "the file holds a functional model, which this build of "
-                                       "mixedcore cannot rebuild (no models.Model)")
-        return cls
+        return models.Model
     raise _fail(owner, source, f"the file holds a {class_name!r}, not a Sequential or "
                                f"functional model; pass custom_objects={{{class_name!r}: "
                                f"YourModelClass}} for your own model class")
@@ -1321,10 +1331,20 @@ def _restore_compile(owner, source, model, cfg, legacy):
         if opt_cfg is None:
             raise _Unsupported("it names no optimizer")
         optimizer = _optimizer_from_config(opt_cfg)
-        loss = _loss_from_config(cfg.get("loss"))
+        loss_cfg = cfg.get("loss")
+        if isinstance(loss_cfg, dict) and "class_name" not in loss_cfg:    # per output name
+            loss = {k: _loss_from_config(v) for k, v in loss_cfg.items()}
+        elif isinstance(loss_cfg, list) and len(loss_cfg) > 1:             # per output
+            loss = [_loss_from_config(v) for v in loss_cfg]
+        else:
+            loss = _loss_from_config(loss_cfg)
         weights = cfg.get("loss_weights")
-        if weights not in (None, [], {}, [1], [1.0], 1, 1.0):
-            raise _Unsupported(f"it weights its losses ({weights}), which mixedcore cannot")
+        if isinstance(weights, (int, float)) and not isinstance(weights, bool):
+            weights = [weights]
+        values = list(weights.values()) if isinstance(weights, dict) else weights or []
+        if not isinstance(values, list) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            raise _Unsupported(f"its loss_weights {str(weights)[:80]} cannot be read")
         dropped = []
         metric_ids = _metrics_from_config(cfg.get("metrics"), dropped)
         if cfg.get("weighted_metrics"):
@@ -1336,7 +1356,12 @@ def _restore_compile(owner, source, model, cfg, legacy):
     if dropped:
         warnings.warn(f"{owner}: {source}: metrics {dropped} are not ones mixedcore has and "
                       f"are left out of compile()", stacklevel=3)
-    model.compile(optimizer=optimizer, loss=loss, metrics=metric_ids)
+    try:
+        model.compile(optimizer=optimizer, loss=loss, metrics=metric_ids,
+                      loss_weights=weights or None)
+    except (TypeError, ValueError) as exc:
+        warnings.warn(f"{owner}: {source}: the model was saved compiled, but compile() refused "
+                      f"its settings ({exc}); it is loaded uncompiled", stacklevel=3)
 
 
 def _optimizer_to_keras(opt):
@@ -1377,8 +1402,21 @@ def _compile_config(model):
     if optimizer is None:
         return None
     metric_ids = [m for m in getattr(model, "_metric_ids", []) if isinstance(m, str)]
-    return {"optimizer": optimizer, "loss": _loss_to_keras(getattr(model, "loss", None)),
-            "loss_weights": None, "metrics": metric_ids or None, "weighted_metrics": None,
+    names = list(getattr(model, "output_names", []))
+    fns = getattr(model, "_loss_fns", None)
+    if fns is None or len(fns) != len(names):
+        loss = _loss_to_keras(getattr(model, "loss", None))
+    elif len(fns) == 1:
+        loss = _loss_to_keras(fns[0])
+    else:
+        loss = {n: _loss_to_keras(f) for n, f in zip(names, fns) if f is not None}
+    weights = getattr(model, "_loss_weights", None)
+    loss_weights = None
+    if weights and len(weights) == len(names) and any(w != 1.0 for w in weights):
+        loss_weights = dict(zip(names, map(float, weights))) if len(names) > 1 else \
+            [float(weights[0])]
+    return {"optimizer": optimizer, "loss": loss, "loss_weights": loss_weights,
+            "metrics": metric_ids or None, "weighted_metrics": None,
             "run_eagerly": False, "steps_per_execution": 1, "jit_compile": False}
 
 
@@ -1414,23 +1452,18 @@ def _model_dict(owner, model, legacy=False):
     except (NotImplementedError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"{owner}: the model's config cannot be made: "
                          f"{type(exc).__name__}: {exc}") from exc
-    models = _models()
     cls = type(model)
-    if cls is models.Sequential:
-        class_name, module, registered = "Sequential", "keras", None
-    elif cls is getattr(models, "Model", None):
-        class_name, module, registered = "Functional", "keras.src.models.functional", \
-            "Functional"
+    if "_keras_class" in cls.__dict__:
+        class_name = cls.__dict__["_keras_class"]
+        module = getattr(cls, "_keras_module", "keras")
+        registered = "Functional" if class_name == "Functional" else None
     else:
         class_name, module, registered = cls.__name__, cls.__module__, cls.__name__
     if legacy:
         return {"class_name": class_name, "config": config}
-    input_shape = None
-    if _is_sequential(model):
-        shape = getattr(model, "input_shape", None)
-        input_shape = list(shape) if shape is not None else None
+    build_shape = model._config_build_shape() if hasattr(model, "_config_build_shape") else None
     out = {"module": module, "class_name": class_name, "config": config,
-           "registered_name": registered, "build_config": {"input_shape": input_shape}}
+           "registered_name": registered, "build_config": {"input_shape": build_shape}}
     compile_config = _compile_config(model)
     if compile_config is not None:
         out["compile_config"] = compile_config
@@ -1508,30 +1541,21 @@ def _write_attr_list(group, name, values):
 def _write_legacy_weights(model, group):
     """The weights in the legacy layout (C): a group per layer, datasets named in weight_names."""
     from mixedcore import __version__
-    layers = _weighted_layers(model)
-    everything = [layer for layer in _model_layers(model)]
+    everything = _model_layers(model)
     _write_attr_list(group, "layer_names", [layer.name for layer in everything])
     group.attrs["backend"] = "mixedcore".encode("utf-8")
     group.attrs["keras_version"] = _KERAS_FORMAT_VERSION.encode("utf-8")
     group.attrs["mixedcore_version"] = __version__.encode("utf-8")
-    weighted = set(id(layer) for layer in layers)
-    for layer in sorted(everything, key=lambda l: l.name):
+    for layer in sorted(everything, key=lambda layer: layer.name):
         g = group.create_group(layer.name)
-        if id(layer) not in weighted and not _is_model(layer):
-            _write_attr_list(g, "weight_names", [])
-            continue
-        sublayers = _weighted_layers(layer) if _is_model(layer) else [layer]
-        names, values = [], []
-        for sub in sublayers:
-            labels = sub.weight_names() if callable(getattr(sub, "weight_names", None)) else \
-                [f"{sub.name}/{i}" for i in range(len(sub.weights))]
-            names.extend(labels)
-            values.extend(sub.weights)
+        weights, labels = layer.weights, _legacy_names(layer)
+        positions = _legacy_positions(layer)
+        names = [labels[pos] for pos in positions]
         if len(set(names)) != len(names):
             raise ValueError(f"{_describe(layer)} has two weights of one name: {names}")
         _write_attr_list(g, "weight_names", names)
-        for name, value in zip(names, values):
-            _write_dataset(g, name, value)
+        for name, pos in zip(names, positions):
+            _write_dataset(g, name, weights[pos])
     top = group.create_group("top_level_model_weights")
     _write_attr_list(top, "weight_names", [])
 
@@ -1704,7 +1728,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
         model = _model_from_dict(owner, path, config, custom, policy)
         group = _legacy_weights_group(owner, path, h5)
         if group is None:
-            if _weighted_layers(model):
+            if model.weights:
                 raise _fail(owner, path, "the file has no model_weights group: the weights are "
                                          "missing")
         else:
@@ -1756,9 +1780,8 @@ def save_weights(model, filepath, overwrite=True):
                 _write_legacy_weights(model, h5)
     elif lower.endswith(".npz"):
         arrays = {f"w{k:04d}": w for k, w in enumerate(model.get_weights())}
-        names = [name for layer in _weighted_layers(model) for name in (
-            layer.weight_names() if callable(getattr(layer, "weight_names", None)) else
-            [f"{layer.name}/{i}" for i in range(len(layer.weights))])]
+        names = [name for name, _ in model._weight_specs()] if hasattr(
+            model, "_weight_specs") else [f"w{k}" for k in range(len(arrays))]
         with _atomic_write(owner, path, overwrite) as tmp:
             with open(tmp, "wb") as fh:
                 np.savez(fh, __names__=np.array(names, dtype=str), **arrays)
