@@ -329,3 +329,51 @@ def test_keras_sequential_config_loads(keras):
     again.set_weights(model.get_weights())
     np.testing.assert_allclose(again.predict(x, verbose=0), kmodel.predict(x, verbose=0),
                                rtol=1e-6)
+
+
+class ZeroMask(layers.Layer):
+    """Makes a per-step mask: steps whose features are all zero are masked (as mask_zero)."""
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def call(self, inputs):
+        return inputs
+
+    def compute_mask(self, inputs, mask=None):
+        return np.any(inputs != 0, axis=-1)
+
+
+class MaskedMean(layers.Layer):
+    """Mean over the steps the mask keeps (as GlobalAveragePooling1D with a mask)."""
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[2])
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return inputs.mean(axis=1)
+        keep = mask[..., None].astype(inputs.dtype)
+        return (inputs * keep).sum(axis=1) / keep.sum(axis=1)
+
+
+def test_masks_travel_through_layers_that_support_them():
+    with policy_scope("float64"):
+        x = layers.Input(shape=(5, 3))
+        h = layers.Dense(4, name="per_step")(ZeroMask()(x))     # Dense passes the mask on
+        model = models.Model(x, MaskedMean()(h))
+    rng = np.random.default_rng(8)
+    data = rng.normal(size=(2, 5, 3))
+    data[0, 3:] = 0.0                       # the last two steps of sample 0 are padding
+    out = model.predict(data, verbose=0)
+    k, b = model.get_layer("per_step").get_weights()
+    steps = data @ k + b
+    np.testing.assert_allclose(out[0], steps[0, :3].mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(out[1], steps[1].mean(axis=0), rtol=1e-12)
+    # a layer that does not support masking stops the mask
+    with policy_scope("float64"):
+        x2 = layers.Input(shape=(5, 3))
+        blocked = Scale()(ZeroMask()(x2))
+        model2 = models.Model(x2, MaskedMean()(blocked))
+    np.testing.assert_allclose(model2.predict(data, verbose=0)[0], data[0].mean(axis=0),
+                               rtol=1e-12)

@@ -471,6 +471,15 @@ class Layer:
     def compute_output_shape(self, input_shape):
         return input_shape
 
+    # Masks (Keras's): a layer that supports masking passes its input's mask on unchanged; one
+    # that makes or changes masks overrides compute_mask.  A model hands a tensor's mask to the
+    # layers that read it through their call's ``mask`` (or ``<parameter>_mask``) argument.
+    supports_masking = False
+
+    def compute_mask(self, inputs, mask=None):
+        """The mask of the output for ``inputs`` whose mask is ``mask`` (None: no mask)."""
+        return mask if self.supports_masking else None
+
     def call(self, inputs, training=False):
         return inputs
 

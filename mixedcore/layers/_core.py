@@ -151,6 +151,8 @@ class Dense(Layer):
     in float32 and rounds once to the compute dtype after the bias and activation.
     """
 
+    supports_masking = True
+
     def __init__(self, units, activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  kernel_regularizer=None, bias_regularizer=None, **kwargs):

@@ -24,6 +24,8 @@ class LayerNormalization(Layer):
     once to the compute dtype.
     """
 
+    supports_masking = True
+
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
                  gamma_regularizer=None, **kwargs):

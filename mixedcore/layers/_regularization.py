@@ -10,6 +10,8 @@ class Dropout(Layer):
     """Sets a fraction ``rate`` of inputs to zero while training, scaling the rest by
     1 / (1 - rate); the identity at inference (``keras.layers.Dropout``)."""
 
+    supports_masking = True
+
     def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
         super().__init__(**kwargs)
         if isinstance(rate, bool) or not isinstance(rate, (int, float, np.number)):

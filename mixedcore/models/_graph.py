@@ -7,7 +7,12 @@ Design:
      ties in the order the walk first met them.  Weight lists and files follow that order.
   B. Inference frees what it no longer needs: each tensor's value is dropped once its last
      consumer has run (a count per tensor, made once per graph).
-  C. Training.  A training run keeps, per node, what its layer stored for ``backward`` (the
+  C. Masks (Keras's): a layer that makes a mask (``Embedding(mask_zero=True)``) or passes one
+     on (``supports_masking``) gives its output a mask through ``compute_mask``; the layers that
+     read that output receive it through their call's ``mask`` argument, or
+     ``<parameter>_mask`` for a call with several tensor parameters (attention's
+     ``query_mask``, ``value_mask``, ``key_mask``).  An explicit argument is never replaced.
+  D. Training.  A training run keeps, per node, what its layer stored for ``backward`` (the
      layer's ``_train_cache``), so a layer called at several places (a shared layer) has one
      saved state per call; backward puts each back before calling ``backward``.  Gradients of
      a tensor used several times are summed (in float32 for 16-bit tensors); weight gradients
@@ -17,6 +22,7 @@ Design:
 import numpy as np
 
 from mixedcore._dtypes import is_floating, to_compute, work_dtype
+from mixedcore.layers._base import Layer
 from mixedcore.layers._core import InputLayer
 from mixedcore.layers._node import KerasTensor, flatten, pack_like
 
@@ -57,7 +63,7 @@ class Graph:
                     isinstance(node.args[0], KerasTensor)):
                 single = id(node.args[0])
             self._steps.append((node, single, [id(t) for t in node.input_tensors],
-                                [id(t) for t in node.output_tensors]))
+                                [id(t) for t in node.output_tensors], _masking(node.layer)))
 
     # -- structure ------------------------------------------------------------------------------
     def _walk(self):
@@ -145,22 +151,41 @@ class Graph:
         env = {id(t): v for t, v in zip(self.inputs, values)}
         remaining = dict(self.uses)
         states = {} if training else None
-        for node, single, in_ids, out_ids in self._steps:
+        masks = {}
+        for node, single, in_ids, out_ids, masking in self._steps:
             layer = node.layer
-            if single is not None:            # layer(tensor): the common case
-                result = layer(env[single], training=training)
+            mask_kwargs = None
+            if masks and any(key in masks for key in in_ids):
+                mask_kwargs = _mask_arguments(node, masking, masks)
+            if single is not None and not mask_kwargs:     # layer(tensor): the common case
+                first = env[single]
+                result = layer(first, training=training)
             else:
                 def value(leaf):
                     return env[id(leaf)] if isinstance(leaf, KerasTensor) else leaf
 
-                result = layer(*_map_leaves(value, node.args), training=training,
-                               **_map_leaves(value, node.kwargs))
+                args = _map_leaves(value, node.args)
+                kwargs = _map_leaves(value, node.kwargs)
+                if mask_kwargs:
+                    for key, m in mask_kwargs.items():
+                        if kwargs.get(key) is None:
+                            kwargs[key] = m
+                first = args[0] if args else None
+                result = layer(*args, training=training, **kwargs)
             outs = [result] if isinstance(result, np.ndarray) else flatten(result)
             if len(outs) != len(out_ids):
                 raise ValueError(f"{self.owner}: layer '{layer.name}' returned {len(outs)} "
                                  f"outputs where its graph call made {len(out_ids)}")
             for key, v in zip(out_ids, outs):
                 env[key] = v
+            if masking[0] or mask_kwargs is not None:
+                in_mask = _first_mask(node, masks)
+                out_mask = layer.compute_mask(first, in_mask)
+                if out_mask is not None:
+                    out_masks = [out_mask] if len(out_ids) == 1 else flatten(out_mask)
+                    for key, m in zip(out_ids, out_masks):
+                        if m is not None:
+                            masks[key] = m
             if training:
                 states[id(node)] = (getattr(layer, "_train_cache", None),
                                     [(v.shape, v.dtype) for v in outs])
@@ -169,6 +194,7 @@ class Graph:
                     remaining[key] -= 1
                     if remaining[key] == 0:
                         del env[key]
+                        masks.pop(key, None)
         return [env[id(t)] for t in self.outputs], states
 
     def backward(self, states, output_grads, need_input_grads=False, logits_grads=None):
@@ -243,6 +269,48 @@ class Graph:
             for t in node.output_tensors:
                 needs[id(t)] = flag
         return needs
+
+
+def _masking(layer):
+    """(whether the layer makes masks of its own, the mask arguments its call takes)."""
+    import inspect
+    makes = type(layer).compute_mask is not Layer.compute_mask
+    try:
+        params = inspect.signature(layer.call).parameters
+    except (TypeError, ValueError):
+        params = {}
+    takes = tuple(p for p in params if p == "mask" or p.endswith("_mask"))
+    return makes, takes
+
+
+def _first_mask(node, masks):
+    """The mask of the call's first argument (a list of masks for a list input), or None."""
+    if not node.input_paths:
+        return None
+    first = node.input_paths[0][0]
+    found = [masks.get(id(t)) for t, (param, _) in zip(node.input_tensors, node.input_paths)
+             if param == first]
+    if all(m is None for m in found):
+        return None
+    leaves = flatten(node.args[0]) if node.args else []
+    return found[0] if len(leaves) == 1 else found
+
+
+def _mask_arguments(node, masking, masks):
+    """Keyword arguments that hand the inputs' masks to the call: ``mask`` for the first
+    argument, ``<parameter>_mask`` for a tensor parameter the call names so (Keras's
+    ``query_mask`` / ``value_mask`` / ``key_mask``)."""
+    takes = masking[1]
+    out = {}
+    if "mask" in takes:
+        m = _first_mask(node, masks)
+        if m is not None:
+            out["mask"] = m
+    for t, (param, _) in zip(node.input_tensors, node.input_paths):
+        key = f"{param}_mask"
+        if key in takes and key not in out and masks.get(id(t)) is not None:
+            out[key] = masks[id(t)]
+    return out
 
 
 def _map_leaves(fn, structure):
