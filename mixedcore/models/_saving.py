@@ -8,7 +8,7 @@ Design:
      config is first normalized here: what tf.keras 2.x wrote (list-form inbound nodes,
      ``batch_input_shape``) becomes Keras 3's form, Keras's object-sharing ids are dropped, every
      class name is checked (an unknown one is an error naming the file and the classes mixedcore
-     has), and ``dtype_policy=`` replaces the layers' policies.
+     has), and ``dtype_policy=`` replaces the layers' policies (see G).
   C. In a ``.keras`` archive and a ``.weights.h5`` file, weights are found by structure, as Keras
      finds them: the k-th layer of a model is the group ``layers/<snake_case(class)>[_n]`` (the
      suffix counts earlier layers of the same class), its own variables are the datasets
@@ -24,6 +24,14 @@ Design:
   F. The ``model.weights.npz`` variant of the archive holds pickled objects (Keras pickles its
      backend variables into it).  They are read by an unpickler that knows numpy arrays, Keras
      variables and torch tensors only and refuses any other class, so no code from a file runs.
+  G. ``dtype_policy=`` replaces the model's policy, not every policy in the file.  The model's
+     policy (the "reference") is the policy most layers of the file carry (Input layers left
+     out, nested models' layers counted); a tie goes to the ``dtype`` of a top Sequential config
+     (the global policy when Keras built it) when that is among the tied, else to the policy
+     met first.  Layers stored with the reference policy, or
+     with none, take the new policy; a layer stored with another policy was set that way
+     explicitly (a float32 softmax at the end of a mixed model) and keeps it, as do integer
+     and bool policies.  Input layers keep their dtype.
 """
 import contextlib
 import datetime
@@ -107,7 +115,7 @@ def _hdf5_at(path, size):
 def _kind(owner, path):
     """"zip", "hdf5" or "npy", from the file's first bytes; ValueError for anything else."""
     if not os.path.exists(path):
-        raise ValueError(f"{owner}: no such file: {path!r}")
+        raise ValueError(f"{owner}: cannot read {path!r}: no such file")
     if os.path.isdir(path):
         raise ValueError(f"{owner}: {path!r} is a directory, not a model file (a TensorFlow "
                          f"SavedModel?); mixedcore reads .keras, .h5 and .weights.h5 files")
@@ -1004,6 +1012,7 @@ class _Normalizer:
         self.owner, self.source, self.custom, self.policy = owner, source, custom, policy
         self.classes = _layer_classes()
         self.unknown = []
+        self.reference = None           # the model's policy name, what dtype_policy= replaces (G)
 
     def known(self, entry):
         name = entry.get("class_name")
@@ -1026,7 +1035,7 @@ class _Normalizer:
             raise _fail(self.owner, self.source, "the Sequential config has no 'layers' list")
         config = dict(config)
         config["layers"] = [self.layer(entry) for entry in config["layers"]]
-        if self.policy is not None and "dtype" in config:
+        if self.policy is not None and "dtype" in config and self.replaces(config["dtype"]):
             config["dtype"] = self.policy_config()
         return config
 
@@ -1067,7 +1076,7 @@ class _Normalizer:
         inner = dict(inner)
         if name != "InputLayer":
             self.check_policy(inner)
-            if self.policy is not None and self.overridable(inner.get("dtype")):
+            if self.policy is not None and self.replaces(inner.get("dtype")):
                 inner["dtype"] = self.policy_config()
         entry["config"] = inner
         return entry
@@ -1081,6 +1090,13 @@ class _Normalizer:
                             f"layer '{inner.get('name')}' has a dtype policy of class {cls} "
                             f"({dtype.get('config')}); mixedcore knows {list(_POLICY_CLASSES)} "
                             f"(quantized weights are not supported)")
+
+    def replaces(self, dtype):
+        """Whether ``dtype_policy=`` replaces a stored policy (G)."""
+        if not self.overridable(dtype):
+            return False
+        name = _policy_name(dtype)
+        return name is None or self.reference is None or name == self.reference
 
     @staticmethod
     def overridable(dtype):
@@ -1097,6 +1113,59 @@ class _Normalizer:
     def policy_config(self):
         return {"module": "keras", "class_name": "DTypePolicy",
                 "config": {"name": self.policy.name}, "registered_name": None}
+
+
+def _policy_name(dtype):
+    """The name of a stored policy (a name, a serialized policy dict of any known class), or
+    None when unset or unreadable."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, dict):
+        inner = dtype.get("config")
+        if isinstance(inner, dict) and isinstance(inner.get("name"), str):
+            return inner["name"]
+        return None
+    if isinstance(dtype, str):
+        try:
+            return _policies.get(dtype).name
+        except (TypeError, ValueError):
+            return dtype
+    return None
+
+
+def _reference_policy(model_dict):
+    """The name of the model's policy in a serialized model (G), or None."""
+    config = model_dict.get("config")
+    own = None
+    if model_dict.get("class_name") == "Sequential" and isinstance(config, dict):
+        own = _policy_name(config.get("dtype"))
+    counts = {}
+
+    def visit(entries):
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict):
+                continue
+            inner = entry.get("config")
+            if isinstance(inner, list):                 # Keras 2.0-2.2 Sequential
+                visit(inner)
+                continue
+            if not isinstance(inner, dict):
+                continue
+            if entry.get("class_name") in _MODEL_CLASSES:
+                visit(inner.get("layers"))
+                continue
+            if entry.get("class_name") == "InputLayer":
+                continue
+            name = _policy_name(inner.get("dtype"))
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1   # dicts keep the first-met order
+    layers = config.get("layers") if isinstance(config, dict) else config
+    visit(layers)
+    if not counts:
+        return own
+    best = max(counts.values())
+    tied = [name for name, n in counts.items() if n == best]
+    return own if own in tied else tied[0]
 
 
 def _model_class(owner, source, class_name, custom):
@@ -1125,6 +1194,8 @@ def _model_from_dict(owner, source, model_dict, custom, policy):
         custom[class_name] = custom[registered]
     cls = _model_class(owner, source, class_name, custom)
     normalizer = _Normalizer(owner, source, custom, policy)
+    if policy is not None:
+        normalizer.reference = _reference_policy(model_dict)
     kind = "Sequential" if class_name == "Sequential" or (
         isinstance(cls, type) and issubclass(cls, _models().Sequential)) else "Functional"
     config = normalizer.model(kind, model_dict["config"])
@@ -1151,7 +1222,20 @@ def _model_from_dict(owner, source, model_dict, custom, policy):
         except (TypeError, ValueError) as exc:
             raise _fail(owner, source, f"cannot build the model for input shape "
                                        f"{build['input_shape']}: {exc}") from exc
+    if policy is not None:
+        _set_model_policies(model, policy)
     return model
+
+
+def _set_model_policies(model, policy):
+    """Functional configs carry no policy of the model itself: under ``dtype_policy=`` the
+    model and its nested functional models take it (compile reads it for loss scaling)."""
+    models = _models()
+    if not isinstance(model, models.Sequential):
+        model._dtype_policy = policy
+    for layer in model.layers:
+        if isinstance(layer, models.Model):
+            _set_model_policies(layer, policy)
 
 
 def _as_policy(owner, dtype_policy):
@@ -1669,10 +1753,12 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
         Accepted for Keras compatibility: mixedcore never runs code from a file (no lambdas,
         pickles only through a whitelist of array types), whatever its value.
     dtype_policy : str, DTypePolicy or dict, optional
-        A floating policy that replaces the policy of every layer with a floating (or no) policy,
-        and of the model, e.g. serve a model trained under mixed_float16 in "mixed_bfloat16" or
-        "float32".  Input layers keep their dtype; weights take the policy's variable dtype
-        (float32 under the mixed policies).
+        A floating policy that replaces the model's policy, e.g. serve a model trained under
+        mixed_float16 in "mixed_bfloat16" or "float32".  It replaces the policy of the layers
+        stored with the model's policy (the one most layers carry) or with none, and the
+        model's own; layers stored with another policy (a float32 softmax closing a mixed
+        model) keep theirs, as do Input layers.  Weights take the new variable dtype (float32
+        under the mixed policies).
 
     Returns
     -------
