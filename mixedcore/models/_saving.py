@@ -47,6 +47,7 @@ import struct
 import tempfile
 import warnings
 import zipfile
+import zlib
 
 import ml_dtypes
 import numpy as np
@@ -244,7 +245,18 @@ class _Archive:
                 start = info.header_offset + 30 + name_len + extra_len
                 if start + info.file_size > os.fstat(self._file.fileno()).st_size:
                     raise zipfile.BadZipFile(f"{name} runs past the end of the file")
-                return _Window(self._file, start, info.file_size)
+                window = _Window(self._file, start, info.file_size)
+                crc = 0
+                while True:
+                    block = window.read(1 << 20)
+                    if not block:
+                        break
+                    crc = zlib.crc32(block, crc)
+                if crc != info.CRC:
+                    raise zipfile.BadZipFile(f"{name} fails its CRC check ({crc:08x}, the "
+                                             f"archive says {info.CRC:08x})")
+                window.seek(0)
+                return window
             tmp = self._cleanup.enter_context(tempfile.TemporaryFile())
             with self.zip.open(name) as src:
                 shutil.copyfileobj(src, tmp, 1 << 20)
