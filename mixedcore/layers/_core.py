@@ -167,6 +167,7 @@ class Dense(Layer):
         self._train_cache = None
         self._bias_key = None
         self._bias32 = None
+        self._folded = None
 
     @property
     def kernel(self):
@@ -258,6 +259,34 @@ class Dense(Layer):
         if bias is not None:
             z += to_compute(bias, w)
         return z
+
+    def call_folded(self, x, norm, activation=None):
+        """Inference of ``activation(norm(self(x)))`` in one product, for a linear Dense followed
+        by an affine normalization ``norm`` (a layer whose ``inference_affine()`` gives float32
+        ``(scale, shift)`` over the units): the kernel's columns are scaled and the bias becomes
+        ``bias * scale + shift`` in float32, packed once per weight version of both layers.
+        ``x`` is already in the compute dtype; the result is in the compute dtype."""
+        cd = self._compute_np()
+        if not self._gemm_ok(x):
+            y = self.call(x)
+            y = norm(y)
+            return y if activation is None else to_compute(
+                _activations.forward(activation, to_compute(y, work_dtype(y.dtype))), y.dtype)
+        key = (self._version, cd, id(norm), norm._version, activation)
+        if self._folded is None or self._folded[0] != key or self._folded[1].stale:
+            scale, shift = norm.inference_affine()
+            kernel = to_compute(self._values[0], np.dtype(np.float32)) * scale
+            bias = shift if not self.use_bias else (
+                to_compute(self._values[1], np.dtype(np.float32)) * scale + shift)
+            self._folded = (key, kernels.pack(kernel, dtype=cd),
+                            np.ascontiguousarray(bias, dtype=np.float32))
+        _, kernel, bias = self._folded
+        lead = x.shape[:-1]
+        sixteen = cd.itemsize == 2
+        y = kernels.matmul(x.reshape(-1, x.shape[-1]), kernel, bias=bias,
+                           activation=activation or "linear",
+                           out_dtype=dtype_name(cd) if sixteen else None)
+        return y.reshape(lead + (self.units,))
 
     def logits(self):
         """Pre-softmax values of the last training call (work dtype), when activation="softmax"."""

@@ -18,10 +18,20 @@ Design:
      a tensor used several times are summed (in float32 for 16-bit tensors); weight gradients
      are summed per weight array.  Nodes that lead to no trainable weight and to no input that
      needs a gradient are not visited.
+  E. Folding at inference.  A BatchNormalization over the last axis whose input comes only from
+     a Dense or convolution with a linear activation is, at inference, an affine map of that
+     layer's output per output channel; the producer runs once with its kernel columns and bias
+     scaled and shifted (``call_folded``), and an activation layer that alone reads the
+     normalization's output and whose function the product's epilogue has (relu, gelu,
+     sigmoid, tanh) is applied in the same epilogue.  The three calls become one product and
+     one rounding; training, masks and anything that reads the intermediate tensors run the
+     layers one by one.
 """
 import numpy as np
 
+from mixedcore import activations
 from mixedcore._dtypes import is_floating, to_compute, work_dtype
+from mixedcore.layers._activation import Activation, ReLU
 from mixedcore.layers._base import Layer
 from mixedcore.layers._core import InputLayer
 from mixedcore.layers._node import KerasTensor, flatten, pack_like
@@ -64,6 +74,7 @@ class Graph:
                 single = id(node.args[0])
             self._steps.append((node, single, [id(t) for t in node.input_tensors],
                                 [id(t) for t in node.output_tensors], _masking(node.layer)))
+        self._folds = self._find_folds()
 
     # -- structure ------------------------------------------------------------------------------
     def _walk(self):
@@ -144,6 +155,45 @@ class Graph:
                                  f"all layer names in a model must be unique")
             seen[layer.name] = layer
 
+    def _find_folds(self):
+        """Design E: {id(producer node): (normalization layer, activation name or None, ids of
+        the nodes folded away, id of the tensor the folded call makes)}."""
+        output_ids = {id(t) for t in self.outputs}
+        consumers = {}
+        for node in self.nodes:
+            for t in node.input_tensors:
+                consumers.setdefault(id(t), []).append(node)
+
+        def sole_consumer(tensor):
+            """The node that alone reads ``tensor`` as its only argument, or None."""
+            found = consumers.get(id(tensor), [])
+            if (id(tensor) in output_ids or self.uses.get(id(tensor)) != 1 or len(found) != 1
+                    or not _plain_call(found[0])):
+                return None
+            return found[0]
+
+        folds = {}
+        for node in self.nodes:
+            layer = node.layer
+            if (not _plain_call(node) or not hasattr(layer, "call_folded")
+                    or getattr(layer, "activation", None) != "linear"):
+                continue
+            norm_node = sole_consumer(node.output_tensors[0])
+            if norm_node is None or not _folds_into(norm_node, layer):
+                continue
+            skipped, out = [id(norm_node)], norm_node.output_tensors[0]
+            activation = None
+            act_node = sole_consumer(out)
+            if act_node is not None:
+                activation = _fused_activation(act_node.layer)
+                if activation is not None and act_node.layer.compute_dtype == layer.compute_dtype:
+                    skipped.append(id(act_node))
+                    out = act_node.output_tensors[0]
+                else:
+                    activation = None
+            folds[id(node)] = (norm_node.layer, activation, skipped, id(out))
+        return folds
+
     # -- running --------------------------------------------------------------------------------
     def run(self, values, training=False):
         """The outputs (flat list) for input arrays ``values`` (flat list, aligned with
@@ -152,8 +202,22 @@ class Graph:
         remaining = dict(self.uses)
         states = {} if training else None
         masks = {}
+        folded = set()
         for node, single, in_ids, out_ids, masking in self._steps:
             layer = node.layer
+            if folded and id(node) in folded:
+                continue
+            fold = self._folds.get(id(node)) if not training and self._folds else None
+            if fold is not None and layer.built and single not in masks:
+                norm, activation, skipped, out_key = fold
+                x = layer._prepare_input(env[single])
+                layer.check_input_shape(x.shape)
+                env[out_key] = layer.call_folded(x, norm, activation)
+                folded.update(skipped)
+                remaining[single] -= 1
+                if remaining[single] == 0:
+                    del env[single]
+                continue
             mask_kwargs = None
             if masks and any(key in masks for key in in_ids):
                 mask_kwargs = _mask_arguments(node, masking, masks)
@@ -269,6 +333,37 @@ class Graph:
             for t in node.output_tensors:
                 needs[id(t)] = flag
         return needs
+
+
+def _plain_call(node):
+    """Whether the node is ``layer(tensor)``: one tensor argument, nothing else."""
+    return (len(node.args) == 1 and not node.kwargs and isinstance(node.args[0], KerasTensor)
+            and len(node.output_tensors) == 1)
+
+
+def _folds_into(norm_node, producer):
+    """Whether the node is an affine normalization over the producer's last axis, in the
+    producer's compute dtype (the layer offers ``inference_affine``)."""
+    norm = norm_node.layer
+    if not hasattr(norm, "inference_affine") or not norm.built:
+        return False
+    if norm.compute_dtype != producer.compute_dtype:
+        return False
+    axis = getattr(norm, "axis", None)
+    rank = len(norm_node.args[0].shape)
+    axes = axis if isinstance(axis, (list, tuple)) else [axis]
+    return len(axes) == 1 and isinstance(axes[0], (int, np.integer)) and axes[0] % rank == rank - 1
+
+
+def _fused_activation(layer):
+    """The name of the epilogue activation an activation layer applies, or None."""
+    if isinstance(layer, ReLU):
+        plain = (layer.max_value is None and layer.negative_slope == 0.0
+                 and layer.threshold == 0.0)
+        return "relu" if plain else None
+    if type(layer) is Activation and layer.activation in activations.FUSED:
+        return layer.activation
+    return None
 
 
 def _masking(layer):

@@ -1,0 +1,116 @@
+"""Inference folds an affine normalization (and a following activation) into the product of
+the Dense or convolution before it (docs/models.md, "Folding")."""
+import numpy as np
+import pytest
+
+import mixedcore
+from mixedcore import layers, models
+
+
+class ChannelAffine(layers.Layer):
+    """y = x * scale + shift over the last axis: the protocol a normalization offers."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.axis = -1
+        self.calls = 0
+
+    def build(self, input_shape):
+        c = input_shape[-1]
+        self.add_weight("scale", (c,), "ones", trainable=False)
+        self.add_weight("shift", (c,), "zeros", trainable=False)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def call(self, x, training=False):
+        self.calls += 1
+        w = [v.astype(np.float32) for v in self._values]
+        return (x.astype(np.float32) * w[0] + w[1]).astype(x.dtype)
+
+    def backward(self, dy, need_input_grad=True):
+        self.gradients = []
+        return (dy.astype(np.float32) * self._values[0]).astype(dy.dtype)
+
+    def inference_affine(self):
+        return (self._values[0].astype(np.float32), self._values[1].astype(np.float32))
+
+
+def _model(activation_layer=None, use_bias=True, dtype=None, extra_use=False):
+    inp = layers.Input((12,))
+    dense = layers.Dense(7, use_bias=use_bias, dtype=dtype, name="dense")
+    norm = ChannelAffine(dtype=dtype, name="norm")
+    h = norm(dense(inp))
+    outs = [h]
+    if activation_layer is not None:
+        h = activation_layer(h)
+        outs = [h]
+    if extra_use:
+        outs = [h, dense.output]
+    model = models.Model(inp, outs if len(outs) > 1 else outs[0])
+    rng = np.random.default_rng(0)
+    norm.set_weights([rng.uniform(0.5, 2.0, 7).astype(np.float32),
+                      rng.normal(size=7).astype(np.float32)])
+    if use_bias:
+        dense.set_weights([dense.get_weights()[0], rng.normal(size=7).astype(np.float32)])
+    return model, dense, norm
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("act", [None, "relu", "gelu", "tanh", "sigmoid"])
+def test_folded_equals_layer_by_layer(policy, act):
+    act_layer = None if act is None else (layers.ReLU() if act == "relu" and policy == "float32"
+                                          else layers.Activation(act))
+    with mixedcore.policy_scope(policy):
+        model, dense, norm = _model(act_layer)
+    x = np.random.default_rng(1).normal(size=(33, 12)).astype(np.float32)
+    folded = model.predict(x, verbose=0)
+    assert norm.calls == 0                       # the normalization did not run on its own
+    h = norm(dense(x))
+    expected = h if act_layer is None else act_layer(h)
+    assert folded.dtype == expected.dtype
+    tol = {"float32": 1e-5, "mixed_float16": 4e-3, "mixed_bfloat16": 3e-2}[policy]
+    np.testing.assert_allclose(folded.astype(np.float32), expected.astype(np.float32),
+                               rtol=tol, atol=tol)
+
+
+def test_fold_follows_weight_changes():
+    model, dense, norm = _model(layers.Activation("relu"), use_bias=False)
+    x = np.random.default_rng(2).normal(size=(5, 12)).astype(np.float32)
+    first = model.predict(x, verbose=0)
+    norm.set_weights([np.full(7, 3.0, np.float32), np.full(7, -1.0, np.float32)])
+    second = model.predict(x, verbose=0)
+    np.testing.assert_allclose(second, np.maximum(3.0 * (x @ dense.get_weights()[0]) - 1.0, 0),
+                               rtol=1e-5, atol=1e-5)
+    assert not np.allclose(first, second)
+    dense.set_weights([np.eye(12, 7, dtype=np.float32)])
+    third = model.predict(x, verbose=0)
+    np.testing.assert_allclose(third, np.maximum(3.0 * x[:, :7] - 1.0, 0), rtol=1e-6, atol=1e-6)
+
+
+def test_no_fold_when_the_intermediate_is_read_elsewhere():
+    model, dense, norm = _model(extra_use=True)
+    x = np.ones((3, 12), np.float32)
+    out, raw = model.predict(x, verbose=0)
+    assert norm.calls == 1
+    np.testing.assert_allclose(raw, dense(x), rtol=1e-6)
+
+
+def test_no_fold_for_a_nonlinear_producer_or_training():
+    inp = layers.Input((4,))
+    norm = ChannelAffine()
+    model = models.Model(inp, norm(layers.Dense(3, activation="relu")(inp)))
+    model.predict(np.ones((2, 4), np.float32), verbose=0)
+    assert norm.calls == 1
+    model, dense, norm = _model()
+    model.compile(optimizer="sgd", loss="mse")
+    model.train_on_batch(np.ones((2, 12), np.float32), np.zeros((2, 7), np.float32))
+    assert norm.calls == 1
+
+
+def test_activation_in_another_dtype_is_not_fused():
+    with mixedcore.policy_scope("mixed_bfloat16"):
+        model, dense, norm = _model(layers.Activation("relu", dtype="float32"))
+    y = model.predict(np.ones((2, 12), np.float32), verbose=0)
+    assert y.dtype == np.float32
+    assert norm.calls == 0
