@@ -240,8 +240,8 @@ def test_registry_finds_newly_registered_layers(tmp_path):
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_compile_config_restored(tmp_path, ext):
     model = mlp()
-    model.compile(optimizer=optimizers.Adam(learning_rate=0.0025), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
+    model.compile(optimizer=optimizers.Adam(learning_rate=0.0025),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     y = RNG.integers(0, 3, size=len(X6))
     model.fit(X6, y, epochs=1, verbose=0)
     model.save(tmp_path / f"m{ext}")
@@ -591,3 +591,18 @@ def test_wrong_weight_counts_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"expected 6 weight arrays .* received 8"):
         np.savez(tmp_path / "many.npz", *bigger.get_weights())
         small.load_weights(tmp_path / "many.npz")
+
+
+# -- Keras 3 config keys at their defaults ---------------------------------------------------------
+
+def test_layers_take_the_keys_keras3_configs_hold():
+    norm = layers.LayerNormalization.from_config({"name": "ln", "rms_scaling": False})
+    assert norm.name == "ln" and "rms_scaling" not in norm.get_config()
+    with pytest.raises(ValueError, match=r"LayerNormalization: rms_scaling=True is not "
+                                         r"supported \(only False\)"):
+        layers.LayerNormalization(rms_scaling=True)
+    flat = layers.Flatten.from_config({"name": "fl", "data_format": "channels_last"})
+    assert flat(np.ones((2, 3, 4), np.float32)).shape == (2, 12)
+    with pytest.raises(ValueError, match=r"Flatten: data_format='channels_first' is not "
+                                         r"supported"):
+        layers.Flatten(data_format="channels_first")

@@ -28,8 +28,11 @@ class LayerNormalization(Layer):
 
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
-                 gamma_regularizer=None, **kwargs):
+                 gamma_regularizer=None, rms_scaling=False, **kwargs):
         super().__init__(**kwargs)
+        if rms_scaling:                 # Keras 3.x configs hold rms_scaling=False
+            raise ValueError(f"LayerNormalization: rms_scaling={rms_scaling!r} is not supported "
+                             f"(only False): mixedcore has no RMS normalization")
         axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
         for a in axes:
             if isinstance(a, bool) or not isinstance(a, (int, np.integer)):

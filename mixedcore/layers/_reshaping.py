@@ -7,8 +7,11 @@ from mixedcore.layers._base import Layer
 class Flatten(Layer):
     """Flattens each sample: (batch, d1, d2, ...) -> (batch, d1 * d2 * ...)."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, data_format=None, **kwargs):
         super().__init__(**kwargs)
+        if data_format not in (None, "channels_last"):  # Keras 3 configs hold channels_last
+            raise ValueError(f"Flatten: data_format={data_format!r} is not supported (only "
+                             f"'channels_last' or None)")
         self._train_cache = None
 
     def check_input_shape(self, shape):
