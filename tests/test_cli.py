@@ -1,4 +1,4 @@
-"""The command line: ``demo`` (a fast variant, synthetic and user data), ``bench`` and ``predict``."""
+"""The command line: ``demo`` (fast, on synthetic and user data), ``bench``, ``predict``."""
 import os
 import subprocess
 import sys
