@@ -593,7 +593,7 @@ def test_wrong_weight_counts_are_named(tmp_path):
         small.load_weights(tmp_path / "many.npz")
 
 
-# -- Keras 3 config keys at their defaults ---------------------------------------------------------
+# -- Keras 3 config keys at their defaults -------------------------------------------------------
 
 def test_layers_take_the_keys_keras3_configs_hold():
     norm = layers.LayerNormalization.from_config({"name": "ln", "rms_scaling": False})
@@ -606,3 +606,134 @@ def test_layers_take_the_keys_keras3_configs_hold():
     with pytest.raises(ValueError, match=r"Flatten: data_format='channels_first' is not "
                                          r"supported"):
         layers.Flatten(data_format="channels_first")
+
+
+# -- tf.keras 2.x files --------------------------------------------------------------------------
+
+def _tf2_dense(name, units, activation, dtype, **extra):
+    return {"class_name": "Dense", "config": {
+        "name": name, "trainable": True, "dtype": dtype, "units": units,
+        "activation": activation, "use_bias": True,
+        "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": None}},
+        "bias_initializer": {"class_name": "Zeros", "config": {}}, "kernel_regularizer": None,
+        "bias_regularizer": None, "activity_regularizer": None, "kernel_constraint": None,
+        "bias_constraint": None, **extra}}
+
+
+def _write_tf2_h5(path, config, weights, training_config=None):
+    """A legacy .h5 laid out as tf.keras 2.x's ``model.save("m.h5")`` writes it."""
+    with h5py.File(path, "w") as f:
+        f.attrs["backend"] = "tensorflow"
+        f.attrs["keras_version"] = "2.13.1"
+        f.attrs["model_config"] = json.dumps(config)
+        if training_config is not None:
+            f.attrs["training_config"] = json.dumps(training_config)
+        group = f.create_group("model_weights")
+        group.attrs["layer_names"] = np.array([n.encode() for n in weights])
+        group.attrs["backend"] = b"tensorflow"
+        group.attrs["keras_version"] = b"2.13.1"
+        for layer, arrays in weights.items():
+            g = group.create_group(layer)
+            names = [f"{layer}/{w}:0" for w in arrays]
+            g.attrs["weight_names"] = np.array([n.encode() for n in names])
+            for n, value in zip(names, arrays.values()):
+                g.create_dataset(n, data=value)
+
+
+def test_tf_keras2_sequential_h5(tmp_path):
+    rng = np.random.default_rng(9)
+    mixed = {"class_name": "Policy", "config": {"name": "mixed_float16"}}
+    config = {"class_name": "Sequential", "config": {"name": "sequential", "layers": [
+        {"class_name": "InputLayer", "config": {"batch_input_shape": [None, 6],
+                                                "dtype": "float32", "sparse": False,
+                                                "ragged": False, "name": "dense_input"}},
+        _tf2_dense("dense", 8, "relu", mixed, batch_input_shape=[None, 6]),
+        _tf2_dense("dense_1", 3, "linear", mixed),
+        {"class_name": "Activation", "config": {"name": "activation", "trainable": True,
+                                                "dtype": "float32", "activation": "softmax"}}]}}
+    weights = {"dense": {"kernel": rng.normal(size=(6, 8)).astype(np.float32),
+                         "bias": rng.normal(size=8).astype(np.float32)},
+               "dense_1": {"kernel": rng.normal(size=(8, 3)).astype(np.float32),
+                           "bias": rng.normal(size=3).astype(np.float32)},
+               "activation": {}}
+    training = {"loss": "sparse_categorical_crossentropy",
+                "metrics": [[{"class_name": "MeanMetricWrapper",
+                              "config": {"name": "accuracy", "dtype": "float32",
+                                         "fn": "sparse_categorical_accuracy"}}]],
+                "weighted_metrics": None, "loss_weights": None,
+                "optimizer_config": {"class_name": "Adam", "config": {
+                    "name": "Adam", "learning_rate": 0.002, "decay": 0.0, "beta_1": 0.9,
+                    "beta_2": 0.999, "epsilon": 1e-07, "amsgrad": False}}}
+    _write_tf2_h5(tmp_path / "tf2.h5", config, weights, training)
+    model = models.load_model(tmp_path / "tf2.h5")
+    assert policies_of(model) == {"dense": "mixed_float16", "dense_1": "mixed_float16",
+                                  "activation": "float32"}
+    assert model.compiled and type(model.optimizer) is optimizers.Adam
+    assert model.optimizer.get_config()["learning_rate"] == pytest.approx(0.002)
+    history = model.fit(X6, np.arange(len(X6)) % 3, epochs=1, verbose=0)
+    assert set(history.history) == {"loss", "accuracy"}
+    expected = mlp_reference(X6, weights)
+    f32 = models.load_model(tmp_path / "tf2.h5", dtype_policy="float32")
+    np.testing.assert_allclose(f32.predict(X6, verbose=0), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(model.predict(X6, verbose=0), expected, atol=5e-3)
+    # the weights alone, as tf.keras's save_weights("w.h5") writes them
+    with h5py.File(tmp_path / "w.h5", "w") as f:
+        with h5py.File(tmp_path / "tf2.h5", "r") as src:
+            for key, value in src["model_weights"].attrs.items():
+                f.attrs[key] = value
+            for key in src["model_weights"]:
+                src.copy(src["model_weights"][key], f, key)
+    fresh = models.load_model(tmp_path / "tf2.h5", dtype_policy="float32")
+    fresh.set_weights([np.zeros_like(w) for w in fresh.get_weights()])
+    fresh.load_weights(tmp_path / "w.h5")
+    np.testing.assert_allclose(fresh.predict(X6, verbose=0), expected, rtol=1e-5, atol=1e-6)
+
+
+def mlp_reference(x, weights):
+    h = np.maximum(x.astype(np.float64) @ weights["dense"]["kernel"] + weights["dense"]["bias"],
+                   0)
+    z = h @ weights["dense_1"]["kernel"] + weights["dense_1"]["bias"]
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_tf_keras2_functional_h5_with_list_nodes(tmp_path):
+    rng = np.random.default_rng(10)
+
+    def tf2_input(name, shape):
+        return {"class_name": "InputLayer", "name": name, "inbound_nodes": [],
+                "config": {"batch_input_shape": [None, *shape], "dtype": "float32",
+                           "sparse": False, "ragged": False, "name": name}}
+
+    def node(*sources):
+        return [[[s, 0, 0, {}] for s in sources]]
+
+    shared = _tf2_dense("shared", 4, "tanh", "float32")
+    shared.update(name="shared", inbound_nodes=node("a") + node("b"))
+    out1 = _tf2_dense("out1", 2, "linear", "float32")
+    out1.update(name="out1", inbound_nodes=[[["shared", 0, 0, {}]]])
+    out2 = _tf2_dense("out2", 1, "linear", "float32")
+    out2.update(name="out2", inbound_nodes=[[["shared", 1, 0, {}]]])
+    config = {"class_name": "Functional", "config": {
+        "name": "model", "layers": [tf2_input("a", (5,)), tf2_input("b", (5,)), shared, out1,
+                                    out2],
+        "input_layers": [["a", 0, 0], ["b", 0, 0]],
+        "output_layers": [["out1", 0, 0], ["out2", 0, 0]]}}
+    w = {"shared": {"kernel": rng.normal(size=(5, 4)).astype(np.float32),
+                    "bias": rng.normal(size=4).astype(np.float32)},
+         "out1": {"kernel": rng.normal(size=(4, 2)).astype(np.float32),
+                  "bias": rng.normal(size=2).astype(np.float32)},
+         "out2": {"kernel": rng.normal(size=(4, 1)).astype(np.float32),
+                  "bias": rng.normal(size=1).astype(np.float32)},
+         "a": {}, "b": {}}
+    _write_tf2_h5(tmp_path / "f.h5", config, w)
+    model = models.load_model(tmp_path / "f.h5")
+    assert model.input_names == ["a", "b"] and model.output_names == ["out1", "out2"]
+    xa, xb = rng.normal(size=(4, 5)), rng.normal(size=(4, 5))
+    ha = np.tanh(xa @ w["shared"]["kernel"] + w["shared"]["bias"])
+    hb = np.tanh(xb @ w["shared"]["kernel"] + w["shared"]["bias"])
+    got = model.predict([xa.astype(np.float32), xb.astype(np.float32)], verbose=0)
+    np.testing.assert_allclose(got[0], ha @ w["out1"]["kernel"] + w["out1"]["bias"],
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], hb @ w["out2"]["kernel"] + w["out2"]["bias"],
+                               rtol=1e-5, atol=1e-5)

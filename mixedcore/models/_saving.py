@@ -1403,7 +1403,8 @@ def _metrics_from_config(cfg, dropped):
             candidates = [item]
         elif isinstance(item, dict):
             inner = item.get("config") if isinstance(item.get("config"), dict) else {}
-            candidates = [inner.get("fn"), keras_snake_case(_short_class(item)), inner.get("name")]
+            # the metric's own name first ("accuracy" names the logs as tf.keras did)
+            candidates = [inner.get("name"), inner.get("fn"), keras_snake_case(_short_class(item))]
         for name in candidates:
             if not isinstance(name, str):
                 continue
