@@ -8,6 +8,7 @@ builder, under float32, mixed_float16 and mixed_bfloat16, with every file format
 """
 import dataclasses
 import json
+import zipfile
 
 import numpy as np
 import pytest
@@ -159,6 +160,12 @@ def test_keras_files_load_and_predict(keras, keras_policy, tmp_path, name, polic
     assert policies_of(model) == policies_of(case.model)
     for ours, theirs in zip(model.get_weights(), case.model.get_weights()):
         np.testing.assert_array_equal(ours, np.asarray(theirs))
+    check_predictions(model, case, reference, policy)
+
+
+def check_predictions(model, case, reference, policy):
+    """float32: mixedcore's predictions are Keras's to 1e-5 (relative to the outputs' scale);
+    mixed: no farther from Keras's float32 predictions than 4 times Keras's own mixed ones."""
     expected = keras_predict(reference, case.x)             # Keras, float32
     got = model.predict(case.x, verbose=0)
     if policy == "float32":
@@ -171,6 +178,23 @@ def test_keras_files_load_and_predict(keras, keras_policy, tmp_path, name, polic
     ours = max_error(got, expected)
     assert theirs > 0                                       # the policy did change Keras's result
     assert ours <= 4 * theirs, (ours, theirs)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_keras_npz_variant_of_the_archive(keras, keras_policy, tmp_path, name, policy):
+    """Keras's saving_lib can put the weights in model.weights.npz (pickled variables) instead
+    of model.weights.h5; mixedcore reads them through its restricted unpickler."""
+    from keras.src.saving import saving_lib
+    case, reference = trained(keras, keras_policy, name, policy)
+    saving_lib.save_model(case.model, str(tmp_path / "n.keras"), weights_format="npz")
+    with zipfile.ZipFile(tmp_path / "n.keras") as z:
+        assert "model.weights.npz" in z.namelist() and "model.weights.h5" not in z.namelist()
+    model = models.load_model(tmp_path / "n.keras")
+    assert policies_of(model) == policies_of(case.model)
+    for ours, theirs in zip(model.get_weights(), case.model.get_weights()):
+        np.testing.assert_array_equal(ours, np.asarray(theirs))
+    check_predictions(model, case, reference, policy)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
