@@ -599,13 +599,12 @@ def test_layers_take_the_keys_keras3_configs_hold():
     norm = layers.LayerNormalization.from_config({"name": "ln", "rms_scaling": False})
     assert norm.name == "ln" and "rms_scaling" not in norm.get_config()
     with pytest.raises(ValueError, match=r"LayerNormalization: rms_scaling=True is not "
-                                         r"supported \(only False\)"):
+                                         r"supported"):
         layers.LayerNormalization(rms_scaling=True)
     flat = layers.Flatten.from_config({"name": "fl", "data_format": "channels_last"})
     assert flat(np.ones((2, 3, 4), np.float32)).shape == (2, 12)
-    with pytest.raises(ValueError, match=r"Flatten: data_format='channels_first' is not "
-                                         r"supported"):
-        layers.Flatten(data_format="channels_first")
+    with pytest.raises(ValueError, match=r"Flatten: data_format.*'channels_middle'"):
+        layers.Flatten(data_format="channels_middle")
 
 
 # -- tf.keras 2.x files --------------------------------------------------------------------------
