@@ -295,8 +295,9 @@ def test_lso_config_round_trip():
                              dynamic_growth_steps=50)
     config = opt.get_config()
     assert set(config) == {"inner_optimizer", "dynamic", "initial_scale", "dynamic_growth_steps"}
-    assert config["inner_optimizer"] == {"class_name": "Adam", "config": {
-        "learning_rate": 0.01, "beta_1": 0.8, "beta_2": 0.999, "epsilon": 1e-7}}
+    assert config["inner_optimizer"] == {"class_name": "Adam",
+                                         "config": opt.inner_optimizer.get_config()}
+    assert config["inner_optimizer"]["config"]["beta_1"] == 0.8
     again = LossScaleOptimizer.from_config(config)
     assert again.get_config() == config
     assert isinstance(again.inner_optimizer, optimizers.Adam)
@@ -309,6 +310,10 @@ def test_lso_config_round_trip():
                                         "multiplier": 2.0}}}
     old = LossScaleOptimizer.from_config(legacy)
     assert old.dynamic and old.initial_scale == 128.0 and old.dynamic_growth_steps == 10
+    # TensorFlow 2.3 wrote the inner optimizer with tf.keras 2's "decay" and "name"
+    legacy["optimizer"]["config"].update({"decay": 0.0, "name": "SGD", "momentum": 0.0,
+                                          "nesterov": False})
+    assert LossScaleOptimizer.from_config(legacy).inner_optimizer.learning_rate == 0.1
     legacy["loss_scale"] = {"class_name": "FixedLossScale", "config": {"loss_scale_value": 4}}
     assert LossScaleOptimizer.from_config(legacy).get_config()["initial_scale"] == 4.0
 
@@ -341,3 +346,41 @@ def test_lso_refused_arguments():
     with pytest.raises(ValueError, match="shape"):
         opt.apply_gradients([(np.ones(3, np.float32), np.ones(2, np.float32))])
     assert opt.iterations == 0 and opt.dynamic_counter == 0
+
+
+KERAS3_LSO = {"module": "keras.optimizers", "class_name": "LossScaleOptimizer", "config": {
+    "name": "loss_scale_optimizer",
+    "inner_optimizer": {"module": "keras.src.backend.torch.optimizers.torch_adam",
+                        "class_name": "Adam", "registered_name": "Adam", "config": {
+                            "name": "adam", "learning_rate": 0.0010000000474974513,
+                            "weight_decay": None, "clipnorm": None, "global_clipnorm": None,
+                            "clipvalue": None, "use_ema": False, "ema_momentum": 0.99,
+                            "ema_overwrite_frequency": None, "loss_scale_factor": None,
+                            "gradient_accumulation_steps": None, "beta_1": 0.9,
+                            "beta_2": 0.999, "epsilon": 1e-07, "amsgrad": False}},
+    "initial_scale": 32768.0, "dynamic_growth_steps": 2000}, "registered_name": None}
+
+
+def test_lso_from_a_keras3_config():
+    opt = optimizers.deserialize(KERAS3_LSO)
+    assert isinstance(opt, LossScaleOptimizer) and opt.dynamic
+    assert opt.initial_scale == 32768.0 and opt.dynamic_growth_steps == 2000
+    assert isinstance(opt.inner_optimizer, optimizers.Adam)
+    assert opt.name == "loss_scale_optimizer"
+
+
+class MySGD(optimizers.SGD):
+    pass
+
+
+def test_lso_around_a_user_optimizer_reloads_with_custom_objects():
+    opt = LossScaleOptimizer(MySGD(learning_rate=0.3), initial_scale=8)
+    config = optimizers.serialize(opt)
+    with pytest.raises(ValueError, match="unknown optimizer class 'MySGD'"):
+        optimizers.deserialize(config)
+    again = optimizers.deserialize(config, custom_objects={"MySGD": MySGD})
+    assert type(again.inner_optimizer) is MySGD and again.learning_rate == 0.3
+    with pytest.raises(TypeError, match="subclass of mixedcore.optimizers.Optimizer"):
+        optimizers.deserialize(config, custom_objects={"MySGD": dict})
+    with pytest.raises(TypeError, match="custom_objects must be a dict"):
+        optimizers.deserialize(config, custom_objects=[MySGD])

@@ -58,7 +58,7 @@ class LossScaleOptimizer(_optimizers.Optimizer):
     """
 
     def __init__(self, inner_optimizer, dynamic=True, initial_scale=None,
-                 dynamic_growth_steps=None):
+                 dynamic_growth_steps=None, name=None):
         if isinstance(inner_optimizer, LossScaleOptimizer):
             raise TypeError(f"LossScaleOptimizer cannot wrap another LossScaleOptimizer, but "
                             f"got: {inner_optimizer!r}")
@@ -69,6 +69,9 @@ class LossScaleOptimizer(_optimizers.Optimizer):
         if not isinstance(dynamic, (bool, np.bool_)):
             raise TypeError(f'LossScaleOptimizer: "dynamic" must be a bool, but got: '
                             f"{dynamic!r}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"LossScaleOptimizer: name must be a string, got {name!r}")
+        self.name = name or "loss_scale_optimizer"
         self._optimizer = inner_optimizer
         self._slots = {}
         if dynamic:
@@ -203,10 +206,10 @@ class LossScaleOptimizer(_optimizers.Optimizer):
                 "dynamic_growth_steps": self.dynamic_growth_steps}
 
     @classmethod
-    def from_config(cls, config):
-        """A new LossScaleOptimizer from ``get_config()`` output.
-
-        A TF 2.3 config (keys "optimizer" and "loss_scale") is converted as tf.keras does.
+    def from_config(cls, config, custom_objects=None):
+        """A new LossScaleOptimizer from ``get_config()`` output, or from the config Keras 3
+        writes.  A TF 2.3 config (keys "optimizer" and "loss_scale") is converted as tf.keras
+        does.  ``custom_objects`` names the user's optimizer classes for the inner optimizer.
         """
         config = dict(config)
         if "loss_scale" in config:
@@ -228,7 +231,7 @@ class LossScaleOptimizer(_optimizers.Optimizer):
             config["inner_optimizer"] = config.pop("optimizer")
         inner = config.get("inner_optimizer")
         if isinstance(inner, dict):
-            config["inner_optimizer"] = _optimizers.deserialize(inner)
+            config["inner_optimizer"] = _optimizers.deserialize(inner, custom_objects)
         return cls(**config)
 
     def __repr__(self):
