@@ -286,9 +286,10 @@ class Trainer:
             reg_value, reg_grads = self._regularization()
             scaled = self._uses_loss_scale()
             if scaled:
-                scale = _loss_scale_value(self.optimizer)
-                grads = [None if g is None else g * g.dtype.type(scale) for g in grads]
-                logits_grads = {k: g * g.dtype.type(scale) for k, g in logits_grads.items()}
+                # the loss's gradients scaled: the backward pass of the scaled loss
+                scale = self.optimizer.get_scaled_loss
+                grads = [None if g is None else scale(g) for g in grads]
+                logits_grads = {k: scale(g) for k, g in logits_grads.items()}
             weight_grads = self._backward(states, grads, logits_grads)
             variables = self.trainable_weights
             if self.trainable and variables:
