@@ -131,8 +131,10 @@ class Dense(Layer):
     ----------
     units : int
         Output features.
-    activation : str or None
-        "relu", "gelu", "sigmoid", "tanh" (fused into the GEMM), "softmax" or "linear"/None.
+    activation : str, function or None
+        Any name of ``mixedcore.activations`` (Keras's): "relu", "gelu", "sigmoid", "tanh" are
+        fused into the GEMM's epilogue; the others are applied to the float32 result of the GEMM
+        and rounded once to the compute dtype.  None or "linear" for none.
     use_bias : bool, default True
     kernel_initializer, bias_initializer : str or callable(shape, dtype)
     kernel_regularizer, bias_regularizer : None, "l1", "l2", "l1_l2" or a regularizer
@@ -224,9 +226,9 @@ class Dense(Layer):
             elif act == "linear":
                 y = kernels.matmul(x2, kernel, bias=bias,
                                    out_dtype=dtype_name(cd) if sixteen else None)
-            else:  # softmax: logits in float32, one rounding at the end
+            else:  # the others after the GEMM: float32 logits, one rounding at the end
                 z = kernels.matmul(x2, kernel, bias=bias)
-                y = to_compute(_activations.softmax(z), cd)
+                y = to_compute(_activations.forward(act, z), cd)
             return y.reshape(lead + (self.units,))
         weights = self.compute_weights()
         kernel = weights[0]
