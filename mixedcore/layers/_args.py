@@ -87,9 +87,18 @@ def keras_only(owner, kwargs, keys):
             continue
         value = kwargs.pop(key)
         allowed = off if isinstance(off, tuple) else (off,)
-        if not any(value is a or (a is not None and not isinstance(value, dict) and value == a)
-                   for a in allowed):
+        if not any(_same(value, a) for a in allowed):
             shown = " or ".join(repr(a) for a in allowed)
             raise ValueError(f"{owner}: {key}={value!r} is not supported by mixedcore (only "
                              f"{shown} is accepted)")
     return kwargs
+
+
+def _same(value, off):
+    if off is None:
+        return value is None
+    if isinstance(off, bool):
+        return isinstance(value, (bool, np.bool_)) and bool(value) == off
+    if isinstance(off, dict):
+        return isinstance(value, dict) and value == off
+    return type(value) is type(off) and value == off
