@@ -12,6 +12,8 @@ class _Elementwise(Layer):
     """A weightless layer whose math runs in float32 (float64 under float64), result rounded once
     to the compute dtype."""
 
+    supports_masking = True
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._train_cache = None
@@ -360,7 +362,7 @@ class PReLU(Layer):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "alpha_initializer": self.alpha_initializer,
+            "alpha_initializer": _initializers.serialize(self.alpha_initializer),
             "alpha_regularizer": _regularizers.serialize(self.alpha_regularizer),
             "alpha_constraint": None,
             "shared_axes": self.shared_axes,

@@ -1,10 +1,4 @@
-"""Weight initializers by Keras name; values drawn in float64, then stored in the variable dtype.
-
-An initializer argument may be a name ("glorot_uniform", or Keras's class name "GlorotUniform"),
-a Keras config dict (``{"class_name": "RandomUniform", "config": {"minval": -0.1, ...}}``, what
-Keras 3 writes into a layer's config; "module" and "registered_name" are ignored), or a
-callable ``(shape, dtype) -> array``.
-"""
+"""Weight initializers by Keras name; values drawn in float64, then stored in the variable dtype."""
 import numpy as np
 
 from mixedcore import utils
@@ -19,16 +13,6 @@ def _fans(shape):
     return shape[-2] * receptive, shape[-1] * receptive
 
 
-def _truncated_normal(rng, mean, std, shape):
-    """Normal draws, those beyond 2 standard deviations drawn again (Keras's truncation)."""
-    out = rng.normal(0.0, std, size=shape)
-    bad = np.abs(out) > 2 * std
-    while bad.any():
-        out[bad] = rng.normal(0.0, std, size=int(bad.sum()))
-        bad = np.abs(out) > 2 * std
-    return out + mean
-
-
 def _variance_scaling(scale, mode, distribution):
     def init(shape, rng):
         fan_in, fan_out = _fans(shape)
@@ -40,20 +24,35 @@ def _variance_scaling(scale, mode, distribution):
         if distribution == "untruncated_normal":
             return rng.normal(0.0, np.sqrt(var), size=shape)
         # truncated normal at 2 stddev, stddev corrected as Keras does (0.8796...)
-        return _truncated_normal(rng, 0.0, np.sqrt(var) / 0.87962566103423978, shape)
+        std = np.sqrt(var) / 0.87962566103423978
+        out = rng.normal(0.0, std, size=shape)
+        bad = np.abs(out) > 2 * std
+        while bad.any():
+            out[bad] = rng.normal(0.0, std, size=int(bad.sum()))
+            bad = np.abs(out) > 2 * std
+        return out
     return init
+
+
+def _truncated_normal(mean, stddev, shape, rng):
+    out = rng.normal(mean, stddev, size=shape)
+    bad = np.abs(out - mean) > 2 * stddev
+    while bad.any():
+        out[bad] = rng.normal(mean, stddev, size=int(bad.sum()))
+        bad = np.abs(out - mean) > 2 * stddev
+    return out
 
 
 def _orthogonal(gain):
     def init(shape, rng):
         if len(shape) < 2:
-            raise ValueError(f"orthogonal initializer: the shape must have at least 2 "
-                             f"dimensions, got {shape}")
+            raise ValueError(f"the orthogonal initializer needs a shape of 2 or more dimensions, "
+                             f"got {shape}")
         rows = int(np.prod(shape[:-1]))
         cols = shape[-1]
-        a = rng.normal(size=(max(rows, cols), min(rows, cols)))
-        q, r = np.linalg.qr(a)
-        q = q * np.where(np.diag(r) < 0, -1.0, 1.0)
+        flat = rng.normal(0.0, 1.0, size=(max(rows, cols), min(rows, cols)))
+        q, r = np.linalg.qr(flat)
+        q *= np.sign(np.diag(r))
         if rows < cols:
             q = q.T
         return gain * q.reshape(shape)
@@ -63,192 +62,174 @@ def _orthogonal(gain):
 def _identity(gain):
     def init(shape, rng):
         if len(shape) != 2:
-            raise ValueError(f"identity initializer: the shape must have 2 dimensions, got "
-                             f"{shape}")
+            raise ValueError(f"the identity initializer needs a 2-D shape, got {shape}")
         return gain * np.eye(*shape)
     return init
 
 
-_INITIALIZERS = {
-    "zeros": lambda shape, rng: np.zeros(shape),
-    "ones": lambda shape, rng: np.ones(shape),
-    "glorot_uniform": _variance_scaling(1.0, "fan_avg", "uniform"),
-    "glorot_normal": _variance_scaling(1.0, "fan_avg", "normal"),
-    "he_uniform": _variance_scaling(2.0, "fan_in", "uniform"),
-    "he_normal": _variance_scaling(2.0, "fan_in", "normal"),
-    "lecun_uniform": _variance_scaling(1.0, "fan_in", "uniform"),
-    "lecun_normal": _variance_scaling(1.0, "fan_in", "normal"),
-    "random_normal": lambda shape, rng: rng.normal(0.0, 0.05, size=shape),
-    "random_uniform": lambda shape, rng: rng.uniform(-0.05, 0.05, size=shape),
-    "truncated_normal": lambda shape, rng: _truncated_normal(rng, 0.0, 0.05, shape),
-    "orthogonal": _orthogonal(1.0),
-    "identity": _identity(1.0),
+# name -> (maker(**arguments) -> init(shape, rng), the arguments and their Keras defaults)
+_MAKERS = {
+    "zeros": (lambda: lambda shape, rng: np.zeros(shape), {}),
+    "ones": (lambda: lambda shape, rng: np.ones(shape), {}),
+    "constant": (lambda value: lambda shape, rng: np.full(shape, value, dtype=np.float64),
+                 {"value": 0.0}),
+    "glorot_uniform": (lambda: _variance_scaling(1.0, "fan_avg", "uniform"), {}),
+    "glorot_normal": (lambda: _variance_scaling(1.0, "fan_avg", "normal"), {}),
+    "he_uniform": (lambda: _variance_scaling(2.0, "fan_in", "uniform"), {}),
+    "he_normal": (lambda: _variance_scaling(2.0, "fan_in", "normal"), {}),
+    "lecun_uniform": (lambda: _variance_scaling(1.0, "fan_in", "uniform"), {}),
+    "lecun_normal": (lambda: _variance_scaling(1.0, "fan_in", "normal"), {}),
+    "variance_scaling": (lambda scale, mode, distribution: _variance_scaling(
+        scale, mode, "normal" if distribution.startswith("truncated") or
+        distribution == "normal" else distribution),
+        {"scale": 1.0, "mode": "fan_in", "distribution": "truncated_normal"}),
+    "random_normal": (lambda mean, stddev: lambda shape, rng: rng.normal(mean, stddev, size=shape),
+                      {"mean": 0.0, "stddev": 0.05}),
+    "random_uniform": (lambda minval, maxval: lambda shape, rng: rng.uniform(minval, maxval,
+                                                                             size=shape),
+                       {"minval": -0.05, "maxval": 0.05}),
+    "truncated_normal": (lambda mean, stddev: lambda shape, rng: _truncated_normal(
+        mean, stddev, shape, rng), {"mean": 0.0, "stddev": 0.05}),
+    "orthogonal": (lambda gain: _orthogonal(gain), {"gain": 1.0}),
+    "identity": (lambda gain: _identity(gain), {"gain": 1.0}),
 }
-# Keras's other spellings of the same initializers
-_ALIASES = {"uniform": "random_uniform", "normal": "random_normal", "Zeros": "zeros",
-            "Ones": "ones", "GlorotUniform": "glorot_uniform", "GlorotNormal": "glorot_normal",
+# Keras's class names and aliases
+_ALIASES = {"GlorotUniform": "glorot_uniform", "GlorotNormal": "glorot_normal",
             "HeUniform": "he_uniform", "HeNormal": "he_normal", "LecunUniform": "lecun_uniform",
-            "LecunNormal": "lecun_normal", "RandomNormal": "random_normal",
-            "RandomUniform": "random_uniform", "TruncatedNormal": "truncated_normal",
-            "Orthogonal": "orthogonal", "Identity": "identity",
-            "OrthogonalInitializer": "orthogonal", "IdentityInitializer": "identity",
+            "LecunNormal": "lecun_normal", "Zeros": "zeros", "Ones": "ones",
             "Constant": "constant", "VarianceScaling": "variance_scaling",
-            "constant": "constant", "variance_scaling": "variance_scaling"}
-
-# Keras config classes: the config keys each takes, with their defaults
-_CONFIG_CLASSES = {
-    "Zeros": {}, "Ones": {},
-    "Constant": {"value": 0.0},
-    "RandomNormal": {"mean": 0.0, "stddev": 0.05, "seed": None},
-    "RandomUniform": {"minval": -0.05, "maxval": 0.05, "seed": None},
-    "TruncatedNormal": {"mean": 0.0, "stddev": 0.05, "seed": None},
-    "VarianceScaling": {"scale": 1.0, "mode": "fan_in", "distribution": "truncated_normal",
-                        "seed": None, "input_axes": None, "output_axes": None},
-    "GlorotUniform": {"seed": None, "input_axes": None, "output_axes": None},
-    "GlorotNormal": {"seed": None, "input_axes": None, "output_axes": None},
-    "HeUniform": {"seed": None, "input_axes": None, "output_axes": None},
-    "HeNormal": {"seed": None, "input_axes": None, "output_axes": None},
-    "LecunUniform": {"seed": None, "input_axes": None, "output_axes": None},
-    "LecunNormal": {"seed": None, "input_axes": None, "output_axes": None},
-    "Orthogonal": {"gain": 1.0, "seed": None},
-    "Identity": {"gain": 1.0},
-}
-_CONFIG_ALIASES = {"OrthogonalInitializer": "Orthogonal", "IdentityInitializer": "Identity",
-                   "zeros": "Zeros", "ones": "Ones", "constant": "Constant",
-                   "random_normal": "RandomNormal", "random_uniform": "RandomUniform",
-                   "truncated_normal": "TruncatedNormal", "variance_scaling": "VarianceScaling",
-                   "glorot_uniform": "GlorotUniform", "glorot_normal": "GlorotNormal",
-                   "he_uniform": "HeUniform", "he_normal": "HeNormal",
-                   "lecun_uniform": "LecunUniform", "lecun_normal": "LecunNormal",
-                   "orthogonal": "Orthogonal", "identity": "Identity"}
-_VS_FIXED = {"GlorotUniform": (1.0, "fan_avg", "uniform"),
-             "GlorotNormal": (1.0, "fan_avg", "truncated_normal"),
-             "HeUniform": (2.0, "fan_in", "uniform"), "HeNormal": (2.0, "fan_in", "truncated_normal"),
-             "LecunUniform": (1.0, "fan_in", "uniform"),
-             "LecunNormal": (1.0, "fan_in", "truncated_normal")}
+            "RandomNormal": "random_normal", "RandomUniform": "random_uniform",
+            "TruncatedNormal": "truncated_normal", "Orthogonal": "orthogonal",
+            "OrthogonalInitializer": "orthogonal", "Identity": "identity",
+            "IdentityInitializer": "identity", "zero": "zeros", "one": "ones",
+            "uniform": "random_uniform", "normal": "random_normal"}
+_IGNORED = ("seed", "input_axes", "output_axes", "dtype")
 
 
-def _real(owner, class_name, key, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value):
-        raise ValueError(f"{owner}: initializer {class_name}: {key} must be a finite number, "
-                         f"got {value!r}")
-    return float(value)
+class Initializer:
+    """An initializer with arguments (``RandomNormal(stddev=0.02)`` as a Keras config gives):
+    ``init(shape, dtype)`` returns float64 values; ``get_config`` is Keras's dict form."""
+
+    def __init__(self, name, arguments, seed=None):
+        self.name = name
+        self.arguments = dict(arguments)
+        self.seed = seed
+        self._init = _MAKERS[name][0](**self.arguments)
+
+    def values(self, shape, rng):
+        return self._init(shape, rng)
+
+    def get_config(self):
+        class_name = next(k for k, v in _ALIASES.items() if v == self.name and k[0].isupper())
+        config = dict(self.arguments)
+        config["seed"] = self.seed
+        return {"module": "keras.initializers", "class_name": class_name, "config": config,
+                "registered_name": None}
+
+    def __eq__(self, other):
+        return (isinstance(other, Initializer) and other.name == self.name
+                and other.arguments == self.arguments and other.seed == self.seed)
+
+    def __repr__(self):
+        return f"Initializer({self.name!r}, {self.arguments})"
 
 
-def _check_config(owner, identifier):
-    """The normalized ``{"class_name": C, "config": {...}}`` of a Keras initializer dict."""
-    unknown = set(identifier) - {"class_name", "config", "module", "registered_name"}
-    if "class_name" not in identifier or unknown:
-        raise ValueError(f"{owner}: an initializer dict needs 'class_name' (and 'config'), "
-                         f"got {identifier!r}")
-    class_name = identifier["class_name"]
-    class_name = _CONFIG_ALIASES.get(class_name, class_name)
-    defaults = _CONFIG_CLASSES.get(class_name)
-    if defaults is None:
-        raise ValueError(f"{owner}: unknown initializer class {identifier['class_name']!r}; "
-                         f"known: {sorted(_CONFIG_CLASSES)}")
-    config = identifier.get("config") or {}
-    if not isinstance(config, dict):
-        raise ValueError(f"{owner}: initializer {class_name}: 'config' must be a dict, got "
-                         f"{config!r}")
-    extra = sorted(set(config) - set(defaults))
-    if extra:
-        raise ValueError(f"{owner}: initializer {class_name} takes no {extra}; its config "
-                         f"keys are {sorted(defaults)}")
-    full = dict(defaults)
-    full.update(config)
+def _check_arguments(owner, class_name, name, arguments, config):
+    """Refuse argument values Keras would refuse (or that would fail only at build time)."""
+    def bad(what):
+        raise ValueError(f"{owner}: initializer {class_name!r}: {what}")
+    for key in ("value", "mean", "stddev", "minval", "maxval", "scale", "gain"):
+        if key in arguments:
+            v = arguments[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                    or not np.isfinite(v):
+                bad(f"{key} must be a finite number, got {v!r}")
+            arguments[key] = float(v)
+    if arguments.get("stddev", 0.0) < 0:
+        bad(f"stddev must be >= 0, got {arguments['stddev']}")
+    if "minval" in arguments and arguments["minval"] > arguments["maxval"]:
+        bad(f"minval {arguments['minval']} is greater than maxval {arguments['maxval']}")
+    if name == "variance_scaling":
+        if not arguments["scale"] > 0:
+            bad(f"scale must be > 0, got {arguments['scale']}")
+        if arguments["mode"] not in ("fan_in", "fan_out", "fan_avg"):
+            bad(f"mode must be 'fan_in', 'fan_out' or 'fan_avg', got {arguments['mode']!r}")
+        dist = arguments["distribution"]
+        if not isinstance(dist, str) or dist.lower() not in ("uniform", "normal",
+                                                             "truncated_normal",
+                                                             "untruncated_normal"):
+            bad(f"distribution must be 'uniform', 'truncated_normal' or 'untruncated_normal', "
+                f"got {dist!r}")
+        arguments["distribution"] = dist.lower()
     for key in ("input_axes", "output_axes"):
-        if full.get(key) is not None:
-            raise ValueError(f"{owner}: initializer {class_name}: {key}={full[key]!r} is not "
-                             f"supported (fans are taken from the last two dimensions)")
-    seed = full.get("seed")
+        if config.get(key) is not None:
+            bad(f"{key}={config[key]!r} is not supported (the fans come from the last two "
+                f"dimensions)")
+    seed = config.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
                              or seed < 0):
-        raise ValueError(f"{owner}: initializer {class_name}: seed must be None or an int >= "
-                         f"0, got {seed!r}")
-    for key in ("value", "mean", "stddev", "minval", "maxval", "scale", "gain"):
-        if key in full:
-            full[key] = _real(owner, class_name, key, full[key])
-    if class_name in ("RandomNormal", "TruncatedNormal") and full["stddev"] < 0:
-        raise ValueError(f"{owner}: initializer {class_name}: stddev must be >= 0, got "
-                         f"{full['stddev']}")
-    if class_name == "RandomUniform" and full["minval"] > full["maxval"]:
-        raise ValueError(f"{owner}: initializer RandomUniform: minval {full['minval']} is "
-                         f"greater than maxval {full['maxval']}")
-    if class_name == "VarianceScaling":
-        if not full["scale"] > 0:
-            raise ValueError(f"{owner}: initializer VarianceScaling: scale must be > 0, got "
-                             f"{full['scale']}")
-        if full["mode"] not in ("fan_in", "fan_out", "fan_avg"):
-            raise ValueError(f"{owner}: initializer VarianceScaling: mode must be 'fan_in', "
-                             f"'fan_out' or 'fan_avg', got {full['mode']!r}")
-        dist = str(full["distribution"]).lower()
-        dist = "truncated_normal" if dist == "normal" else dist
-        if dist not in ("uniform", "truncated_normal", "untruncated_normal"):
-            raise ValueError(f"{owner}: initializer VarianceScaling: distribution must be "
-                             f"'uniform', 'truncated_normal' or 'untruncated_normal', got "
-                             f"{full['distribution']!r}")
-        full["distribution"] = dist
-    return {"class_name": class_name, "config": full}
+        bad(f"seed must be None or an int >= 0, got {seed!r}")
+
+
+def _from_dict(owner, identifier):
+    class_name = identifier.get("class_name")
+    name = _ALIASES.get(class_name, class_name)
+    if name not in _MAKERS:
+        raise ValueError(f"{owner}: unknown initializer {class_name!r}; known: "
+                         f"{sorted(k for k in _ALIASES if k[0].isupper())}")
+    config = identifier.get("config") or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"{owner}: the config of initializer {class_name!r} must be a dict, got "
+                         f"{config!r}")
+    defaults = _MAKERS[name][1]
+    unknown = sorted(k for k in config if k not in defaults and k not in _IGNORED)
+    if unknown:
+        raise ValueError(f"{owner}: initializer {class_name!r} does not take {unknown}")
+    arguments = {k: config.get(k, v) for k, v in defaults.items()}
+    _check_arguments(owner, class_name, name, arguments, config)
+    if not arguments and config.get("seed") is None:
+        return name
+    try:
+        return Initializer(name, arguments, config.get("seed"))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{owner}: initializer {class_name!r} with {arguments}: {exc}") from None
 
 
 def check(owner, identifier):
-    """Validate an initializer argument early (at layer construction); returns what the layer
-    keeps (and writes into its config): the name, a normalized config dict, or the callable."""
+    """Validate an initializer argument early (at layer construction): a name, a Keras config
+    dict, an :class:`Initializer` or a callable(shape, dtype)."""
     if isinstance(identifier, str):
-        if identifier not in _INITIALIZERS and identifier not in _ALIASES:
+        name = _ALIASES.get(identifier, identifier)
+        if name not in _MAKERS:
             raise ValueError(f"{owner}: unknown initializer {identifier!r}; valid names: "
-                             f"{sorted(_INITIALIZERS)} (or Keras's class names, or a config "
-                             f"dict)")
-        if _ALIASES.get(identifier) in ("constant", "variance_scaling"):
-            return _check_config(owner, {"class_name": identifier, "config": {}})
-        return identifier
+                             f"{sorted(_MAKERS)}")
+        return name
     if isinstance(identifier, dict):
-        return _check_config(owner, identifier)
-    if callable(identifier):
+        return _from_dict(owner, identifier)
+    if isinstance(identifier, Initializer) or callable(identifier):
         return identifier
-    raise TypeError(f"{owner}: initializer must be a name, a Keras config dict or a "
-                    f"callable(shape, dtype), got {type(identifier).__name__}: {identifier!r}")
+    raise TypeError(f"{owner}: initializer must be a name, a config dict or a callable(shape, "
+                    f"dtype), got {type(identifier).__name__}")
 
 
-def _from_config(config, shape, seed):
-    class_name, c = config["class_name"], config["config"]
-    rng = utils._rng(c["seed"] if c.get("seed") is not None else seed)
-    if class_name == "Zeros":
-        return np.zeros(shape)
-    if class_name == "Ones":
-        return np.ones(shape)
-    if class_name == "Constant":
-        return np.full(shape, c["value"])
-    if class_name == "RandomNormal":
-        return rng.normal(c["mean"], c["stddev"], size=shape)
-    if class_name == "RandomUniform":
-        return rng.uniform(c["minval"], c["maxval"], size=shape)
-    if class_name == "TruncatedNormal":
-        return _truncated_normal(rng, c["mean"], c["stddev"], shape)
-    if class_name == "Orthogonal":
-        return _orthogonal(c["gain"])(shape, rng)
-    if class_name == "Identity":
-        return _identity(c["gain"])(shape, rng)
-    if class_name == "VarianceScaling":
-        scale, mode, dist = c["scale"], c["mode"], c["distribution"]
-    else:
-        scale, mode, dist = _VS_FIXED[class_name]
-    return _variance_scaling(scale, mode, dist)(shape, rng)
+def serialize(identifier):
+    """What a layer's config holds for an initializer: its name or Keras's dict form."""
+    if isinstance(identifier, Initializer):
+        return identifier.get_config()
+    return identifier
 
 
 def initialize(identifier, shape, dtype, seed=None):
     """Values of ``shape`` in ``dtype``; a callable is called as ``identifier(shape, dtype)``."""
     shape = tuple(int(d) for d in shape)
     if isinstance(identifier, str):
-        name = _ALIASES.get(identifier, identifier)
-        values = _INITIALIZERS[name](shape, utils._rng(seed))
-    elif isinstance(identifier, dict):
-        values = _from_config(identifier, shape, seed)
+        maker, defaults = _MAKERS[identifier]
+        values = maker(**defaults)(shape, utils._rng(seed))
+    elif isinstance(identifier, Initializer):
+        values = identifier.values(shape, utils._rng(identifier.seed if seed is None else seed))
     else:
         values = np.asarray(identifier(shape, dtype))
         if values.shape != shape:
             raise ValueError(f"initializer {identifier!r} returned shape {values.shape}, "
                              f"expected {shape}")
-    return np.ascontiguousarray(values).astype(dtype)
+    return np.array(values, dtype=dtype, order="C")

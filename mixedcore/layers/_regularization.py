@@ -16,6 +16,8 @@ class Dropout(Layer):
     where it is 1.  The scaling runs in float32 (float64 under float64) and is rounded once.
     """
 
+    supports_masking = True
+
     def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
         super().__init__(**kwargs)
         owner = type(self).__name__
