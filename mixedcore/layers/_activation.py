@@ -286,6 +286,8 @@ class PReLU(Layer):
     float32 (float64 under float64) and is rounded once.  ``alpha_constraint`` must be None.
     """
 
+    supports_masking = True
+
     def __init__(self, alpha_initializer="Zeros", alpha_regularizer=None, alpha_constraint=None,
                  shared_axes=None, **kwargs):
         _args.keras_only("PReLU", {"alpha_constraint": alpha_constraint}, {"alpha_constraint": None})

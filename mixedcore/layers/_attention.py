@@ -77,7 +77,8 @@ class MultiHeadAttention(Layer):
 
     Masks are boolean (a float or integer mask counts its nonzero entries): ``query_mask``
     (batch, T) masks query positions (their rows of attention are all zero, so their output is
-    the output bias), ``value_mask`` / ``key_mask`` (batch, S) mask key positions,
+    the output bias), ``value_mask`` / ``key_mask`` (batch, S) mask key positions (``key_mask`` only when ``key`` is
+    given, as in Keras),
     ``attention_mask`` (batch, T, S) (or anything that broadcasts to it, or (batch, num_heads, T,
     S)) masks pairs, ``use_causal_mask`` keeps the pairs with ``t >= s``; all are combined with
     "and".  Keras 3 reads ``query_mask`` only from the mask attached to the query tensor (an
@@ -102,6 +103,8 @@ class MultiHeadAttention(Layer):
     "key": dk}``; when the call had no ``key`` the key projection's input gradient is added into
     ``dv`` and ``"key"`` is None.
     """
+
+    supports_masking = True      # the output takes the query's mask, as in Keras
 
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True,
                  output_shape=None, attention_axes=None, kernel_initializer="glorot_uniform",
@@ -340,7 +343,7 @@ class MultiHeadAttention(Layer):
         return (m != 0).reshape(m.shape[0], -1)
 
     def _attention_mask(self, b, t_dims, s_dims, query_mask, value_mask, key_mask,
-                        attention_mask, use_causal_mask):
+                        attention_mask, use_causal_mask, key_given=True):
         """The combined boolean mask, broadcastable to (batch, heads, T, S), or None."""
         owner = f"MultiHeadAttention '{self.name}'"
         t, s = int(np.prod(t_dims)), int(np.prod(s_dims))
@@ -350,6 +353,7 @@ class MultiHeadAttention(Layer):
             return m if mask is None else mask & m
         if query_mask is not None:
             mask = both(self._flat_mask("query_mask", query_mask, (b,) + t_dims)[:, :, None])
+        key_mask = key_mask if key_given else None
         for what, m in (("value_mask", value_mask), ("key_mask", key_mask)):
             if m is not None:
                 mask = both(self._flat_mask(what, m, (b,) + s_dims)[:, None, :])
@@ -457,7 +461,7 @@ class MultiHeadAttention(Layer):
         scores = _mm(qh, kh.transpose(0, 1, 3, 2), alpha=self._scale)     # float32 (b, n, t, s)
         w = scores.dtype
         mask = self._attention_mask(b, t_dims, s_dims, query_mask, value_mask, key_mask,
-                                    attention_mask, use_causal_mask)
+                                    attention_mask, use_causal_mask, key is not None)
         if mask is not None:
             scores = np.where(mask, scores, w.type(_MASKED))
         probs = _softmax_last(scores)

@@ -343,8 +343,8 @@ class Embedding(Layer):
 
     Notes
     -----
-    Integer inputs are used as they are (never cast); a float input must hold whole numbers (a
-    ValueError otherwise, where Keras would truncate), a bool input counts as 0 / 1.  An index
+    Integer inputs are used as they are (never cast); a float input is truncated toward zero as
+    Keras's cast to int32 does (NaN or an infinity is a ValueError), a bool input counts as 0 / 1.  An index
     outside [0, input_dim) is a ValueError naming it (Keras's backends either fail or, on some
     devices, return zeros).  The output is the table in the compute dtype (cast once per weight
     version, like every layer's weights), shape ``inputs.shape + (output_dim,)``.  The table's
@@ -408,13 +408,14 @@ class Embedding(Layer):
         if x.dtype == np.bool_:
             x = x.astype(np.int64)
         elif is_floating(x.dtype):
+            # Keras casts a float input to int32: truncation toward zero
             xf = to_compute(x, np.dtype(np.float64))
-            whole = np.isfinite(xf) & (xf == np.floor(xf))
-            if not whole.all():
-                pos = tuple(int(i) for i in np.argwhere(~whole)[0])
-                raise ValueError(f"{owner}: inputs must be integer indices; the float input "
-                                 f"holds {float(xf[pos])!r} at position {pos}")
-            x = xf.astype(np.int64)
+            finite = np.isfinite(xf)
+            if not finite.all():
+                pos = tuple(int(i) for i in np.argwhere(~finite)[0])
+                raise ValueError(f"{owner}: inputs must be indices; the float input holds "
+                                 f"{float(xf[pos])!r} at position {pos}")
+            x = np.trunc(xf).astype(np.int64)
         if x.size:
             lo, hi = x.min(), x.max()
             if lo < 0 or hi >= self.input_dim:

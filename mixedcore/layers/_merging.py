@@ -143,6 +143,17 @@ class _Merge(Layer):
                                   cd))
         return out
 
+    def compute_mask(self, inputs, mask=None):
+        """Keras's: the "or" of the inputs' masks when every input has one, else None."""
+        if mask is None or not isinstance(mask, (list, tuple)):
+            return None
+        if any(m is None for m in mask):
+            return None
+        out = np.asarray(mask[0], dtype=bool)
+        for m in mask[1:]:
+            out = out | np.asarray(m, dtype=bool)
+        return out
+
     def _merge(self, xs):
         raise NotImplementedError
 
@@ -277,6 +288,24 @@ class Concatenate(_Merge):
         sizes = [s[axis] for s in input_shape]
         out[axis] = None if any(d is None for d in sizes) else int(sum(sizes))
         return tuple(out)
+
+    def compute_mask(self, inputs, mask=None):
+        """Keras's: the masks (all True for an input without one, a mask of one rank less
+        repeated along a new last axis) concatenated along ``axis``, then "any" over the last
+        axis; None when no input has a mask."""
+        if mask is None or not isinstance(mask, (list, tuple)) or all(m is None for m in mask):
+            return None
+        parts = []
+        for x, m in zip(inputs, mask):
+            shape = np.shape(x)
+            if m is None:
+                parts.append(np.ones(shape, dtype=bool))
+                continue
+            m = np.asarray(m, dtype=bool)
+            if m.ndim < len(shape):
+                m = np.broadcast_to(m[..., None], shape)
+            parts.append(m)
+        return np.concatenate(parts, axis=self.axis).any(axis=-1)
 
     def call(self, inputs, training=False):
         if not isinstance(inputs, (list, tuple)):

@@ -171,9 +171,14 @@ class BatchNormalization(Layer):
     (inference, or a frozen layer, as in Keras) the output is ``x * scale + shift`` with the
     float32 affine of :meth:`inference_affine`.  gamma and beta are used in float32, not
     rounded to the compute dtype (Keras creates them with ``autocast=False``); the output is
-    rounded once to the compute dtype.  Keras's ``renorm``, ``synchronized`` and constraints are
-    not supported (the off values its configs hold are accepted); neither is a ``mask``.
+    rounded once to the compute dtype.  ``mask`` (the input's shape without the last axis, as
+    Keras takes it) restricts a training call's statistics to the kept positions, with Keras's
+    formula (sums over the kept positions divided by their count + 1e-7); every position is
+    normalized.  Keras's ``renorm``, ``synchronized`` and constraints are not supported (the off
+    values its configs hold are accepted).
     """
+
+    supports_masking = True
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones",
@@ -299,7 +304,17 @@ class BatchNormalization(Layer):
         shape[axis] = v.shape[0]
         return v.reshape(shape)
 
-    def call(self, inputs, training=False):
+    def _mask_weights(self, mask, shape, w):
+        """The mask as 0 / 1 weights broadcastable to the input: one dimension less than the
+        input, a trailing axis added (as Keras does)."""
+        m = np.asarray(mask)
+        if m.ndim != len(shape) - 1 or m.shape != tuple(shape[:-1]):
+            raise ValueError(f"BatchNormalization '{self.name}': the mask must have the input's "
+                             f"shape without its last dimension, received mask shape {m.shape} "
+                             f"for input shape {tuple(shape)}")
+        return (m != 0).astype(w)[..., None]
+
+    def call(self, inputs, training=False, mask=None):
         x = inputs if is_floating(inputs.dtype) else inputs.astype(self._compute_np())
         w = work_dtype(x.dtype)
         xw = to_compute(x, w)
@@ -310,9 +325,22 @@ class BatchNormalization(Layer):
             if n == 0:
                 raise ValueError(f"BatchNormalization '{self.name}': a training call needs at "
                                  f"least one value per feature, received shape {x.shape}")
-            mean = xw.mean(axis=red, keepdims=True)
-            centered = xw - mean
-            var = np.mean(centered * centered, axis=red, keepdims=True)
+            if mask is None:
+                weights, c = w.type(1.0 / n), None
+                mean = xw.mean(axis=red, keepdims=True)
+                centered = xw - mean
+                var = np.mean(centered * centered, axis=red, keepdims=True)
+            else:
+                # Keras's masked moments: sums over the kept positions divided by their count
+                # plus 1e-7 (its backend epsilon)
+                m = np.broadcast_to(self._mask_weights(mask, x.shape, w), x.shape)
+                count = m.sum(axis=red, keepdims=True) + w.type(1e-7)
+                weights = m / count
+                mean = (xw * m).sum(axis=red, keepdims=True) / count
+                centered = xw - mean
+                var = (centered * centered * m).sum(axis=red, keepdims=True) / count
+                # sum of weights * (x - mean): mean * 1e-7 / count, kept for exact gradients
+                c = (weights * centered).sum(axis=red, keepdims=True)
             inv = w.type(1) / np.sqrt(var + w.type(self.epsilon))
             xhat = centered * inv
             y = xhat
@@ -323,10 +351,12 @@ class BatchNormalization(Layer):
             if self.center:
                 y = y + self._view(to_compute(self.beta, w), x.ndim, axis)
             self._update_moving(mean.reshape(-1), var.reshape(-1))
-            self._train_cache = ("batch", xhat, inv, gamma, red, x.dtype)
+            self._train_cache = ("batch", xhat, inv, gamma, red, x.dtype, weights, c)
             return to_compute(y, x.dtype)
         scale, shift = self.inference_affine(np.float64 if w == np.float64 else np.float32)
         scale, shift = self._view(scale, x.ndim, axis), self._view(shift, x.ndim, axis)
+        if mask is not None:
+            self._mask_weights(mask, x.shape, w)
         y = xw * scale + shift
         if training:
             self._train_cache = ("moving", scale, x.dtype)
@@ -349,7 +379,7 @@ class BatchNormalization(Layer):
             if not need_input_grad:
                 return None
             return to_compute(to_compute(dy, scale.dtype) * scale, in_dtype)
-        _, xhat, inv, gamma, red, in_dtype = cache
+        _, xhat, inv, gamma, red, in_dtype, weights, c = cache
         dyw = to_compute(dy, xhat.dtype)
         grads = []
         if self.scale:
@@ -359,10 +389,13 @@ class BatchNormalization(Layer):
         self.gradients = grads if self.trainable else []
         if not need_input_grad:
             return None
+        # d xhat_i / d x_j = inv * (delta_ij - w_j - xhat_i * w_j * (xhat_j - c * inv)) with
+        # w the weights of the moments (1 / n, or mask / (count + 1e-7))
         g = dyw * gamma if gamma is not None else dyw
-        mean_g = g.mean(axis=red, keepdims=True)
-        mean_gx = (g * xhat).mean(axis=red, keepdims=True)
-        return to_compute(inv * (g - mean_g - xhat * mean_gx), in_dtype)
+        sum_g = g.sum(axis=red, keepdims=True)
+        sum_gx = (g * xhat).sum(axis=red, keepdims=True)
+        xs = xhat if c is None else xhat - c * inv
+        return to_compute(inv * (g - weights * (sum_g + xs * sum_gx)), in_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -134,6 +134,8 @@ class GaussianNoise(Layer):
     (``keras.layers.GaussianNoise``); the identity at inference.  The noise is drawn in float64,
     added in float32 (float64 under float64) and the sum rounded once to the compute dtype."""
 
+    supports_masking = True
+
     def __init__(self, stddev, seed=None, **kwargs):
         super().__init__(**kwargs)
         self.stddev = _args.number("GaussianNoise", "stddev", stddev, low=0, high=1)
