@@ -99,7 +99,8 @@ class MultiHeadAttention(Layer):
     rounded to the compute dtype and ``P V`` is another batched GEMM.  Backward mirrors it:
     every product a GEMM in the compute dtype with float32 accumulation, the softmax's gradient
     in float32, the weight gradients in float32 (the variable dtype).  Under the float64 policy
-    everything is numpy in float64.  ``backward(dy)`` returns ``{"query": dq, "value": dv,
+    everything is numpy in float64.  ``dy`` is the output's gradient, or (output's, scores') after a call with
+    ``return_attention_scores``.  ``backward(dy)`` returns ``{"query": dq, "value": dv,
     "key": dk}``; when the call had no ``key`` the key projection's input gradient is added into
     ``dv`` and ``"key"`` is None.
     """
@@ -513,6 +514,9 @@ class MultiHeadAttention(Layer):
                 return None
             return _mm(dz2, self._matrix(weights[i], name).T, out_dtype=out16)
 
+        dy_scores = None
+        if isinstance(dy, (list, tuple)):       # a call with return_attention_scores
+            dy, dy_scores = dy
         dy2 = to_compute(np.asarray(dy), cd).reshape(b * t, -1)
         do2 = dense_backward("attention_output", c["o2"], dy2, True)
         doh = do2.reshape(b, t, n, hv).transpose(0, 2, 1, 3)             # (b, n, t, hv)
@@ -522,6 +526,8 @@ class MultiHeadAttention(Layer):
         _mm(c["p_used"].transpose(0, 1, 3, 2), doh, out=dvp.transpose(0, 2, 1, 3))
         dp = d_pused if c["keep"] is None else d_pused * c["keep"]
         probs = c["probs"]
+        if dy_scores is not None:
+            dp = dp + to_compute(np.asarray(dy_scores), dp.dtype).reshape(probs.shape)
         dscores = probs * (dp - np.sum(dp * probs, axis=-1, keepdims=True))
         ds = to_compute(dscores, cd)
 
