@@ -38,8 +38,8 @@ def reference(weights, q, v, k=None, mask=None, use_bias=True):
     P /= P.sum(axis=-1, keepdims=True)
     if mask is not None:
         P = np.where(m, P, 0.0)
-    O = np.einsum("bnts,bsnv->btnv", P, V)
-    return np.einsum("btnv,nvo->bto", O, wo) + bo, P
+    out = np.einsum("bnts,bsnv->btnv", P, V)
+    return np.einsum("btnv,nvo->bto", out, wo) + bo, P
 
 
 def random_weights(layer, rng, scale=0.5):
@@ -185,8 +185,9 @@ def test_16bit_policies_close_to_float64(policy, dtype, tol, rng):
     y, scores = layer(q, v, return_attention_scores=True, use_causal_mask=True)
     assert y.dtype == dtype and scores.dtype == dtype
     assert all(w.dtype == np.float32 for w in layer.get_weights())
+    causal = np.tril(np.ones((5, 7), bool))[None]
     ref, p = reference(layer.get_weights(), q.astype(dtype).astype(np.float64),
-                       v.astype(dtype).astype(np.float64), mask=np.tril(np.ones((5, 7), bool))[None])
+                       v.astype(dtype).astype(np.float64), mask=causal)
     np.testing.assert_allclose(y.astype(np.float64), ref, atol=tol * np.abs(ref).max())
     np.testing.assert_allclose(scores.astype(np.float64), p, atol=tol)
     # training equals inference (the packed and the cast kernels give the same products)

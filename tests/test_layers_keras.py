@@ -235,3 +235,31 @@ def test_keras_configs_of_a_model_with_the_new_layers_load(keras, rng):
     np.testing.assert_allclose(model.predict(idx, verbose=0),
                                np_of(keras, kmodel.predict(idx, verbose=0)), rtol=1e-4,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: layers.LeakyReLU(0.1), lambda: layers.PReLU(shared_axes=[1]),
+    lambda: layers.ELU(0.5), lambda: layers.BatchNormalization(axis=1, momentum=0.9),
+    lambda: layers.Embedding(7, 3, mask_zero=True),
+    lambda: layers.MultiHeadAttention(2, 4, value_dim=3, output_shape=5, dropout=0.1),
+    lambda: layers.Add(), lambda: layers.Concatenate(axis=1), lambda: layers.Reshape((-1, 3)),
+    lambda: layers.Permute((2, 1)), lambda: layers.RepeatVector(4),
+    lambda: layers.ZeroPadding2D(((1, 2), (3, 4))), lambda: layers.Cropping2D(2),
+    lambda: layers.UpSampling2D(3, interpolation="bilinear"), lambda: layers.SpatialDropout1D(0.2),
+    lambda: layers.GaussianNoise(0.3),
+])
+def test_configs_have_keras_keys_and_load_into_keras(keras, make):
+    layer = make()
+    name = type(layer).__name__
+    config = layer.get_config()
+    klayer = getattr(keras.layers, name).from_config(config)
+    kconfig = klayer.get_config()
+    missing = set(kconfig) - set(config)
+    assert not missing, missing
+    for key in set(kconfig) & set(config) - {"dtype"}:
+        if key.endswith("_initializer"):        # a name here, Keras's dict there
+            continue
+        a, b = kconfig[key], config[key]
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            a, b = np.asarray(a, dtype=object).tolist(), np.asarray(b, dtype=object).tolist()
+        assert a == b, (key, a, b)

@@ -75,14 +75,14 @@ class MultiHeadAttention(Layer):
     ``call(query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
     attention_mask=None, return_attention_scores=False, training=False, use_causal_mask=False)``
 
-    Masks are boolean (a float or integer mask counts its nonzero entries): ``query_mask``
-    (batch, T) masks query positions (their rows of attention are all zero, so their output is
-    the output bias), ``value_mask`` / ``key_mask`` (batch, S) mask key positions (``key_mask`` only when ``key`` is
-    given, as in Keras),
-    ``attention_mask`` (batch, T, S) (or anything that broadcasts to it, or (batch, num_heads, T,
-    S)) masks pairs, ``use_causal_mask`` keeps the pairs with ``t >= s``; all are combined with
-    "and".  Keras 3 reads ``query_mask`` only from the mask attached to the query tensor (an
-    explicit ``query_mask=`` argument is ignored there); here the argument is used.
+    Masks are boolean (a float or integer mask counts its nonzero entries): ``query_mask`` (batch,
+    T) masks query positions (their rows of attention are all zero, so their output is the output
+    bias), ``value_mask`` / ``key_mask`` (batch, S) mask key positions (``key_mask`` only when
+    ``key`` is given, as in Keras), ``attention_mask`` (batch, T, S) (or anything that broadcasts to
+    it, or (batch, num_heads, T, S)) masks pairs, ``use_causal_mask`` keeps the pairs with ``t >=
+    s``; all are combined with "and".  Keras 3 reads ``query_mask`` only from the mask attached to
+    the query tensor (an explicit ``query_mask=`` argument is ignored there); here the argument is
+    used.
 
     Returns the output (batch, T, *output_shape) in the compute dtype, and with
     ``return_attention_scores`` also the attention probabilities (batch, num_heads, T, S) in the
@@ -90,19 +90,19 @@ class MultiHeadAttention(Layer):
 
     Numerics
     --------
-    The four projections are GEMMs of the inputs (compute dtype) with the kernels (packed once
-    per weight version at inference, the compute-dtype copies in training), float32 accumulation,
-    the bias in the epilogue, one rounding to the compute dtype.  ``Q K^T`` is a batched GEMM in
-    the compute dtype whose float32 result is scaled by ``1 / sqrt(key_dim)`` in the epilogue
-    (Keras scales the query before the product, in the compute dtype); the masked softmax runs
-    in float32 (the compiled kernel: float64 inside, one rounding), the probabilities are
-    rounded to the compute dtype and ``P V`` is another batched GEMM.  Backward mirrors it:
-    every product a GEMM in the compute dtype with float32 accumulation, the softmax's gradient
-    in float32, the weight gradients in float32 (the variable dtype).  Under the float64 policy
-    everything is numpy in float64.  ``dy`` is the output's gradient, or (output's, scores') after a call with
-    ``return_attention_scores``.  ``backward(dy)`` returns ``{"query": dq, "value": dv,
-    "key": dk}``; when the call had no ``key`` the key projection's input gradient is added into
-    ``dv`` and ``"key"`` is None.
+    The four projections are GEMMs of the inputs (compute dtype) with the kernels (packed once per
+    weight version at inference, the compute-dtype copies in training), float32 accumulation, the
+    bias in the epilogue, one rounding to the compute dtype.  ``Q K^T`` is a batched GEMM in the
+    compute dtype whose float32 result is scaled by ``1 / sqrt(key_dim)`` in the epilogue (Keras
+    scales the query before the product, in the compute dtype); the masked softmax runs in float32
+    (the compiled kernel: float64 inside, one rounding), the probabilities are rounded to the
+    compute dtype and ``P V`` is another batched GEMM.  Backward mirrors it: every product a GEMM in
+    the compute dtype with float32 accumulation, the softmax's gradient in float32, the weight
+    gradients in float32 (the variable dtype).  Under the float64 policy everything is numpy in
+    float64.  ``dy`` is the output's gradient, or (output's, scores') after a call with
+    ``return_attention_scores``.  ``backward(dy)`` returns ``{"query": dq, "value": dv, "key":
+    dk}``; when the call had no ``key`` the key projection's input gradient is added into ``dv`` and
+    ``"key"`` is None.
     """
 
     supports_masking = True      # the output takes the query's mask, as in Keras
@@ -566,6 +566,8 @@ class MultiHeadAttention(Layer):
             "kernel_regularizer": _regularizers.serialize(self.kernel_regularizer),
             "bias_regularizer": _regularizers.serialize(self.bias_regularizer),
             "seed": self.seed,
+            "activity_regularizer": None, "kernel_constraint": None, "bias_constraint": None,
+            "use_gate": False,
         })
         return config
 

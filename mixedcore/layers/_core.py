@@ -344,9 +344,9 @@ class Embedding(Layer):
     Notes
     -----
     Integer inputs are used as they are (never cast); a float input is truncated toward zero as
-    Keras's cast to int32 does (NaN or an infinity is a ValueError), a bool input counts as 0 / 1.  An index
-    outside [0, input_dim) is a ValueError naming it (Keras's backends either fail or, on some
-    devices, return zeros).  The output is the table in the compute dtype (cast once per weight
+    Keras's cast to int32 does (NaN or an infinity is a ValueError), a bool input counts as 0 / 1.
+    An index outside [0, input_dim) is a ValueError naming it (Keras's backends either fail or, on
+    some devices, return zeros).  The output is the table in the compute dtype (cast once per weight
     version, like every layer's weights), shape ``inputs.shape + (output_dim,)``.  The table's
     gradient accumulates the rows of the output gradient in float32 (float64 under float64) with
     ``np.add.at``; there is no input gradient.  ``embeddings_constraint``, an activity regularizer,
@@ -452,5 +452,8 @@ class Embedding(Layer):
             "embeddings_initializer": _initializers.serialize(self.embeddings_initializer),
             "embeddings_regularizer": _regularizers.serialize(self.embeddings_regularizer),
             "mask_zero": self.mask_zero,
+            "embeddings_constraint": None, "activity_regularizer": None,
+            "quantization_config": None,
         })
+        config.pop("autocast", None)      # Keras's Embedding never autocasts, nor says so
         return config

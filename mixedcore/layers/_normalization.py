@@ -409,5 +409,8 @@ class BatchNormalization(Layer):
                 _initializers.serialize(self.moving_variance_initializer),
             "beta_regularizer": _regularizers.serialize(self.beta_regularizer),
             "gamma_regularizer": _regularizers.serialize(self.gamma_regularizer),
+            # Keras's keys for what mixedcore does not have, at their off values
+            "beta_constraint": None, "gamma_constraint": None, "synchronized": False,
+            "renorm": False, "renorm_clipping": None, "renorm_momentum": 0.99,
         })
         return config

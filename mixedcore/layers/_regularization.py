@@ -102,6 +102,7 @@ class SpatialDropout1D(Dropout):
 
     def get_config(self):
         config = Layer.get_config(self)
+        config.pop("trainable")         # Keras's spatial dropouts neither write nor take it
         config.update({"rate": self.rate, "seed": self.seed})
         return config
 
