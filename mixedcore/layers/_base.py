@@ -31,7 +31,7 @@ _name_counts = {}
 
 def _snake(name):
     s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", s).lower()      # as Keras: "conv2d", "re_lu"
 
 
 def _unique_name(base):
