@@ -521,3 +521,17 @@ def test_mean_squared_error_matches_ranks_as_keras(t_shape, p_shape):
     assert grad.shape == p.shape
     with pytest.raises(ValueError, match="does not match"):
         losses.mean_squared_error(np.zeros((4, 2)), np.zeros((4, 3), np.float32))
+
+
+def test_dtype_policy_is_settable_as_in_keras3():
+    dense = layers.Dense(3)
+    dense.dtype_policy = "mixed_bfloat16"
+    assert dense.compute_dtype == "bfloat16" and dense.variable_dtype == "float32"
+    y = dense(np.ones((2, 4), np.float32))
+    assert y.dtype.name == "bfloat16" and dense.kernel.dtype == np.float32
+    dense.dtype_policy = "float32"                      # same variable dtype: allowed built
+    assert dense(np.ones((2, 4), np.float32)).dtype == np.float32
+    with pytest.raises(ValueError, match="can only be set before the layer is built"):
+        dense.dtype_policy = "float16"
+    with pytest.raises(ValueError, match="Cannot convert 'mixed_float8'"):
+        dense.dtype_policy = "mixed_float8"

@@ -184,6 +184,18 @@ class Layer:
     def dtype_policy(self):
         return self._dtype_policy
 
+    @dtype_policy.setter
+    def dtype_policy(self, value):
+        """Replace the policy (Keras 3): any policy before the layer is built; after, one whose
+        variable dtype is that of the weights already made (the compute dtype may change)."""
+        owner = f"{type(self).__name__} '{self.name}'.dtype_policy"
+        policy = resolve_policy(owner, value)
+        if self._values and policy.variable_dtype != self._dtype_policy.variable_dtype:
+            raise ValueError(f"{owner}: the layer's weights are {self._dtype_policy.variable_dtype}"
+                             f"; a policy with variable dtype {policy.variable_dtype!r} "
+                             f"({policy.name!r}) can only be set before the layer is built")
+        self._dtype_policy = policy
+
     @property
     def compute_dtype(self):
         """Name of the dtype the layer computes in (None for an unresolved "infer" policy)."""
