@@ -142,7 +142,14 @@ class MeanSquaredError(Loss):
 
     def value_and_grad(self, y_true, y_pred):
         p = _work(self.name, y_pred)
-        t = _labels_like(self.name, y_true, p)
+        t = as_numeric_array(self.name, y_true)
+        # Keras's rank rule: a trailing axis of 1 on one side is matched on the other
+        # (targets (N,) against predictions (N, 1), or the reverse)
+        if t.ndim == p.ndim - 1 and p.shape[-1:] == (1,):
+            t = t.reshape(t.shape + (1,))
+        elif p.ndim == t.ndim - 1 and t.shape[-1:] == (1,):
+            t = t.reshape(t.shape[:-1])
+        t = _labels_like(self.name, t, p)
         diff = p - t
         size = max(1, diff.size)
         value = float(np.square(diff).sum(dtype=np.float64)) / size

@@ -48,8 +48,14 @@ def serialize(policy):
         raise TypeError(f"serialize: expected a DTypePolicy, got {type(policy).__name__}: "
                         f"{policy!r}")
     from mixedcore import experimental
-    class_name = "PolicyV1" if isinstance(policy, experimental.Policy) else "DTypePolicy"
-    return {"class_name": class_name, "config": policy.get_config()}
+    if isinstance(policy, experimental.Policy):
+        return {"class_name": "PolicyV1", "config": policy.get_config()}
+    if type(policy) is DTypePolicy:
+        return {"class_name": "DTypePolicy", "config": policy.get_config()}
+    # a user's subclass: its own name, which deserialize finds in custom_objects (Keras 3
+    # writes it as the registered name too)
+    name = type(policy).__name__
+    return {"class_name": name, "config": policy.get_config(), "registered_name": name}
 
 
 def deserialize(config, custom_objects=None):
@@ -95,8 +101,14 @@ def deserialize(config, custom_objects=None):
     if not isinstance(inner, dict):
         raise ValueError(f"deserialize: 'config' must be a dict such as {{'name': 'float32'}}, "
                          f"got {type(inner).__name__}: {inner!r}")
-    if custom_objects and class_name in custom_objects:
-        return custom_objects[class_name].from_config(inner)
+    if custom_objects:
+        for key in (config.get("registered_name"), class_name):
+            if key is not None and key in custom_objects:
+                cls = custom_objects[key]
+                if not (isinstance(cls, type) and issubclass(cls, DTypePolicy)):
+                    raise TypeError(f"deserialize: custom_objects[{key!r}] must be a subclass "
+                                    f"of DTypePolicy, got {cls!r}")
+                return cls.from_config(inner)
     if class_name not in _PLAIN_CLASSES:
         raise ValueError(f"deserialize: unknown policy class {class_name!r}; expected one of "
                          f"{list(_PLAIN_CLASSES)}")
@@ -121,10 +133,8 @@ def get(identifier):
 
     Raises
     ------
-    TypeError
-        If `identifier` is none of these.
     ValueError
-        If the name or dict is not valid.
+        If `identifier` is none of these (as Keras 3), or the name or dict is not valid.
     """
     if identifier is None:
         return _policy.global_policy()
@@ -135,7 +145,7 @@ def get(identifier):
     if isinstance(identifier, np.dtype) or (
             isinstance(identifier, type) and issubclass(identifier, np.generic)):
         return DTypePolicy(np.dtype(identifier).name)
-    raise TypeError(
-        f"get: cannot interpret {identifier!r} (of type {type(identifier).__name__}) as a dtype "
-        f"policy; expected None, a policy name, a DTypePolicy, a numpy dtype or a serialized "
-        f"policy dict")
+    raise ValueError(
+        f"get: Cannot interpret `dtype` argument. Expected a string or an instance of "
+        f"DTypePolicy (or None, a numpy dtype or a serialized policy dict). Received: "
+        f"dtype={identifier!r} (of type {type(identifier).__name__})")

@@ -144,7 +144,8 @@ def _parse_dtype_policy_name(owner, name):
     if name == "infer" or name.endswith("_float32_vars"):
         raise ValueError(_deprecated_name_message(owner, name))
     raise ValueError(
-        f"{owner}: cannot convert {name!r} to a dtype policy. Valid policies are {_VALID_FORMS} "
+        f"{owner}: Cannot convert {name!r} to a mixed precision DTypePolicy. Valid policies "
+        f"are {_VALID_FORMS} "
         f"(the exact, lower-case numpy / ml_dtypes name; mixedcore.policy.policy_names() lists "
         f"them all).")
 
@@ -349,14 +350,24 @@ def set_policy(policy):
         If the name is invalid, or the policy's compute dtype is not floating (``"int32"``,
         ``"bool"``, ``"complex64"``...), as in tf.keras 2.4+.
     """
+    _set_global("set_policy", policy)
+
+
+def _set_global(owner, policy):
     global _global
-    policy = _as_global_policy("set_policy", policy)
+    policy = _as_global_policy(owner, policy)
     with _global_lock:
         _global = policy
 
 
-set_global_policy = set_policy
-set_dtype_policy = set_policy
+def set_global_policy(policy):
+    """``set_policy`` under tf.keras's name (its errors name ``set_global_policy``)."""
+    _set_global("set_global_policy", policy)
+
+
+def set_dtype_policy(policy):
+    """``set_policy`` under Keras 3's name (its errors name ``set_dtype_policy``)."""
+    _set_global("set_dtype_policy", policy)
 
 
 def global_policy():

@@ -114,3 +114,42 @@ def test_activation_in_another_dtype_is_not_fused():
     y = model.predict(np.ones((2, 12), np.float32), verbose=0)
     assert y.dtype == np.float32
     assert norm.calls == 0
+
+
+def _bn_model(policy, axis=-1):
+    with mixedcore.policy_scope(policy):
+        inp = layers.Input((6, 12))
+        dense = layers.Dense(8, name="dense")
+        bn = layers.BatchNormalization(axis=axis, name="bn")
+        act = layers.ReLU()
+        model = models.Model(inp, act(bn(dense(inp))))
+    rng = np.random.default_rng(4)
+    c = bn.get_weights()[0].shape
+    bn.set_weights([rng.uniform(0.5, 1.5, c), rng.normal(0, 0.3, c), rng.normal(0, 0.3, c),
+                    rng.uniform(0.5, 1.5, c)])
+    return model, dense, bn, act
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_batch_normalization_folds_and_follows_training(policy):
+    model, dense, bn, act = _bn_model(policy)
+    assert len(model._graph._folds) == 1
+    x = np.random.default_rng(5).normal(size=(10, 6, 12)).astype(np.float32)
+    tol = 1e-5 if policy == "float32" else 3e-2
+
+    def layer_by_layer():
+        return act(bn(dense(x))).astype(np.float32)
+
+    np.testing.assert_allclose(model.predict(x, verbose=0).astype(np.float32), layer_by_layer(),
+                               rtol=tol, atol=tol)
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(x, np.ones((10, 6, 8), np.float32), epochs=2, verbose=0)   # moves every weight
+    np.testing.assert_allclose(model.predict(x, verbose=0).astype(np.float32), layer_by_layer(),
+                               rtol=tol, atol=tol)
+
+
+def test_batch_normalization_over_another_axis_is_not_folded():
+    model, dense, bn, act = _bn_model("float32", axis=1)
+    assert not model._graph._folds
+    x = np.random.default_rng(6).normal(size=(3, 6, 12)).astype(np.float32)
+    np.testing.assert_allclose(model.predict(x, verbose=0), act(bn(dense(x))), rtol=1e-6)

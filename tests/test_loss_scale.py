@@ -1,5 +1,7 @@
 """FixedLossScale, DynamicLossScale and LossScaleOptimizer against hand-computed trajectories."""
 import ml_dtypes
+import warnings
+
 import numpy as np
 import pytest
 
@@ -206,6 +208,7 @@ def test_lso_defaults_and_properties():
     assert optimizers.get(opt) is opt
 
 
+@pytest.mark.filterwarnings("ignore:LossScaleOptimizer.apply_gradients")
 def test_lso_skipped_step_leaves_weights_untouched():
     w = np.array([1.0, 2.0, 3.0], np.float32)
     b = np.array([0.5], np.float32)
@@ -232,6 +235,7 @@ def test_lso_skipped_step_leaves_weights_untouched():
     np.testing.assert_array_equal(b, before_b)
 
 
+@pytest.mark.filterwarnings("ignore:LossScaleOptimizer.apply_gradients")
 def test_lso_fixed_never_skips():
     w = np.ones(2, np.float32)
     opt = LossScaleOptimizer(optimizers.SGD(1.0), dynamic=False, initial_scale=8)
@@ -279,6 +283,7 @@ def test_lso_custom_loop_end_to_end():
     for _ in range(10):
         with np.errstate(over="ignore"):
             scaled_grad = np.array([true_grad * opt.loss_scale], np.float32).astype(np.float16)
+        opt.get_scaled_loss(1.0)
         (grad,) = opt.get_unscaled_gradients([scaled_grad])
         if not opt.apply_gradients([(grad, w)]):
             skipped += 1
@@ -295,8 +300,9 @@ def test_lso_config_round_trip():
                              dynamic_growth_steps=50)
     config = opt.get_config()
     assert set(config) == {"inner_optimizer", "dynamic", "initial_scale", "dynamic_growth_steps"}
-    assert config["inner_optimizer"] == {"class_name": "Adam", "config": {
-        "learning_rate": 0.01, "beta_1": 0.8, "beta_2": 0.999, "epsilon": 1e-7}}
+    assert config["inner_optimizer"] == {"class_name": "Adam",
+                                         "config": opt.inner_optimizer.get_config()}
+    assert config["inner_optimizer"]["config"]["beta_1"] == 0.8
     again = LossScaleOptimizer.from_config(config)
     assert again.get_config() == config
     assert isinstance(again.inner_optimizer, optimizers.Adam)
@@ -309,30 +315,34 @@ def test_lso_config_round_trip():
                                         "multiplier": 2.0}}}
     old = LossScaleOptimizer.from_config(legacy)
     assert old.dynamic and old.initial_scale == 128.0 and old.dynamic_growth_steps == 10
+    # TensorFlow 2.3 wrote the inner optimizer with tf.keras 2's "decay" and "name"
+    legacy["optimizer"]["config"].update({"decay": 0.0, "name": "SGD", "momentum": 0.0,
+                                          "nesterov": False})
+    assert LossScaleOptimizer.from_config(legacy).inner_optimizer.learning_rate == 0.1
     legacy["loss_scale"] = {"class_name": "FixedLossScale", "config": {"loss_scale_value": 4}}
     assert LossScaleOptimizer.from_config(legacy).get_config()["initial_scale"] == 4.0
 
 
 def test_lso_refused_arguments():
-    sgd = optimizers.SGD()
     with pytest.raises(TypeError, match="cannot wrap another LossScaleOptimizer"):
-        LossScaleOptimizer(LossScaleOptimizer(sgd))
+        LossScaleOptimizer(LossScaleOptimizer(optimizers.SGD()))
     with pytest.raises(TypeError, match="inner_optimizer"):
         LossScaleOptimizer("sgd")
     with pytest.raises(TypeError, match="dynamic"):
-        LossScaleOptimizer(sgd, "dynamic")
+        LossScaleOptimizer(optimizers.SGD(), "dynamic")
     with pytest.raises(TypeError, match="dynamic"):
-        LossScaleOptimizer(sgd, 1.0)
+        LossScaleOptimizer(optimizers.SGD(), 1.0)
     with pytest.raises(ValueError, match="initial_scale.*must be specified"):
-        LossScaleOptimizer(sgd, dynamic=False)
+        LossScaleOptimizer(optimizers.SGD(), dynamic=False)
     with pytest.raises(ValueError, match="dynamic_growth_steps.*must be None"):
-        LossScaleOptimizer(sgd, dynamic=False, initial_scale=8, dynamic_growth_steps=10)
+        LossScaleOptimizer(optimizers.SGD(), dynamic=False, initial_scale=8, dynamic_growth_steps=10)
     with pytest.raises(ValueError, match="LossScaleOptimizer.*initial_scale"):
-        LossScaleOptimizer(sgd, dynamic=False, initial_scale=0.5)
+        LossScaleOptimizer(optimizers.SGD(), dynamic=False, initial_scale=0.5)
     with pytest.raises(ValueError, match="LossScaleOptimizer.*initial_scale"):
-        LossScaleOptimizer(sgd, initial_scale=-4)
+        LossScaleOptimizer(optimizers.SGD(), initial_scale=-4)
     with pytest.raises(ValueError, match="LossScaleOptimizer.*dynamic_growth_steps"):
-        LossScaleOptimizer(sgd, dynamic_growth_steps=0)
+        LossScaleOptimizer(optimizers.SGD(), dynamic_growth_steps=0)
+    sgd = optimizers.SGD()
     opt = LossScaleOptimizer(sgd)
     with pytest.raises(ValueError, match="no gradients"):
         opt.apply_gradients([(None, np.ones(2, np.float32))])
@@ -341,3 +351,75 @@ def test_lso_refused_arguments():
     with pytest.raises(ValueError, match="shape"):
         opt.apply_gradients([(np.ones(3, np.float32), np.ones(2, np.float32))])
     assert opt.iterations == 0 and opt.dynamic_counter == 0
+
+
+KERAS3_LSO = {"module": "keras.optimizers", "class_name": "LossScaleOptimizer", "config": {
+    "name": "loss_scale_optimizer",
+    "inner_optimizer": {"module": "keras.src.backend.torch.optimizers.torch_adam",
+                        "class_name": "Adam", "registered_name": "Adam", "config": {
+                            "name": "adam", "learning_rate": 0.0010000000474974513,
+                            "weight_decay": None, "clipnorm": None, "global_clipnorm": None,
+                            "clipvalue": None, "use_ema": False, "ema_momentum": 0.99,
+                            "ema_overwrite_frequency": None, "loss_scale_factor": None,
+                            "gradient_accumulation_steps": None, "beta_1": 0.9,
+                            "beta_2": 0.999, "epsilon": 1e-07, "amsgrad": False}},
+    "initial_scale": 32768.0, "dynamic_growth_steps": 2000}, "registered_name": None}
+
+
+def test_lso_from_a_keras3_config():
+    opt = optimizers.deserialize(KERAS3_LSO)
+    assert isinstance(opt, LossScaleOptimizer) and opt.dynamic
+    assert opt.initial_scale == 32768.0 and opt.dynamic_growth_steps == 2000
+    assert isinstance(opt.inner_optimizer, optimizers.Adam)
+    assert opt.name == "loss_scale_optimizer"
+
+
+class MySGD(optimizers.SGD):
+    pass
+
+
+def test_lso_around_a_user_optimizer_reloads_with_custom_objects():
+    opt = LossScaleOptimizer(MySGD(learning_rate=0.3), initial_scale=8)
+    config = optimizers.serialize(opt)
+    with pytest.raises(ValueError, match="unknown optimizer class 'MySGD'"):
+        optimizers.deserialize(config)
+    again = optimizers.deserialize(config, custom_objects={"MySGD": MySGD})
+    assert type(again.inner_optimizer) is MySGD and again.learning_rate == 0.3
+    with pytest.raises(TypeError, match="subclass of mixedcore.optimizers.Optimizer"):
+        optimizers.deserialize(config, custom_objects={"MySGD": dict})
+    with pytest.raises(TypeError, match="custom_objects must be a dict"):
+        optimizers.deserialize(config, custom_objects=[MySGD])
+
+
+def test_lso_exposes_the_inner_hyperparameters():
+    inner = optimizers.Adam(learning_rate=0.01, beta_1=0.8)
+    opt = LossScaleOptimizer(inner)
+    assert opt.learning_rate == 0.01 and opt.beta_1 == 0.8 and opt.epsilon == 1e-7
+    opt.beta_1 = 0.7
+    opt.learning_rate = 0.5
+    assert inner.beta_1 == 0.7 and inner.learning_rate == 0.5
+    assert opt.name == "loss_scale_optimizer" and inner.name == "adam"
+    with pytest.raises(AttributeError, match="no attribute 'momentum'"):
+        opt.momentum
+
+
+def test_lso_wraps_an_optimizer_once():
+    inner = optimizers.SGD()
+    LossScaleOptimizer(inner)
+    with pytest.raises(ValueError, match="already wrapped by a LossScaleOptimizer"):
+        LossScaleOptimizer(inner)
+
+
+def test_lso_warns_once_when_the_loss_was_not_scaled():
+    opt = LossScaleOptimizer(optimizers.SGD(0.1), initial_scale=4)
+    w = np.ones(1, np.float32)
+    g = np.ones(1, np.float32)
+    with pytest.warns(UserWarning, match="get_scaled_loss.*shown once"):
+        opt.apply_gradients([(g, w)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt.apply_gradients([(g, w)])              # once only
+        fresh = LossScaleOptimizer(optimizers.SGD(0.1), initial_scale=4)
+        fresh.get_scaled_loss(np.float32(2.0))
+        (g,) = fresh.get_unscaled_gradients([np.float32(4) * g])
+        fresh.apply_gradients([(g, w)])            # the tf.keras steps: no warning

@@ -478,3 +478,60 @@ def test_keras_layout_weights_give_the_keras_function():
         model = mlp(policy=policy)
         model.set_weights([w1, b1, w2, b2])           # float64 arrays, as Keras exports them
         np.testing.assert_allclose(model.predict(x, verbose=0), ref, atol=tol)
+
+
+def _tiny_compiled():
+    model = models.Sequential([layers.Input((3,)), layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def test_fit_and_evaluate_refuse_empty_data():
+    model = _tiny_compiled()
+    empty_x, empty_y = np.zeros((0, 3), np.float32), np.zeros((0, 2), np.float32)
+    with pytest.raises(ValueError, match="fit: the input data is empty"):
+        model.fit(empty_x, empty_y, verbose=0)
+    with pytest.raises(ValueError, match="evaluate: the input data is empty"):
+        model.evaluate(empty_x, empty_y, verbose=0)
+    assert model.predict(empty_x, verbose=0).shape == (0, 2)
+
+
+def test_progress_redirected_is_one_line_per_epoch(capsys):
+    model = _tiny_compiled()
+    x, y = np.ones((64, 3), np.float32), np.zeros((64, 2), np.float32)
+    model.fit(x, y, epochs=3, batch_size=4, verbose=1)       # stdout is captured: no terminal
+    out = capsys.readouterr().out
+    assert "\r" not in out
+    lines = out.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"Epoch {k + 1}/3 - ")
+                                   for k, line in enumerate(lines))
+    with pytest.raises(ValueError, match="fit: verbose must be"):
+        model.fit(x, y, verbose=3)
+
+
+@pytest.mark.parametrize("t_shape,p_shape", [((4,), (4, 1)), ((4, 1), (4,)), ((4, 3), (4, 3))])
+def test_mean_squared_error_matches_ranks_as_keras(t_shape, p_shape):
+    from mixedcore import losses
+    rng = np.random.default_rng(0)
+    t = rng.normal(size=t_shape)
+    p = rng.normal(size=p_shape).astype(np.float32)
+    value, grad = losses.MeanSquaredError().value_and_grad(t, p)
+    expected = np.mean((t.reshape(-1) - p.reshape(-1).astype(np.float64)) ** 2)
+    assert value == pytest.approx(expected, rel=1e-6)
+    assert grad.shape == p.shape
+    with pytest.raises(ValueError, match="does not match"):
+        losses.mean_squared_error(np.zeros((4, 2)), np.zeros((4, 3), np.float32))
+
+
+def test_dtype_policy_is_settable_as_in_keras3():
+    dense = layers.Dense(3)
+    dense.dtype_policy = "mixed_bfloat16"
+    assert dense.compute_dtype == "bfloat16" and dense.variable_dtype == "float32"
+    y = dense(np.ones((2, 4), np.float32))
+    assert y.dtype.name == "bfloat16" and dense.kernel.dtype == np.float32
+    dense.dtype_policy = "float32"                      # same variable dtype: allowed built
+    assert dense(np.ones((2, 4), np.float32)).dtype == np.float32
+    with pytest.raises(ValueError, match="can only be set before the layer is built"):
+        dense.dtype_policy = "float16"
+    with pytest.raises(ValueError, match="Cannot convert 'mixed_float8'"):
+        dense.dtype_policy = "mixed_float8"

@@ -97,14 +97,21 @@ def test_learning_rate_schedule():
 
 def test_configs_and_reprs():
     sgd = optimizers.SGD(learning_rate=0.2, momentum=0.5, nesterov=True)
-    assert sgd.get_config() == {"learning_rate": 0.2, "momentum": 0.5, "nesterov": True}
+    keras_common = {"name": "sgd", "learning_rate": 0.2, "weight_decay": None, "clipnorm": None,
+                    "global_clipnorm": None, "clipvalue": None, "use_ema": False,
+                    "ema_momentum": 0.99, "ema_overwrite_frequency": None,
+                    "loss_scale_factor": None, "gradient_accumulation_steps": None}
+    assert sgd.get_config() == dict(keras_common, momentum=0.5, nesterov=True)
     assert optimizers.SGD.from_config(sgd.get_config()).get_config() == sgd.get_config()
     assert repr(sgd) == "SGD(learning_rate=0.2, momentum=0.5, nesterov=True)"
     adam = optimizers.Adam()
-    assert adam.get_config() == {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999,
-                                 "epsilon": 1e-7}
+    assert adam.get_config() == dict(keras_common, name="adam", learning_rate=0.001, beta_1=0.9,
+                                     beta_2=0.999, epsilon=1e-7, amsgrad=False)
     again = optimizers.Adam.from_config(dict(adam.get_config(), name="Adam"))
-    assert again.get_config() == adam.get_config()
+    assert again.get_config() == dict(adam.get_config(), name="Adam")
+    assert repr(optimizers.Adam(0.1, clipnorm=1.0)) == (
+        "Adam(learning_rate=0.1, clipnorm=1.0, beta_1=0.9, beta_2=0.999, epsilon=1e-07, "
+        "amsgrad=False)")
     assert optimizers.deserialize(optimizers.serialize(sgd)).get_config() == sgd.get_config()
 
 
@@ -165,3 +172,88 @@ def test_bad_apply_gradients():
         opt.iterations = -1
     opt.iterations = 7
     assert opt.iterations == 7
+
+
+# -- Keras 3's common optimizer arguments -------------------------------------------------------
+
+KERAS_CASES = [
+    ("SGD", {"learning_rate": 0.1, "weight_decay": 0.05}),
+    ("SGD", {"learning_rate": 0.1, "momentum": 0.9, "clipnorm": 0.5}),
+    ("SGD", {"learning_rate": 0.1, "clipvalue": 0.3}),
+    ("Adam", {"learning_rate": 0.01, "global_clipnorm": 0.7}),
+    ("Adam", {"learning_rate": 0.01, "weight_decay": 0.1, "amsgrad": True}),
+]
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("cls,kwargs", KERAS_CASES)
+def test_common_arguments_match_keras(keras, cls, kwargs):
+    import torch
+    vars_np = [np.linspace(-1, 1, 6).astype(np.float32).reshape(2, 3),
+               np.array([0.5, -0.25, 2.0], np.float32)]
+    kvars = [keras.Variable(v.copy()) for v in vars_np]
+    kopt = getattr(keras.optimizers, cls)(**kwargs)
+    mopt = getattr(optimizers, cls)(**kwargs)
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        grads = [rng.standard_normal(v.shape).astype(np.float32) * 2 for v in vars_np]
+        kopt.apply_gradients([(torch.tensor(g), v) for g, v in zip(grads, kvars)])
+        mopt.apply_gradients(list(zip(grads, vars_np)))
+    for v, kv in zip(vars_np, kvars):
+        np.testing.assert_allclose(v, keras.ops.convert_to_numpy(kv), rtol=2e-6, atol=2e-7)
+    mine, theirs = mopt.get_config(), kopt.get_config()
+    assert set(mine) == set(theirs)
+    assert {k: v for k, v in mine.items() if k != "name"} == pytest.approx(
+        {k: v for k, v in theirs.items() if k != "name"})
+
+
+def test_weight_decay_and_exclusion():
+    w, b = np.ones(3, np.float32), np.ones(3, np.float32)
+    opt = optimizers.SGD(learning_rate=0.5, weight_decay=0.2)
+    opt.exclude_from_weight_decay(var_list=[b])
+    zero = np.zeros(3, np.float32)
+    opt.apply_gradients([(zero, w), (zero, b)])
+    np.testing.assert_allclose(w, 1 - 0.5 * 0.2)
+    np.testing.assert_array_equal(b, 1.0)
+
+
+def test_clipping_formulas():
+    g = np.array([3.0, 4.0], np.float32)                  # norm 5
+    w = np.zeros(2, np.float32)
+    optimizers.SGD(learning_rate=1.0, clipnorm=1.0).apply_gradients([(g, w)])
+    np.testing.assert_allclose(w, [-0.6, -0.8], rtol=1e-6)
+    w = np.zeros(2, np.float32)
+    optimizers.SGD(learning_rate=1.0, clipvalue=3.5).apply_gradients([(g, w)])
+    np.testing.assert_array_equal(w, [-3.0, -3.5])
+    a, b = np.zeros(1, np.float32), np.zeros(1, np.float32)
+    optimizers.SGD(learning_rate=1.0, global_clipnorm=2.5).apply_gradients(
+        [(np.array([3.0], np.float32), a), (np.array([4.0], np.float32), b)])
+    np.testing.assert_allclose([a[0], b[0]], [-1.5, -2.0], rtol=1e-6)
+
+
+def test_keras_and_tf_keras_configs_load():
+    keras3 = {"name": "adam", "learning_rate": 0.002, "weight_decay": None, "clipnorm": None,
+              "global_clipnorm": None, "clipvalue": None, "use_ema": False,
+              "ema_momentum": 0.99, "ema_overwrite_frequency": None, "loss_scale_factor": None,
+              "gradient_accumulation_steps": None, "beta_1": 0.9, "beta_2": 0.999,
+              "epsilon": 1e-07, "amsgrad": False}
+    opt = optimizers.deserialize({"class_name": "Adam", "config": keras3})
+    assert opt.learning_rate == 0.002 and opt.name == "adam"
+    tf2 = {"name": "SGD", "lr": 0.05, "decay": 0.0, "momentum": 0.0, "nesterov": False}
+    assert optimizers.SGD.from_config(tf2).learning_rate == 0.05
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"clipnorm": 1.0, "clipvalue": 1.0}, ValueError, "only one of clipnorm"),
+    ({"clipnorm": -1.0}, ValueError, "clipnorm"),
+    ({"weight_decay": "x"}, TypeError, "weight_decay"),
+    ({"use_ema": True}, ValueError, "use_ema"),
+    ({"loss_scale_factor": 128.0}, ValueError, "LossScaleOptimizer"),
+    ({"gradient_accumulation_steps": 4}, ValueError, "gradient_accumulation_steps"),
+    ({"decay": 0.01}, ValueError, "decay"),
+    ({"rho": 0.9}, TypeError, "unexpected argument"),
+    ({"name": 3}, TypeError, "name"),
+])
+def test_common_arguments_refused(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        optimizers.SGD(**kwargs)

@@ -134,10 +134,42 @@ def test_get():
     assert policies.get(np.longdouble).compute_dtype == np.dtype(np.longdouble).name
 
 
-@pytest.mark.parametrize("bad,error", [(5, TypeError), (1.5, TypeError), (float, TypeError),
+@pytest.mark.parametrize("bad,error", [(5, ValueError), (1.5, ValueError), (float, ValueError),
                                        (np.dtype("O"), ValueError), (np.str_, ValueError),
                                        ("f4", ValueError), ({"class_name": "X", "config": {}},
                                                             ValueError)])
 def test_get_errors(bad, error):
     with pytest.raises(error):
         policies.get(bad)
+
+
+def test_get_error_has_keras_wording():
+    with pytest.raises(ValueError, match=r"get: Cannot interpret `dtype` argument\. .*dtype=123"):
+        policies.get(123)
+    with pytest.raises(ValueError, match="Cannot convert 'mixed_float8' to a mixed precision "
+                                         "DTypePolicy"):
+        policies.get("mixed_float8")
+
+
+def test_global_policy_setters_name_themselves():
+    import mixedcore
+    for fn in (mixedcore.set_global_policy, mixedcore.set_dtype_policy, mixedcore.set_policy):
+        with pytest.raises(TypeError, match=f"^{fn.__name__}: "):
+            fn(3)
+    assert mixedcore.global_policy().name == "float32"
+
+
+class TaggedPolicy(DTypePolicy):
+    pass
+
+
+def test_subclass_keeps_its_class_name():
+    config = policies.serialize(TaggedPolicy("mixed_bfloat16"))
+    assert config == {"class_name": "TaggedPolicy", "config": {"name": "mixed_bfloat16"},
+                      "registered_name": "TaggedPolicy"}
+    again = policies.deserialize(config, custom_objects={"TaggedPolicy": TaggedPolicy})
+    assert type(again) is TaggedPolicy and again.name == "mixed_bfloat16"
+    with pytest.raises(ValueError, match="unknown policy class 'TaggedPolicy'"):
+        policies.deserialize(config)
+    with pytest.raises(TypeError, match="subclass of DTypePolicy"):
+        policies.deserialize(config, custom_objects={"TaggedPolicy": dict})

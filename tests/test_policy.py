@@ -211,12 +211,17 @@ def test_default_global_policy_is_float32():
     assert mc.dtype_policy() == DTypePolicy("float32")
 
 
-def test_aliases_are_the_same_functions():
-    assert mc.set_global_policy is mc.set_policy
-    assert mc.set_dtype_policy is mc.set_policy
+def test_aliases_behave_the_same():
+    for setter in (mc.set_global_policy, mc.set_dtype_policy, mc.mixed_precision.set_global_policy,
+                   mc.mixed_precision.set_dtype_policy):
+        setter("mixed_bfloat16")
+        assert mc.global_policy() == DTypePolicy("mixed_bfloat16")
+        setter(None)
+        assert mc.global_policy() == DTypePolicy("float32")
     assert mc.dtype_policy is mc.global_policy
     mp = mc.mixed_precision
-    assert (mp.set_global_policy, mp.set_dtype_policy) == (mc.set_policy, mc.set_policy)
+    assert (mp.set_global_policy, mp.set_dtype_policy) == (mc.set_global_policy,
+                                                           mc.set_dtype_policy)
     assert (mp.global_policy, mp.dtype_policy) == (mc.global_policy, mc.global_policy)
 
 

@@ -2,20 +2,36 @@
 
 Every layer takes ``dtype=`` (None for the global policy at construction, a policy name such as
 "mixed_bfloat16", a policy, a numpy dtype or a serialized policy dict), stores its weights in the
-policy's variable dtype and computes in its compute dtype (SPEC.md section 6).
+policy's variable dtype and computes in its compute dtype (SPEC.md section 6).  docs/layers.md
+lists them with their arguments and numerics.
 """
 from mixedcore.layers._base import Layer
-from mixedcore.layers._activation import Activation, ReLU, Softmax
-from mixedcore.layers._core import Dense, Input, InputLayer
-from mixedcore.layers._regularization import Dropout
-from mixedcore.layers._reshaping import Flatten
-from mixedcore.layers._normalization import LayerNormalization
+from mixedcore.layers._activation import (ELU, Activation, LeakyReLU, PReLU, ReLU, Softmax)
+from mixedcore.layers._attention import MultiHeadAttention
+from mixedcore.layers._core import Dense, Embedding, Input, InputLayer
+from mixedcore.layers._merging import (Add, Average, Concatenate, Maximum, Minimum, Multiply,
+                                       Subtract, add, average, concatenate, maximum, minimum,
+                                       multiply, subtract)
+from mixedcore.layers._normalization import BatchNormalization, LayerNormalization
+from mixedcore.layers._regularization import (Dropout, GaussianNoise, SpatialDropout1D,
+                                              SpatialDropout2D)
+from mixedcore.layers._reshaping import (Cropping2D, Flatten, Permute, RepeatVector, Reshape,
+                                         UpSampling2D, ZeroPadding1D, ZeroPadding2D)
 
-__all__ = ["Layer", "Input", "InputLayer", "Dense", "Activation", "Softmax", "ReLU", "Dropout",
-           "Flatten", "LayerNormalization", "serialize", "deserialize"]
+__all__ = ["Layer", "Input", "InputLayer", "Dense", "Embedding", "Activation", "Softmax", "ReLU",
+           "LeakyReLU", "PReLU", "ELU", "Dropout", "SpatialDropout1D", "SpatialDropout2D",
+           "GaussianNoise", "Flatten", "Reshape", "Permute", "RepeatVector", "ZeroPadding1D",
+           "ZeroPadding2D", "UpSampling2D", "Cropping2D", "LayerNormalization",
+           "BatchNormalization", "MultiHeadAttention", "Add", "Subtract", "Multiply", "Average",
+           "Maximum", "Minimum", "Concatenate", "add", "subtract", "multiply", "average",
+           "maximum", "minimum", "concatenate", "serialize", "deserialize"]
 
-_CLASSES = {cls.__name__: cls for cls in (InputLayer, Dense, Activation, Softmax, ReLU, Dropout,
-                                          Flatten, LayerNormalization)}
+_CLASSES = {cls.__name__: cls for cls in (
+    InputLayer, Dense, Embedding, Activation, Softmax, ReLU, LeakyReLU, PReLU, ELU, Dropout,
+    SpatialDropout1D, SpatialDropout2D, GaussianNoise, Flatten, Reshape, Permute, RepeatVector,
+    ZeroPadding1D, ZeroPadding2D, UpSampling2D, Cropping2D, LayerNormalization,
+    BatchNormalization, MultiHeadAttention, Add, Subtract, Multiply, Average, Maximum, Minimum,
+    Concatenate)}
 
 
 def register(cls, name=None):

@@ -31,7 +31,7 @@ _name_counts = {}
 
 def _snake(name):
     s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", s).lower()      # as Keras: "conv2d", "re_lu"
 
 
 def _unique_name(base):
@@ -183,6 +183,18 @@ class Layer:
     @property
     def dtype_policy(self):
         return self._dtype_policy
+
+    @dtype_policy.setter
+    def dtype_policy(self, value):
+        """Replace the policy (Keras 3): any policy before the layer is built; after, one whose
+        variable dtype is that of the weights already made (the compute dtype may change)."""
+        owner = f"{type(self).__name__} '{self.name}'.dtype_policy"
+        policy = resolve_policy(owner, value)
+        if self._values and policy.variable_dtype != self._dtype_policy.variable_dtype:
+            raise ValueError(f"{owner}: the layer's weights are {self._dtype_policy.variable_dtype}"
+                             f"; a policy with variable dtype {policy.variable_dtype!r} "
+                             f"({policy.name!r}) can only be set before the layer is built")
+        self._dtype_policy = policy
 
     @property
     def compute_dtype(self):

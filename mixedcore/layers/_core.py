@@ -1,4 +1,4 @@
-"""Input and Dense."""
+"""Input, Dense and Embedding."""
 import numpy as np
 
 from mixedcore import activations as _activations
@@ -6,7 +6,7 @@ from mixedcore import kernels
 from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import (as_numeric_array, dtype_name, is_floating, np_dtype, to_compute,
                                work_dtype)
-from mixedcore.layers import _initializers, _node
+from mixedcore.layers import _args, _initializers, _node
 from mixedcore.layers._base import Layer
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
@@ -136,8 +136,10 @@ class Dense(Layer):
     ----------
     units : int
         Output features.
-    activation : str or None
-        "relu", "gelu", "sigmoid", "tanh" (fused into the GEMM), "softmax" or "linear"/None.
+    activation : str, function or None
+        Any name of ``mixedcore.activations`` (Keras's): "relu", "gelu", "sigmoid", "tanh" are
+        fused into the GEMM's epilogue; the others are applied to the float32 result of the GEMM
+        and rounded once to the compute dtype.  None or "linear" for none.
     use_bias : bool, default True
     kernel_initializer, bias_initializer : str or callable(shape, dtype)
     kernel_regularizer, bias_regularizer : None, "l1", "l2", "l1_l2" or a regularizer
@@ -232,9 +234,9 @@ class Dense(Layer):
             elif act == "linear":
                 y = kernels.matmul(x2, kernel, bias=bias,
                                    out_dtype=dtype_name(cd) if sixteen else None)
-            else:  # softmax: logits in float32, one rounding at the end
+            else:  # the others after the GEMM: float32 logits, one rounding at the end
                 z = kernels.matmul(x2, kernel, bias=bias)
-                y = to_compute(_activations.softmax(z), cd)
+                y = to_compute(_activations.forward(act, z), cd)
             return y.reshape(lead + (self.units,))
         weights = self.compute_weights()
         kernel = weights[0]
@@ -348,4 +350,139 @@ class Dense(Layer):
             "kernel_regularizer": _regularizers.serialize(self.kernel_regularizer),
             "bias_regularizer": _regularizers.serialize(self.bias_regularizer),
         })
+        return config
+
+
+class Embedding(Layer):
+    """Turns integer indices into dense vectors (``keras.layers.Embedding``).
+
+    Parameters
+    ----------
+    input_dim : int
+        Size of the vocabulary: indices run from 0 to ``input_dim - 1``.
+    output_dim : int
+        Size of each vector.
+    embeddings_initializer : str, dict or callable, default "uniform"
+        Keras's default: uniform in [-0.05, 0.05].
+    embeddings_regularizer : optional
+    mask_zero : bool, default False
+        Whether index 0 is padding: :meth:`compute_mask` then returns ``inputs != 0``.
+    weights : array or [array], optional
+        Initial table, (input_dim, output_dim).
+
+    Notes
+    -----
+    Integer inputs are used as they are (never cast); a float input is truncated toward zero as
+    Keras's cast to int32 does (NaN or an infinity is a ValueError), a bool input counts as 0 / 1.
+    An index outside [0, input_dim) is a ValueError naming it (Keras's backends either fail or, on
+    some devices, return zeros).  The output is the table in the compute dtype (cast once per weight
+    version, like every layer's weights), shape ``inputs.shape + (output_dim,)``.  The table's
+    gradient accumulates the rows of the output gradient in float32 (float64 under float64) with
+    ``np.add.at``; there is no input gradient.  ``embeddings_constraint``, an activity regularizer,
+    quantization and LoRA are not supported (the None values Keras's configs hold are accepted).
+    """
+
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",
+                 embeddings_regularizer=None, embeddings_constraint=None, mask_zero=False,
+                 weights=None, **kwargs):
+        owner = "Embedding"
+        _args.keras_only(owner, {"embeddings_constraint": embeddings_constraint},
+                         {"embeddings_constraint": None})
+        _args.keras_only(owner, kwargs, {"activity_regularizer": None,
+                                         "quantization_config": None, "lora_rank": None,
+                                         "lora_alpha": None})
+        kwargs.pop("input_length", None)       # deprecated in Keras 3, ignored there too
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        self.input_dim = _check_positive_int(owner, "input_dim", input_dim)
+        self.output_dim = _check_positive_int(owner, "output_dim", output_dim)
+        self.embeddings_initializer = _initializers.check(owner, embeddings_initializer)
+        self.embeddings_regularizer = _regularizers.get(embeddings_regularizer)
+        self.mask_zero = _args.boolean(owner, "mask_zero", mask_zero)
+        self._train_cache = None
+        if weights is not None:
+            self.build_from_shape((None,))
+            self.set_weights(weights if isinstance(weights, (list, tuple)) else [weights])
+
+    @property
+    def embeddings(self):
+        return self._values[0] if self.built else None
+
+    def build(self, input_shape=None):
+        if self.compute_dtype is not None and not is_floating(np_dtype(self.compute_dtype)):
+            raise TypeError(f"Embedding '{self.name}': compute dtype must be floating, got "
+                            f"{self.compute_dtype}")
+        if not self._values:
+            self.add_weight("embeddings", (self.input_dim, self.output_dim),
+                            self.embeddings_initializer, self.embeddings_regularizer)
+
+    def check_input_shape(self, shape):
+        """Any shape: every element is an index."""
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.output_dim,)
+
+    def compute_output_dtype(self, input_dtype):
+        return self.compute_dtype
+
+    def compute_mask(self, inputs, mask=None):
+        """``inputs != 0`` when ``mask_zero``, else None."""
+        if not self.mask_zero:
+            return None
+        return np.not_equal(np.asarray(inputs), 0)
+
+    def _indices(self, inputs):
+        owner = f"Embedding '{self.name}'"
+        x = inputs
+        if x.dtype == np.bool_:
+            x = x.astype(np.int64)
+        elif is_floating(x.dtype):
+            # Keras casts a float input to int32: truncation toward zero
+            xf = to_compute(x, np.dtype(np.float64))
+            finite = np.isfinite(xf)
+            if not finite.all():
+                pos = tuple(int(i) for i in np.argwhere(~finite)[0])
+                raise ValueError(f"{owner}: inputs must be indices; the float input holds "
+                                 f"{float(xf[pos])!r} at position {pos}")
+            x = np.trunc(xf).astype(np.int64)
+        if x.size:
+            lo, hi = x.min(), x.max()
+            if lo < 0 or hi >= self.input_dim:
+                bad = (x < 0) | (x >= self.input_dim)
+                pos = tuple(int(i) for i in np.argwhere(bad)[0])
+                raise ValueError(f"{owner}: index {int(x[pos])} at position {pos} is out of "
+                                 f"range for input_dim {self.input_dim} (valid indices: 0 to "
+                                 f"{self.input_dim - 1})")
+        return x
+
+    def call(self, inputs, training=False):
+        idx = self._indices(inputs)
+        table = self.compute_weights()[0]
+        y = np.take(table, idx, axis=0)
+        if training:
+            self._train_cache = idx
+        return y
+
+    def backward(self, dy, need_input_grad=True):
+        idx = self._train_cache
+        vd = self._values[0].dtype
+        w = work_dtype(vd)
+        grad = np.zeros((self.input_dim, self.output_dim), dtype=w)
+        rows = to_compute(np.asarray(dy), w).reshape(-1, self.output_dim)
+        np.add.at(grad, idx.reshape(-1), rows)
+        self.gradients = [to_compute(grad, vd)] if self.trainable else []
+        return None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "input_dim": self.input_dim,
+            "output_dim": self.output_dim,
+            "embeddings_initializer": _initializers.serialize(self.embeddings_initializer),
+            "embeddings_regularizer": _regularizers.serialize(self.embeddings_regularizer),
+            "mask_zero": self.mask_zero,
+            "embeddings_constraint": None, "activity_regularizer": None,
+            "quantization_config": None,
+        })
+        config.pop("autocast", None)      # Keras's Embedding never autocasts, nor says so
         return config

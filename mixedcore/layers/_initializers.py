@@ -21,6 +21,8 @@ def _variance_scaling(scale, mode, distribution):
         if distribution == "uniform":
             limit = np.sqrt(3.0 * var)
             return rng.uniform(-limit, limit, size=shape)
+        if distribution == "untruncated_normal":
+            return rng.normal(0.0, np.sqrt(var), size=shape)
         # truncated normal at 2 stddev, stddev corrected as Keras does (0.8796...)
         std = np.sqrt(var) / 0.87962566103423978
         out = rng.normal(0.0, std, size=shape)
@@ -132,6 +134,43 @@ class Initializer:
         return f"Initializer({self.name!r}, {self.arguments})"
 
 
+def _check_arguments(owner, class_name, name, arguments, config):
+    """Refuse argument values Keras would refuse (or that would fail only at build time)."""
+    def bad(what):
+        raise ValueError(f"{owner}: initializer {class_name!r}: {what}")
+    for key in ("value", "mean", "stddev", "minval", "maxval", "scale", "gain"):
+        if key in arguments:
+            v = arguments[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                    or not np.isfinite(v):
+                bad(f"{key} must be a finite number, got {v!r}")
+            arguments[key] = float(v)
+    if arguments.get("stddev", 0.0) < 0:
+        bad(f"stddev must be >= 0, got {arguments['stddev']}")
+    if "minval" in arguments and arguments["minval"] > arguments["maxval"]:
+        bad(f"minval {arguments['minval']} is greater than maxval {arguments['maxval']}")
+    if name == "variance_scaling":
+        if not arguments["scale"] > 0:
+            bad(f"scale must be > 0, got {arguments['scale']}")
+        if arguments["mode"] not in ("fan_in", "fan_out", "fan_avg"):
+            bad(f"mode must be 'fan_in', 'fan_out' or 'fan_avg', got {arguments['mode']!r}")
+        dist = arguments["distribution"]
+        if not isinstance(dist, str) or dist.lower() not in ("uniform", "normal",
+                                                             "truncated_normal",
+                                                             "untruncated_normal"):
+            bad(f"distribution must be 'uniform', 'truncated_normal' or 'untruncated_normal', "
+                f"got {dist!r}")
+        arguments["distribution"] = dist.lower()
+    for key in ("input_axes", "output_axes"):
+        if config.get(key) is not None:
+            bad(f"{key}={config[key]!r} is not supported (the fans come from the last two "
+                f"dimensions)")
+    seed = config.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or seed < 0):
+        bad(f"seed must be None or an int >= 0, got {seed!r}")
+
+
 def _from_dict(owner, identifier):
     class_name = identifier.get("class_name")
     name = _ALIASES.get(class_name, class_name)
@@ -147,6 +186,7 @@ def _from_dict(owner, identifier):
     if unknown:
         raise ValueError(f"{owner}: initializer {class_name!r} does not take {unknown}")
     arguments = {k: config.get(k, v) for k, v in defaults.items()}
+    _check_arguments(owner, class_name, name, arguments, config)
     if not arguments and config.get("seed") is None:
         return name
     try:

@@ -1,8 +1,9 @@
-"""LayerNormalization: statistics in float32 (float64 under float64) whatever the compute dtype."""
+"""LayerNormalization and BatchNormalization: statistics in float32 (float64 under float64)
+whatever the compute dtype."""
 import numpy as np
 
 from mixedcore import regularizers as _regularizers
-from mixedcore.layers import _initializers
+from mixedcore.layers import _args, _initializers
 from mixedcore._dtypes import is_floating, to_compute, work_dtype
 from mixedcore.layers._base import Layer
 
@@ -16,6 +17,9 @@ class LayerNormalization(Layer):
     epsilon : float, default 1e-3
     center, scale : bool, default True
         Whether ``beta`` / ``gamma`` exist.  Weight order is Keras's: gamma, then beta.
+    beta_initializer, gamma_initializer, beta_regularizer, gamma_regularizer
+        As Keras's (names, config dicts or objects).  The constraints must be None, and Keras's
+        deprecated ``rms_scaling`` False.
 
     Notes
     -----
@@ -28,11 +32,12 @@ class LayerNormalization(Layer):
 
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
-                 gamma_regularizer=None, rms_scaling=False, **kwargs):
+                 gamma_regularizer=None, beta_constraint=None, gamma_constraint=None, **kwargs):
+        _args.keras_only("LayerNormalization",
+                         {"beta_constraint": beta_constraint, "gamma_constraint": gamma_constraint},
+                         {"beta_constraint": None, "gamma_constraint": None})
+        _args.keras_only("LayerNormalization", kwargs, {"rms_scaling": False})
         super().__init__(**kwargs)
-        if rms_scaling:                 # Keras 3.x configs hold rms_scaling=False
-            raise ValueError(f"LayerNormalization: rms_scaling={rms_scaling!r} is not supported "
-                             f"(only False): mixedcore has no RMS normalization")
         axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
         for a in axes:
             if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
@@ -133,5 +138,279 @@ class LayerNormalization(Layer):
             "gamma_initializer": _initializers.serialize(self.gamma_initializer),
             "beta_regularizer": _regularizers.serialize(self.beta_regularizer),
             "gamma_regularizer": _regularizers.serialize(self.gamma_regularizer),
+        })
+        return config
+
+
+class BatchNormalization(Layer):
+    """Normalizes over the batch (and every axis but ``axis``) while training, with moving
+    statistics at inference (``keras.layers.BatchNormalization``).
+
+    Parameters
+    ----------
+    axis : int, default -1
+        The feature axis (channels_last: the last one).
+    momentum : float, default 0.99
+        ``moving = moving * momentum + batch * (1 - momentum)`` after each training call.
+    epsilon : float, default 1e-3
+    center, scale : bool, default True
+        Whether ``beta`` / ``gamma`` exist.
+    beta_initializer, gamma_initializer, moving_mean_initializer, moving_variance_initializer
+        Keras's defaults: zeros, ones, zeros, ones.
+    beta_regularizer, gamma_regularizer : optional
+
+    Weights, in Keras's order: gamma, beta (trainable), moving_mean, moving_variance
+    (non-trainable), each of shape (features,).
+
+    Notes
+    -----
+    A training call (``training=True`` on a trainable layer) normalizes with the batch mean and
+    the biased batch variance, computed in float32 (float64 under float64) from the input
+    brought to float32 whatever the compute dtype (two passes: the mean, then the mean square of
+    the centred values), and updates the moving statistics in the variable dtype.  Otherwise
+    (inference, or a frozen layer, as in Keras) the output is ``x * scale + shift`` with the
+    float32 affine of :meth:`inference_affine`.  gamma and beta are used in float32, not
+    rounded to the compute dtype (Keras creates them with ``autocast=False``); the output is
+    rounded once to the compute dtype.  ``mask`` (the input's shape without the last axis, as
+    Keras takes it) restricts a training call's statistics to the kept positions, with Keras's
+    formula (sums over the kept positions divided by their count + 1e-7); every position is
+    normalized.  Keras's ``renorm``, ``synchronized`` and constraints are not supported (the off
+    values its configs hold are accepted).
+    """
+
+    supports_masking = True
+
+    def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
+                 beta_initializer="zeros", gamma_initializer="ones",
+                 moving_mean_initializer="zeros", moving_variance_initializer="ones",
+                 beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
+                 gamma_constraint=None, **kwargs):
+        owner = "BatchNormalization"
+        _args.keras_only(owner, {"beta_constraint": beta_constraint,
+                                 "gamma_constraint": gamma_constraint},
+                         {"beta_constraint": None, "gamma_constraint": None})
+        _args.keras_only(owner, kwargs, {"synchronized": False, "renorm": False,
+                                         "renorm_clipping": (None, {})})
+        if "renorm_momentum" in kwargs:      # only used with renorm, which is off
+            _args.number(owner, "renorm_momentum", kwargs.pop("renorm_momentum"))
+        super().__init__(**kwargs)
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+            raise TypeError(f"{owner}: axis must be an int, got {type(axis).__name__}: {axis!r}")
+        self.axis = int(axis)
+        self.momentum = _args.number(owner, "momentum", momentum, low=0, high=1)
+        self.epsilon = _args.number(owner, "epsilon", epsilon, low=0, low_open=True)
+        self.center = _args.boolean(owner, "center", center)
+        self.scale = _args.boolean(owner, "scale", scale)
+        self.beta_initializer = _initializers.check(owner, beta_initializer)
+        self.gamma_initializer = _initializers.check(owner, gamma_initializer)
+        self.moving_mean_initializer = _initializers.check(owner, moving_mean_initializer)
+        self.moving_variance_initializer = _initializers.check(owner,
+                                                               moving_variance_initializer)
+        self.beta_regularizer = _regularizers.get(beta_regularizer)
+        self.gamma_regularizer = _regularizers.get(gamma_regularizer)
+        self._train_cache = None
+        self._affine_key = None
+        self._affine = None
+
+    # weights in creation order: [gamma], [beta], moving_mean, moving_variance
+    def _index(self, name):
+        return self._names.index(name) if self.built and name in self._names else None
+
+    @property
+    def gamma(self):
+        i = self._index("gamma")
+        return None if i is None else self._values[i]
+
+    @property
+    def beta(self):
+        i = self._index("beta")
+        return None if i is None else self._values[i]
+
+    @property
+    def moving_mean(self):
+        i = self._index("moving_mean")
+        return None if i is None else self._values[i]
+
+    @property
+    def moving_variance(self):
+        i = self._index("moving_variance")
+        return None if i is None else self._values[i]
+
+    def _feature_axis(self, ndim):
+        return self.axis % ndim
+
+    def build(self, input_shape):
+        ndim = len(input_shape)
+        if ndim < 2 or not -ndim <= self.axis < ndim or self.axis % ndim == 0:
+            raise ValueError(f"BatchNormalization '{self.name}': axis {self.axis} is invalid "
+                             f"for input of shape {tuple(input_shape)} (it must name a "
+                             f"feature axis, not the batch)")
+        features = input_shape[self.axis]
+        if features is None:
+            raise ValueError(f"BatchNormalization '{self.name}': the feature axis {self.axis} "
+                             f"must be known, received shape {tuple(input_shape)}")
+        shape = (int(features),)
+        if self.scale:
+            self.add_weight("gamma", shape, self.gamma_initializer, self.gamma_regularizer)
+        if self.center:
+            self.add_weight("beta", shape, self.beta_initializer, self.beta_regularizer)
+        self.add_weight("moving_mean", shape, self.moving_mean_initializer, trainable=False)
+        self.add_weight("moving_variance", shape, self.moving_variance_initializer,
+                        trainable=False)
+
+    def check_input_shape(self, shape):
+        expected = self.input_shape
+        ok = len(shape) == len(expected) and shape[self.axis] == self.moving_mean.shape[0]
+        if not ok:
+            raise ValueError(f"BatchNormalization '{self.name}': expected input of rank "
+                             f"{len(expected)} with {self.moving_mean.shape[0]} features on "
+                             f"axis {self.axis}, received shape {tuple(shape)}")
+
+    def compute_output_dtype(self, input_dtype):
+        return self.compute_dtype
+
+    def compute_output_shape(self, input_shape):
+        n = len(input_shape)
+        if not -n <= self.axis < n:
+            raise ValueError(f"BatchNormalization '{self.name}': axis {self.axis} is out of "
+                             f"range for input of shape {tuple(input_shape)}")
+        return input_shape
+
+    def inference_affine(self, dtype=np.float32):
+        """``(scale, shift)`` with ``inference(x) = x * scale + shift`` along the feature axis:
+        ``scale = gamma / sqrt(moving_variance + epsilon)``, ``shift = beta - moving_mean *
+        scale``, computed in float64 and rounded once to ``dtype`` (float32 by default, what a
+        GEMM epilogue takes to fold the normalization into the layer before).  Cached until the
+        weights change."""
+        dtype = np.dtype(dtype)
+        key = (self._version, dtype)
+        if self._affine_key != key:
+            if not self.built:
+                raise ValueError(f"BatchNormalization '{self.name}': not built yet, it has no "
+                                 f"statistics")
+            var = self.moving_variance.astype(np.float64)
+            scale = 1.0 / np.sqrt(var + self.epsilon)
+            if self.scale:
+                scale = scale * self.gamma.astype(np.float64)
+            shift = -self.moving_mean.astype(np.float64) * scale
+            if self.center:
+                shift = shift + self.beta.astype(np.float64)
+            self._affine = (scale.astype(dtype), shift.astype(dtype))
+            self._affine_key = key
+        return self._affine
+
+    def _view(self, v, ndim, axis):
+        shape = [1] * ndim
+        shape[axis] = v.shape[0]
+        return v.reshape(shape)
+
+    def _mask_weights(self, mask, shape, w):
+        """The mask as 0 / 1 weights broadcastable to the input: one dimension less than the
+        input, a trailing axis added (as Keras does)."""
+        m = np.asarray(mask)
+        if m.ndim != len(shape) - 1 or m.shape != tuple(shape[:-1]):
+            raise ValueError(f"BatchNormalization '{self.name}': the mask must have the input's "
+                             f"shape without its last dimension, received mask shape {m.shape} "
+                             f"for input shape {tuple(shape)}")
+        return (m != 0).astype(w)[..., None]
+
+    def call(self, inputs, training=False, mask=None):
+        x = inputs if is_floating(inputs.dtype) else inputs.astype(self._compute_np())
+        w = work_dtype(x.dtype)
+        xw = to_compute(x, w)
+        axis = self._feature_axis(x.ndim)
+        if training and self.trainable:
+            red = tuple(a for a in range(x.ndim) if a != axis)
+            n = int(np.prod([x.shape[a] for a in red]))
+            if n == 0:
+                raise ValueError(f"BatchNormalization '{self.name}': a training call needs at "
+                                 f"least one value per feature, received shape {x.shape}")
+            if mask is None:
+                weights, c = w.type(1.0 / n), None
+                mean = xw.mean(axis=red, keepdims=True)
+                centered = xw - mean
+                var = np.mean(centered * centered, axis=red, keepdims=True)
+            else:
+                # Keras's masked moments: sums over the kept positions divided by their count
+                # plus 1e-7 (its backend epsilon)
+                m = np.broadcast_to(self._mask_weights(mask, x.shape, w), x.shape)
+                count = m.sum(axis=red, keepdims=True) + w.type(1e-7)
+                weights = m / count
+                mean = (xw * m).sum(axis=red, keepdims=True) / count
+                centered = xw - mean
+                var = (centered * centered * m).sum(axis=red, keepdims=True) / count
+                # sum of weights * (x - mean): mean * 1e-7 / count, kept for exact gradients
+                c = (weights * centered).sum(axis=red, keepdims=True)
+            inv = w.type(1) / np.sqrt(var + w.type(self.epsilon))
+            xhat = centered * inv
+            y = xhat
+            gamma = None
+            if self.scale:
+                gamma = self._view(to_compute(self.gamma, w), x.ndim, axis)
+                y = y * gamma
+            if self.center:
+                y = y + self._view(to_compute(self.beta, w), x.ndim, axis)
+            self._update_moving(mean.reshape(-1), var.reshape(-1))
+            self._train_cache = ("batch", xhat, inv, gamma, red, x.dtype, weights, c)
+            return to_compute(y, x.dtype)
+        scale, shift = self.inference_affine(np.float64 if w == np.float64 else np.float32)
+        scale, shift = self._view(scale, x.ndim, axis), self._view(shift, x.ndim, axis)
+        if mask is not None:
+            self._mask_weights(mask, x.shape, w)
+        y = xw * scale + shift
+        if training:
+            self._train_cache = ("moving", scale, x.dtype)
+        return to_compute(y, x.dtype)
+
+    def _update_moving(self, mean, var):
+        m = self.momentum
+        for name, batch in (("moving_mean", mean), ("moving_variance", var)):
+            target = self._values[self._index(name)]
+            t = target.dtype.type
+            value = target * t(m) + to_compute(batch, target.dtype) * t(1.0 - m)
+            target[...] = value
+        self.weights_updated()
+
+    def backward(self, dy, need_input_grad=True):
+        cache = self._train_cache
+        if cache[0] == "moving":
+            _, scale, in_dtype = cache
+            self.gradients = []
+            if not need_input_grad:
+                return None
+            return to_compute(to_compute(dy, scale.dtype) * scale, in_dtype)
+        _, xhat, inv, gamma, red, in_dtype, weights, c = cache
+        dyw = to_compute(dy, xhat.dtype)
+        grads = []
+        if self.scale:
+            grads.append(to_compute((dyw * xhat).sum(axis=red), self.gamma.dtype))
+        if self.center:
+            grads.append(to_compute(dyw.sum(axis=red), self.beta.dtype))
+        self.gradients = grads if self.trainable else []
+        if not need_input_grad:
+            return None
+        # d xhat_i / d x_j = inv * (delta_ij - w_j - xhat_i * w_j * (xhat_j - c * inv)) with
+        # w the weights of the moments (1 / n, or mask / (count + 1e-7))
+        g = dyw * gamma if gamma is not None else dyw
+        sum_g = g.sum(axis=red, keepdims=True)
+        sum_gx = (g * xhat).sum(axis=red, keepdims=True)
+        xs = xhat if c is None else xhat - c * inv
+        return to_compute(inv * (g - weights * (sum_g + xs * sum_gx)), in_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon,
+            "center": self.center, "scale": self.scale,
+            "beta_initializer": _initializers.serialize(self.beta_initializer),
+            "gamma_initializer": _initializers.serialize(self.gamma_initializer),
+            "moving_mean_initializer": _initializers.serialize(self.moving_mean_initializer),
+            "moving_variance_initializer":
+                _initializers.serialize(self.moving_variance_initializer),
+            "beta_regularizer": _regularizers.serialize(self.beta_regularizer),
+            "gamma_regularizer": _regularizers.serialize(self.gamma_regularizer),
+            # Keras's keys for what mixedcore does not have, at their off values
+            "beta_constraint": None, "gamma_constraint": None, "synchronized": False,
+            "renorm": False, "renorm_clipping": None, "renorm_momentum": 0.99,
         })
         return config

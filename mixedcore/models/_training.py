@@ -53,6 +53,33 @@ class History:
         return f"<History epochs={len(self.epoch)} keys={list(self.history)}>"
 
 
+def _interactive():
+    """Whether stdout is a terminal (progress bars redraw there; elsewhere they would write a
+    line per update)."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _verbosity(owner, verbose):
+    """Keras's verbose argument, resolved: "auto" and 1 draw a bar on a terminal; redirected,
+    they write one line per epoch (2), as Keras's progress bar does without a terminal."""
+    if verbose == "auto":
+        verbose = 1
+    if isinstance(verbose, bool) or verbose not in (0, 1, 2):
+        raise ValueError(f"{owner}: verbose must be 'auto', 0, 1 or 2, got {verbose!r}")
+    if verbose == 1 and not _interactive():
+        return 2
+    return verbose
+
+
+def _require_samples(owner, n):
+    if not n:
+        raise ValueError(f"{owner}: the input data is empty (0 samples); expected at least one "
+                         f"sample")
+
+
 def _progress(total, desc, verbose):
     """A tqdm progress bar on stdout (Keras's verbose=1), or None."""
     if verbose != 1:
@@ -286,9 +313,10 @@ class Trainer:
             reg_value, reg_grads = self._regularization()
             scaled = self._uses_loss_scale()
             if scaled:
-                scale = _loss_scale_value(self.optimizer)
-                grads = [None if g is None else g * g.dtype.type(scale) for g in grads]
-                logits_grads = {k: g * g.dtype.type(scale) for k, g in logits_grads.items()}
+                # the loss's gradients scaled: the backward pass of the scaled loss
+                scale = self.optimizer.get_scaled_loss
+                grads = [None if g is None else scale(g) for g in grads]
+                logits_grads = {k: scale(g) for k, g in logits_grads.items()}
             weight_grads = self._backward(states, grads, logits_grads)
             variables = self.trainable_weights
             if self.trainable and variables:
@@ -384,6 +412,7 @@ class Trainer:
             raise ValueError(f"fit: validation_split must be a float in [0, 1), got "
                              f"{validation_split!r}")
         n = xs[0].shape[0]
+        _require_samples("fit", n)
         if validation_data is not None:
             if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
                 raise ValueError("fit: validation_data must be a tuple (x_val, y_val)")
@@ -400,7 +429,7 @@ class Trainer:
             n = split
         else:
             xv = yv = None
-        verbose = 1 if verbose == "auto" else verbose
+        verbose = _verbosity("fit", verbose)
         steps = -(-n // batch_size)
         history = History()
         history.params = {"epochs": epochs, "steps": steps, "verbose": verbose}
@@ -473,8 +502,9 @@ class Trainer:
         self._require_compiled("evaluate")
         xs, ys = self._check_xy("evaluate", x, y)
         batch_size = _batch_size("evaluate", batch_size)
+        verbose = _verbosity("evaluate", verbose)
+        _require_samples("evaluate", xs[0].shape[0] if xs[0].ndim else 0)
         logs = self._evaluate_logs(xs, ys, batch_size)
-        verbose = 1 if verbose == "auto" else verbose
         if verbose:
             print(" - ".join(f"{k}: {_fmt(v)}" for k, v in logs.items()), flush=True)
         if return_dict:
@@ -496,7 +526,7 @@ class Trainer:
         xs = self._standardize_inputs("predict", x)
         batch_size = _batch_size("predict", batch_size)
         n = xs[0].shape[0]
-        verbose = 1 if verbose == "auto" else verbose
+        verbose = _verbosity("predict", verbose)
         bar = _progress(-(-n // batch_size), "predict", verbose)
         results = None
         try:

@@ -8,8 +8,17 @@ Design:
      temporary boolean arrays); ``get_unscaled_gradients`` copies the gradients and unscales
      the copies with ``kernels.unscale_and_check``.  None gradients pass through both.
   B. A LossScaleOptimizer is an optimizer (``optimizers.get`` takes it as is), so it cannot be
-     wrapped again: TypeError, as in tf.keras.
+     wrapped again: TypeError, as in tf.keras.  An optimizer is wrapped by one
+     LossScaleOptimizer at most (ValueError, as in tf.keras): two would each skip and scale on
+     their own while sharing the slots.
+  C. The inner optimizer's hyperparameters read and write through the wrapper
+     (``lso.learning_rate``, ``lso.beta_1 = 0.8``), as in tf.keras.
+  D. ``apply_gradients`` warns once, as tf.keras does, when it runs without the loss having
+     been scaled (``get_scaled_loss``) or the gradients unscaled (``get_unscaled_gradients``)
+     since the previous step.
 """
+import warnings
+
 import numpy as np
 
 from mixedcore import kernels
@@ -58,7 +67,7 @@ class LossScaleOptimizer(_optimizers.Optimizer):
     """
 
     def __init__(self, inner_optimizer, dynamic=True, initial_scale=None,
-                 dynamic_growth_steps=None):
+                 dynamic_growth_steps=None, name=None):
         if isinstance(inner_optimizer, LossScaleOptimizer):
             raise TypeError(f"LossScaleOptimizer cannot wrap another LossScaleOptimizer, but "
                             f"got: {inner_optimizer!r}")
@@ -69,8 +78,16 @@ class LossScaleOptimizer(_optimizers.Optimizer):
         if not isinstance(dynamic, (bool, np.bool_)):
             raise TypeError(f'LossScaleOptimizer: "dynamic" must be a bool, but got: '
                             f"{dynamic!r}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"LossScaleOptimizer: name must be a string, got {name!r}")
+        self.name = name or "loss_scale_optimizer"
+        if getattr(inner_optimizer, "_wrapped_by_loss_scale", False):
+            raise ValueError(f"LossScaleOptimizer: the inner optimizer {inner_optimizer!r} is "
+                             f"already wrapped by a LossScaleOptimizer; an optimizer can only "
+                             f"be wrapped by one")
         self._optimizer = inner_optimizer
         self._slots = {}
+        self._scaled = self._unscaled = self._warned = False
         if dynamic:
             if initial_scale is None:
                 initial_scale = _DEFAULT_INITIAL_SCALE
@@ -95,7 +112,28 @@ class LossScaleOptimizer(_optimizers.Optimizer):
                 raise ValueError("LossScaleOptimizer: " + str(exc).replace(
                     "loss_scale_value", "initial_scale")) from None
 
+        inner_optimizer._wrapped_by_loss_scale = True
+
     # -- the wrapped optimizer ------------------------------------------------------------------
+
+    def _hyperparameters(self):
+        inner = self.__dict__.get("_optimizer")
+        if inner is None:
+            return ()
+        return set(inner.get_config()) - {"name"}
+
+    def __getattr__(self, name):
+        # only reached for names the wrapper lacks (design C)
+        if not name.startswith("_") and name in self._hyperparameters():
+            return getattr(self._optimizer, name)
+        raise AttributeError(f"'LossScaleOptimizer' object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        if (not name.startswith("_") and name not in type(self).__dict__
+                and name in self._hyperparameters() and name not in self.__dict__):
+            setattr(self._optimizer, name, value)
+        else:
+            object.__setattr__(self, name, value)
 
     @property
     def inner_optimizer(self):
@@ -154,6 +192,7 @@ class LossScaleOptimizer(_optimizers.Optimizer):
         """
         if callable(loss):
             return lambda: self.get_scaled_loss(loss())
+        self._scaled = True
         scale = self._loss_scale()
         dtype = getattr(loss, "dtype", None)
         if dtype is not None and isinstance(dtype, np.dtype) and dtype.kind == "f":
@@ -168,6 +207,7 @@ class LossScaleOptimizer(_optimizers.Optimizer):
         float64 gradients are multiplied by ``1 / loss_scale`` in float64
         (``kernels.unscale_and_check`` on copies).
         """
+        self._unscaled = True
         out = [None if g is None else np.array(g, copy=True) for g in grads]
         kernels.unscale_and_check([g for g in out if g is not None], self._loss_scale())
         return out
@@ -187,6 +227,14 @@ class LossScaleOptimizer(_optimizers.Optimizer):
             skipped (non-finite gradients with a dynamic scale).
         """
         pairs = _optimizers._check_pairs("LossScaleOptimizer", grads_and_vars)
+        if not (self._scaled and self._unscaled) and not self._warned:
+            self._warned = True
+            warnings.warn("LossScaleOptimizer.apply_gradients: the loss was not scaled with "
+                          "get_scaled_loss() or the gradients were not unscaled with "
+                          "get_unscaled_gradients() before this step; without them, the "
+                          "updates are wrong by the loss scale (this warning is shown once)",
+                          UserWarning, stacklevel=2)
+        self._scaled = self._unscaled = False
         should_apply = self._loss_scale.update([g for g, _ in pairs])
         if should_apply:
             self._optimizer.apply_gradients(pairs)
@@ -203,10 +251,10 @@ class LossScaleOptimizer(_optimizers.Optimizer):
                 "dynamic_growth_steps": self.dynamic_growth_steps}
 
     @classmethod
-    def from_config(cls, config):
-        """A new LossScaleOptimizer from ``get_config()`` output.
-
-        A TF 2.3 config (keys "optimizer" and "loss_scale") is converted as tf.keras does.
+    def from_config(cls, config, custom_objects=None):
+        """A new LossScaleOptimizer from ``get_config()`` output, or from the config Keras 3
+        writes.  A TF 2.3 config (keys "optimizer" and "loss_scale") is converted as tf.keras
+        does.  ``custom_objects`` names the user's optimizer classes for the inner optimizer.
         """
         config = dict(config)
         if "loss_scale" in config:
@@ -228,7 +276,7 @@ class LossScaleOptimizer(_optimizers.Optimizer):
             config["inner_optimizer"] = config.pop("optimizer")
         inner = config.get("inner_optimizer")
         if isinstance(inner, dict):
-            config["inner_optimizer"] = _optimizers.deserialize(inner)
+            config["inner_optimizer"] = _optimizers.deserialize(inner, custom_objects)
         return cls(**config)
 
     def __repr__(self):

@@ -19,6 +19,7 @@ Design:
 """
 import math
 import numbers
+import re
 
 import ml_dtypes
 import numpy as np
@@ -58,10 +59,58 @@ class Optimizer:
 
     _slot_names = ()
 
-    def __init__(self, learning_rate):
+    def __init__(self, learning_rate, weight_decay=None, clipnorm=None, clipvalue=None,
+                 global_clipnorm=None, use_ema=False, ema_momentum=0.99,
+                 ema_overwrite_frequency=None, loss_scale_factor=None,
+                 gradient_accumulation_steps=None, name=None, **kwargs):
+        owner = type(self).__name__
+        decay = kwargs.pop("decay", None)
+        if kwargs:
+            raise TypeError(f"{owner}: unexpected argument(s) {sorted(kwargs)}; Keras "
+                            f"optimizers take learning_rate, weight_decay, clipnorm, clipvalue, "
+                            f"global_clipnorm, use_ema, ema_momentum, ema_overwrite_frequency, "
+                            f"loss_scale_factor, gradient_accumulation_steps, name and their "
+                            f"own hyperparameters")
+        if decay is not None and decay != 0:
+            raise ValueError(f"{owner}: decay={decay!r} (the tf.keras 2 learning-rate decay) is "
+                             f"not supported; give learning_rate a schedule (a callable of "
+                             f"iterations) instead")
         self.learning_rate = learning_rate
+        self.weight_decay = None if weight_decay is None else _real(
+            "weight_decay", owner, weight_decay, low=0.0)
+        clips = {"clipnorm": clipnorm, "clipvalue": clipvalue, "global_clipnorm": global_clipnorm}
+        given = {k: v for k, v in clips.items() if v is not None}
+        if len(given) > 1:
+            raise ValueError(f"{owner}: only one of clipnorm, clipvalue and global_clipnorm can "
+                             f"be set, got {given}")
+        for key, value in given.items():
+            clips[key] = _real(key, owner, value, low=0.0)
+        self.clipnorm = clips["clipnorm"]
+        self.clipvalue = clips["clipvalue"]
+        self.global_clipnorm = clips["global_clipnorm"]
+        if not isinstance(use_ema, (bool, np.bool_)):
+            raise TypeError(f"{owner}: use_ema must be a bool, got {use_ema!r}")
+        if use_ema:
+            raise ValueError(f"{owner}: use_ema=True (an exponential moving average of the "
+                             f"weights) is not supported")
+        self.use_ema = False
+        self.ema_momentum = _real("ema_momentum", owner, ema_momentum, low=0.0, high=1.0)
+        self.ema_overwrite_frequency = ema_overwrite_frequency
+        if loss_scale_factor is not None:
+            raise ValueError(f"{owner}: loss_scale_factor={loss_scale_factor!r} is not "
+                             f"supported; scale the loss with LossScaleOptimizer")
+        self.loss_scale_factor = None
+        if gradient_accumulation_steps not in (None, 1):
+            raise ValueError(f"{owner}: gradient_accumulation_steps="
+                             f"{gradient_accumulation_steps!r} is not supported (each "
+                             f"apply_gradients call is one step)")
+        self.gradient_accumulation_steps = None
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"{owner}: name must be a string, got {name!r}")
+        self.name = name or _snake(owner)
         self._iterations = 0
         self._slots = {}
+        self._no_decay = ()
 
     # -- hyperparameters ------------------------------------------------------------------------
 
@@ -97,6 +146,32 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}: iterations must be >= 0, got {value}")
         self._iterations = int(value)
 
+    def exclude_from_weight_decay(self, var_list=None):
+        """Keep weight decay off the arrays in ``var_list`` (compared by identity)."""
+        self._no_decay = tuple(var_list or ())
+
+    def _decays(self, var):
+        return not any(var is a for a in self._no_decay)
+
+    def _clip(self, grads):
+        """Keras's clipping: per gradient by norm, by the global norm, or by value."""
+        if self.clipnorm:
+            out = []
+            for g in grads:
+                norm = math.sqrt(float(np.sum(np.square(g, dtype=np.float64))))
+                out.append(g * g.dtype.type(self.clipnorm / max(norm, self.clipnorm))
+                           if norm > 0 else g)
+            return out
+        if self.global_clipnorm:
+            total = math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads))
+            scale = self.global_clipnorm / max(total, self.global_clipnorm) \
+                if math.isfinite(total) else math.nan
+            return [g * g.dtype.type(scale) for g in grads]
+        if self.clipvalue:
+            v = self.clipvalue
+            return [np.clip(g, -v, v) for g in grads]
+        return grads
+
     # -- updates --------------------------------------------------------------------------------
 
     def apply_gradients(self, grads_and_vars):
@@ -124,11 +199,18 @@ class Optimizer:
         """
         pairs = _check_pairs(type(self).__name__, grads_and_vars)
         lr = self._current_learning_rate()
+        works, grads = [], []
         for grad, var in pairs:
             work = var if var.dtype in _WIDE else var.astype(np.float32)
             g = np.asarray(grad)
             if g.dtype != work.dtype:
                 g = g.astype(work.dtype)
+            works.append(work)
+            grads.append(g)
+        grads = self._clip(grads)
+        for (_, var), work, g in zip(pairs, works, grads):
+            if self.weight_decay and self._decays(var):
+                work -= work * work.dtype.type(self.weight_decay * lr)
             self._update(g, work, lr, self._slots_for(var, work.dtype))
             if work is not var:
                 var[...] = work
@@ -164,18 +246,41 @@ class Optimizer:
     # -- configs --------------------------------------------------------------------------------
 
     def get_config(self):
-        raise NotImplementedError
+        """Keras 3's optimizer config: the common keys, then the subclass's hyperparameters."""
+        return {"name": self.name, "learning_rate": self._learning_rate,
+                "weight_decay": self.weight_decay, "clipnorm": self.clipnorm,
+                "global_clipnorm": self.global_clipnorm, "clipvalue": self.clipvalue,
+                "use_ema": self.use_ema, "ema_momentum": self.ema_momentum,
+                "ema_overwrite_frequency": self.ema_overwrite_frequency,
+                "loss_scale_factor": self.loss_scale_factor,
+                "gradient_accumulation_steps": self.gradient_accumulation_steps}
 
     @classmethod
-    def from_config(cls, config):
-        """A new optimizer from ``get_config()`` output (a Keras config's "name" is ignored)."""
+    def from_config(cls, config, custom_objects=None):
+        """A new optimizer from ``get_config()`` output, or from a config Keras 3 or tf.keras
+        wrote (tf.keras 2's ``lr`` is read as ``learning_rate``; ``decay`` must be 0)."""
         config = dict(config)
-        config.pop("name", None)
+        if "lr" in config and "learning_rate" not in config:
+            config["learning_rate"] = config.pop("lr")
+        lr = config.get("learning_rate")
+        if isinstance(lr, dict):
+            raise ValueError(f"{cls.__name__}.from_config: a serialized learning-rate schedule "
+                             f"is not supported: {lr!r}")
         return cls(**config)
 
     def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        common = Optimizer.get_config(self)
+        defaults = {"name": _snake(type(self).__name__), "ema_momentum": 0.99, "use_ema": False}
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items()
+                         if k == "learning_rate" or k not in common
+                         or v != defaults.get(k, None))
         return f"{type(self).__name__}({args})"
+
+
+def _snake(name):
+    """Keras's default names: "SGD" -> "sgd", "RMSprop" -> "rm_sprop"."""
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
 def _check_pairs(owner, grads_and_vars):
@@ -231,8 +336,8 @@ class SGD(Optimizer):
     without momentum ``w -= lr * g`` (Keras' formulas).
     """
 
-    def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False):
-        super().__init__(learning_rate)
+    def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, **kwargs):
+        super().__init__(learning_rate, **kwargs)
         self.momentum = _real("momentum", "SGD", momentum, low=0.0, high=1.0)
         if not isinstance(nesterov, (bool, np.bool_)):
             raise TypeError(f"SGD: nesterov must be a bool, got {type(nesterov).__name__}")
@@ -254,8 +359,9 @@ class SGD(Optimizer):
             var += m
 
     def get_config(self):
-        return {"learning_rate": self._learning_rate, "momentum": self.momentum,
-                "nesterov": self.nesterov}
+        config = super().get_config()
+        config.update({"momentum": self.momentum, "nesterov": self.nesterov})
+        return config
 
 
 class Adam(Optimizer):
@@ -280,8 +386,14 @@ class Adam(Optimizer):
 
     _slot_names = ("m", "v")
 
-    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
-        super().__init__(learning_rate)
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 amsgrad=False, **kwargs):
+        super().__init__(learning_rate, **kwargs)
+        if not isinstance(amsgrad, (bool, np.bool_)):
+            raise TypeError(f"Adam: amsgrad must be a bool, got {amsgrad!r}")
+        self.amsgrad = bool(amsgrad)
+        if self.amsgrad:
+            self._slot_names = ("m", "v", "vhat")
         self.beta_1 = _real("beta_1", "Adam", beta_1, low=0.0, high=1.0, high_open=True)
         self.beta_2 = _real("beta_2", "Adam", beta_2, low=0.0, high=1.0, high_open=True)
         self.epsilon = _real("epsilon", "Adam", epsilon, low=0.0)
@@ -293,13 +405,18 @@ class Adam(Optimizer):
         m, v = slots["m"], slots["v"]
         m += (grad - m) * t(1.0 - self.beta_1)
         v += (grad * grad - v) * t(1.0 - self.beta_2)
+        if self.amsgrad:
+            np.maximum(slots["vhat"], v, out=slots["vhat"])
+            v = slots["vhat"]
         denom = np.sqrt(v)
         denom += t(self.epsilon)
         var -= (m * t(alpha)) / denom
 
     def get_config(self):
-        return {"learning_rate": self._learning_rate, "beta_1": self.beta_1,
-                "beta_2": self.beta_2, "epsilon": self.epsilon}
+        config = super().get_config()
+        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
+                       "amsgrad": self.amsgrad})
+        return config
 
 
 _BY_NAME = {"sgd": SGD, "adam": Adam}
@@ -315,27 +432,51 @@ def serialize(optimizer):
     return {"class_name": type(optimizer).__name__, "config": optimizer.get_config()}
 
 
-def deserialize(config):
-    """The optimizer described by ``serialize()`` output.
+def deserialize(config, custom_objects=None):
+    """The optimizer described by ``serialize()`` output, or by a config Keras 3 or tf.keras
+    wrote (their "module" and "registered_name" keys are read as Keras reads them).
+
+    Parameters
+    ----------
+    config : dict
+        ``{"class_name": ..., "config": {...}}``.
+    custom_objects : dict, optional
+        ``{name: class}`` of the user's own optimizer classes (subclasses of ``Optimizer``),
+        looked up first by ``registered_name`` then by ``class_name``; also used for the inner
+        optimizer of a LossScaleOptimizer.
 
     Raises
     ------
     ValueError
         An unknown class name or a malformed dict.
+    TypeError
+        A ``custom_objects`` entry that is not an Optimizer subclass.
     """
     if not isinstance(config, dict) or "class_name" not in config:
         raise ValueError(f"deserialize: expected a dict with 'class_name' and 'config', got "
                          f"{config!r}")
-    classes = _CLASSES
+    if custom_objects is not None and not isinstance(custom_objects, dict):
+        raise TypeError(f"deserialize: custom_objects must be a dict of name -> class, got "
+                        f"{type(custom_objects).__name__}")
+    custom = custom_objects or {}
     name = config["class_name"]
-    cls = classes.get(name) or _BY_NAME.get(str(name).lower())
+    cls = None
+    for key in (config.get("registered_name"), name):
+        if key is not None and key in custom:
+            cls = custom[key]
+            break
+    if cls is None:
+        cls = _CLASSES.get(name) or _BY_NAME.get(str(name).lower())
     if cls is None:
         raise ValueError(f"deserialize: unknown optimizer class {name!r}; expected one of "
-                         f"{sorted(classes)}")
+                         f"{sorted(_CLASSES)} or a class given in custom_objects")
+    if not (isinstance(cls, type) and issubclass(cls, Optimizer)):
+        raise TypeError(f"deserialize: custom_objects[{name!r}] must be a subclass of "
+                        f"mixedcore.optimizers.Optimizer, got {cls!r}")
     inner = config.get("config", {})
     if not isinstance(inner, dict):
         raise ValueError(f"deserialize: 'config' must be a dict, got {inner!r}")
-    return cls.from_config(inner)
+    return cls.from_config(inner, custom_objects=custom_objects)
 
 
 def get(identifier):

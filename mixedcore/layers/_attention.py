@@ -1,0 +1,581 @@
+"""MultiHeadAttention: Keras's layer on the batched GEMM (float32 accumulation), softmax in
+float32."""
+import math
+
+import numpy as np
+
+from mixedcore import kernels
+from mixedcore import regularizers as _regularizers
+from mixedcore import utils
+from mixedcore._dtypes import as_numeric_array, dtype_name, is_floating, np_dtype, to_compute, \
+    work_dtype
+from mixedcore.layers import _args, _initializers, _node
+from mixedcore.layers._base import Layer, _as_shapes, _batchless
+
+_GEMM_DTYPES = ("float16", "bfloat16", "float32")
+# what Keras's masked softmax puts at masked positions before normalizing
+_MASKED = np.float32(-1e9)
+_WEIGHTS = ("query", "key", "value", "attention_output")
+
+
+def _gemm_ok(*arrays):
+    return all(dtype_name(a.dtype) in _GEMM_DTYPES for a in arrays)
+
+
+def _mm(a, b, alpha=1.0, out_dtype=None, out=None):
+    """``alpha * a @ b`` (batched): ``kernels.matmul`` with float32 accumulation for float16 /
+    bfloat16 / float32 operands (the result float32 unless ``out_dtype``), numpy in float64
+    otherwise (the float64 policy)."""
+    if _gemm_ok(a, b):
+        if out is not None:
+            return kernels.matmul(a, b, alpha=alpha, out=out)
+        return kernels.matmul(a, b, alpha=alpha, out_dtype=out_dtype)
+    r = np.matmul(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False))
+    if alpha != 1.0:
+        r *= alpha
+    if out is not None:
+        out[...] = r
+        return out
+    return r
+
+
+class MultiHeadAttention(Layer):
+    """Multi-head scaled dot-product attention (``keras.layers.MultiHeadAttention``).
+
+    Parameters
+    ----------
+    num_heads : int
+    key_dim : int
+        Size of each head for query and key.
+    value_dim : int, optional
+        Size of each head for value (``key_dim`` by default).
+    dropout : float, default 0.0
+        Dropout rate on the attention probabilities (training calls only).
+    use_bias : bool, default True
+    output_shape : int or tuple of int, optional
+        The output's trailing shape (the query's last dimension by default).
+    attention_axes : None or ints
+        The axes attention runs over; None (Keras's default) is every axis between the batch and
+        the features, taken jointly (the sequence axis of a (batch, seq, features) input).  Other
+        values are a ValueError: they are not implemented.
+    kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer
+        As Keras's; the regularizers apply to the four kernels / biases.
+    seed : int, optional
+        Seed of the dropout.
+    sliding_window : int, optional
+        Each query position attends only to key positions less than this far away (Keras 3).
+
+    Weights, in Keras's order and shapes (d = the feature size of each input):
+    query/kernel (d_query, num_heads, key_dim), query/bias (num_heads, key_dim), key/kernel,
+    key/bias, value/kernel (d_value, num_heads, value_dim), value/bias, attention_output/kernel
+    (num_heads, value_dim, *output_shape), attention_output/bias (output_shape).
+
+    Call
+    ----
+    ``call(query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
+    attention_mask=None, return_attention_scores=False, training=False, use_causal_mask=False)``
+
+    Masks are boolean (a float or integer mask counts its nonzero entries): ``query_mask`` (batch,
+    T) masks query positions (their rows of attention are all zero, so their output is the output
+    bias), ``value_mask`` / ``key_mask`` (batch, S) mask key positions (``key_mask`` only when
+    ``key`` is given, as in Keras), ``attention_mask`` (batch, T, S) (or anything that broadcasts to
+    it, or (batch, num_heads, T, S)) masks pairs, ``use_causal_mask`` keeps the pairs with ``t >=
+    s``; all are combined with "and".  Keras 3 reads ``query_mask`` only from the mask attached to
+    the query tensor (an explicit ``query_mask=`` argument is ignored there); here the argument is
+    used.
+
+    Returns the output (batch, T, *output_shape) in the compute dtype, and with
+    ``return_attention_scores`` also the attention probabilities (batch, num_heads, T, S) in the
+    compute dtype (before dropout).
+
+    Numerics
+    --------
+    The four projections are GEMMs of the inputs (compute dtype) with the kernels (packed once per
+    weight version at inference, the compute-dtype copies in training), float32 accumulation, the
+    bias in the epilogue, one rounding to the compute dtype.  ``Q K^T`` is a batched GEMM in the
+    compute dtype whose float32 result is scaled by ``1 / sqrt(key_dim)`` in the epilogue (Keras
+    scales the query before the product, in the compute dtype); the masked softmax runs in float32
+    (the compiled kernel: float64 inside, one rounding), the probabilities are rounded to the
+    compute dtype and ``P V`` is another batched GEMM.  Backward mirrors it: every product a GEMM in
+    the compute dtype with float32 accumulation, the softmax's gradient in float32, the weight
+    gradients in float32 (the variable dtype).  Under the float64 policy everything is numpy in
+    float64.  ``dy`` is the output's gradient, or (output's, scores') after a call with
+    ``return_attention_scores``.  ``backward(dy)`` returns ``{"query": dq, "value": dv, "key":
+    dk}``; when the call had no ``key`` the key projection's input gradient is added into ``dv`` and
+    ``"key"`` is None.
+    """
+
+    supports_masking = True      # the output takes the query's mask, as in Keras
+
+    def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True,
+                 output_shape=None, attention_axes=None, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
+                 seed=None, sliding_window=None, **kwargs):
+        owner = "MultiHeadAttention"
+        _args.keras_only(owner, {"activity_regularizer": activity_regularizer,
+                                 "kernel_constraint": kernel_constraint,
+                                 "bias_constraint": bias_constraint},
+                         {"activity_regularizer": None, "kernel_constraint": None,
+                          "bias_constraint": None})
+        _args.keras_only(owner, kwargs, {"use_gate": False, "flash_attention": (None, False),
+                                         "lora_rank": None, "quantization_config": None})
+        super().__init__(**kwargs)
+        self.num_heads = _args.positive_int(owner, "num_heads", num_heads)
+        self.key_dim = _args.positive_int(owner, "key_dim", key_dim)
+        self.value_dim = self.key_dim if value_dim is None else \
+            _args.positive_int(owner, "value_dim", value_dim)
+        self.dropout = _args.number(owner, "dropout", dropout, low=0, high=1, high_open=True)
+        self.use_bias = _args.boolean(owner, "use_bias", use_bias)
+        if output_shape is None:
+            self._output_shape_arg = None
+        else:
+            shape = (output_shape,) if isinstance(output_shape, (int, np.integer)) \
+                and not isinstance(output_shape, bool) else output_shape
+            if not isinstance(shape, (tuple, list)) or not shape:
+                raise ValueError(f"{owner}: output_shape must be an int or a non-empty tuple "
+                                 f"of ints, got {output_shape!r}")
+            self._output_shape_arg = tuple(_args.positive_int(owner, "output_shape entry", d)
+                                           for d in shape)
+        if attention_axes is not None:
+            axes = (attention_axes,) if isinstance(attention_axes, (int, np.integer)) \
+                else attention_axes
+            if not isinstance(axes, (tuple, list)) or not all(
+                    isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes):
+                raise ValueError(f"{owner}: attention_axes must be None, an int or a tuple of "
+                                 f"ints, got {attention_axes!r}")
+            attention_axes = tuple(int(a) for a in axes)
+        self.attention_axes = attention_axes
+        if sliding_window is not None:
+            sliding_window = _args.positive_int(owner, "sliding_window", sliding_window)
+        self.sliding_window = sliding_window
+        self.kernel_initializer = _initializers.check(owner, kernel_initializer)
+        self.bias_initializer = _initializers.check(owner, bias_initializer)
+        self.kernel_regularizer = _regularizers.get(kernel_regularizer)
+        self.bias_regularizer = _regularizers.get(bias_regularizer)
+        if seed is not None:
+            seed = _args.non_negative_int(owner, "seed", seed)
+        self.seed = seed
+        self._generator = utils._rng(seed) if seed is not None else None
+        self._scale = 1.0 / math.sqrt(float(self.key_dim))
+        self._train_cache = None
+        self._bias_cache = {}
+
+    # -- calling ---------------------------------------------------------------------------------
+    def __call__(self, query=None, value=None, key=None, *, training=False, **kwargs):
+        owner = f"MultiHeadAttention '{self.name}'"
+        if query is None or value is None:
+            raise TypeError(f"{owner}: call(query, value, key=None, ...) needs query and value")
+
+        def array(what, x):
+            if x is None or isinstance(x, (np.ndarray, _node.KerasTensor)):
+                return x
+            return as_numeric_array(f"{owner}: {what}", x)
+        query, value, key = array("query", query), array("value", value), array("key", key)
+        for k in ("query_mask", "value_mask", "key_mask", "attention_mask"):
+            if kwargs.get(k) is not None:
+                kwargs[k] = array(k, kwargs[k])
+        if key is not None:
+            kwargs["key"] = key
+        return super().__call__(query, value, training=training, **kwargs)
+
+    def _call_shapes(self, args, kwargs):
+        q = tuple(args[0].shape)
+        v = tuple(args[1].shape if len(args) > 1 else kwargs["value"].shape)
+        k = kwargs.get("key")
+        return q, v, None if k is None else tuple(k.shape)
+
+    def _build_for_call(self, args, kwargs):
+        q, v, k = self._call_shapes(args, kwargs)
+        self.build_from_shape([q, v] if k is None else [q, v, k])
+
+    def _check_call(self, args, kwargs):
+        q, v, k = self._call_shapes(args, kwargs)
+        self._check_shapes(q, v, k, built=True)
+
+    def build_from_shape(self, input_shape):
+        """Build for ``[query_shape, value_shape]`` or ``[query_shape, value_shape, key_shape]``
+        (or a dict with those keys)."""
+        owner = f"MultiHeadAttention '{self.name}'"
+        if isinstance(input_shape, dict):
+            q, v, k = input_shape.get("query"), input_shape.get("value"), input_shape.get("key")
+        elif isinstance(input_shape, (list, tuple)) and len(input_shape) in (2, 3) and all(
+                isinstance(s, (list, tuple)) for s in input_shape):
+            q, v = input_shape[0], input_shape[1]
+            k = input_shape[2] if len(input_shape) == 3 else None
+        else:
+            raise ValueError(f"{owner}: build_from_shape takes [query_shape, value_shape] or "
+                             f"[query_shape, value_shape, key_shape], got {input_shape!r}")
+        if q is None or v is None:
+            raise ValueError(f"{owner}: build_from_shape needs the query and value shapes, got "
+                             f"{input_shape!r}")
+        q, v = _as_shapes(q), _as_shapes(v)
+        k = None if k is None else _as_shapes(k)
+        self.build(q, v, k)
+        shapes = [q, v] + ([k] if k is not None else [])
+        self.input_shape = [_batchless(s) for s in shapes]
+        self.output_shape = self.compute_output_shape(*self.input_shape)
+        self.built = True
+
+    def _check_shapes(self, q, v, k, built=False):
+        owner = f"MultiHeadAttention '{self.name}'"
+        k_eff = v if k is None else k
+        if len(q) < 3 or len(v) < 3:
+            raise ValueError(f"{owner}: query and value must have shape (batch, positions..., "
+                             f"features), got query {q} and value {v}")
+        if len(q) != len(v) or len(k_eff) != len(v):
+            raise ValueError(f"{owner}: query, value and key must have the same rank, got "
+                             f"query {q}, value {v}, key {k}")
+        if tuple(v[1:-1]) != tuple(k_eff[1:-1]):
+            raise ValueError(f"{owner}: all dimensions of value and key except the last must be "
+                             f"equal, got value {v} and key {k}")
+        batches = {s[0] for s in (q, v, k_eff)} - {None}
+        if len(batches) > 1:
+            raise ValueError(f"{owner}: query, value and key have different batch sizes: query "
+                             f"{q}, value {v}, key {k}")
+        if any(s[-1] is None for s in (q, v, k_eff)):
+            raise ValueError(f"{owner}: the feature (last) dimensions must be known, got query "
+                             f"{q}, value {v}, key {k}")
+        if built:
+            dq, dk, dv = (self._values[self._kernel_index(n)].shape[0]
+                          for n in ("query", "key", "value"))
+            if (q[-1], k_eff[-1], v[-1]) != (dq, dk, dv):
+                raise ValueError(f"{owner}: built for query / key / value features ({dq}, {dk}, "
+                                 f"{dv}), received query {q}, value {v}, key {k}")
+            if len(q) != len(self.input_shape[0]):
+                raise ValueError(f"{owner}: built for inputs of rank {len(self.input_shape[0])},"
+                                 f" received query {q}")
+
+    def _default_axes(self, rank):
+        return tuple(range(1, rank - 1))
+
+    def _check_attention_axes(self, rank):
+        if self.attention_axes is None:
+            return
+        # Keras counts the axes of the projected (batch, positions..., heads, size) tensor;
+        # negative ones from its last axis but one
+        proj_rank = rank + 1
+        axes = tuple(sorted(a if a >= 0 else (proj_rank - 1) + a for a in self.attention_axes))
+        if axes != self._default_axes(rank):
+            raise ValueError(f"MultiHeadAttention '{self.name}': attention_axes="
+                             f"{self.attention_axes} is not implemented; only the default "
+                             f"(every axis between the batch and the features: "
+                             f"{self._default_axes(rank)} for inputs of rank {rank}) is")
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        if value_shape is None and isinstance(query_shape, (list, tuple)) and query_shape and \
+                isinstance(query_shape[0], (list, tuple)):
+            query_shape, value_shape, key_shape = (list(query_shape) + [None])[:3]
+        self._check_shapes(tuple(query_shape), tuple(value_shape),
+                           None if key_shape is None else tuple(key_shape))
+        if self.compute_dtype is not None and not is_floating(np_dtype(self.compute_dtype)):
+            raise TypeError(f"MultiHeadAttention '{self.name}': compute dtype must be floating, "
+                            f"got {self.compute_dtype}")
+        self._check_attention_axes(len(query_shape))
+        key_shape = value_shape if key_shape is None else key_shape
+        n, h, hv = self.num_heads, self.key_dim, self.value_dim
+        out = self._output_shape_arg or (int(query_shape[-1]),)
+        for name, d, size in (("query", query_shape[-1], h), ("key", key_shape[-1], h),
+                              ("value", value_shape[-1], hv)):
+            self._add_projection(f"{name}/kernel", (int(d), n, size), self.kernel_initializer,
+                                 self.kernel_regularizer)
+            if self.use_bias:
+                self.add_weight(f"{name}/bias", (n, size), self.bias_initializer,
+                                self.bias_regularizer)
+        self._add_projection("attention_output/kernel", (n, hv) + tuple(out),
+                             self.kernel_initializer, self.kernel_regularizer, split=2)
+        if self.use_bias:
+            self.add_weight("attention_output/bias", tuple(out), self.bias_initializer,
+                            self.bias_regularizer)
+
+    def _add_projection(self, name, shape, initializer, regularizer, split=1):
+        """A kernel initialized as the matrix (prod(shape[:split]), prod(shape[split:])) of the
+        GEMM it is used as (so the fans are a Dense layer's), stored in Keras's shape."""
+        rows = int(np.prod(shape[:split]))
+        cols = int(np.prod(shape[split:]))
+        value = self.add_weight(name, (rows, cols), initializer, regularizer)
+        self._values[-1] = value.reshape(shape)
+
+    def _kernel_index(self, name):
+        return self._names.index(f"{name}/kernel")
+
+    def _bias_index(self, name):
+        key = f"{name}/bias"
+        return self._names.index(key) if key in self._names else None
+
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        if value_shape is None and isinstance(query_shape, (list, tuple)) and query_shape and \
+                isinstance(query_shape[0], (list, tuple)):
+            query_shape, value_shape, key_shape = (list(query_shape) + [None])[:3]
+        query_shape, value_shape = tuple(query_shape), tuple(value_shape)
+        k = value_shape if key_shape is None else tuple(key_shape)
+        if value_shape[1:-1] != k[1:-1]:
+            raise ValueError(f"MultiHeadAttention '{self.name}': all dimensions of value and "
+                             f"key except the last must be equal, got value {value_shape} and "
+                             f"key {key_shape}")
+        if self._output_shape_arg:
+            return query_shape[:-1] + self._output_shape_arg
+        return query_shape
+
+    def compute_output_spec(self, query, value, key=None, query_mask=None, value_mask=None,
+                            key_mask=None, attention_mask=None, return_attention_scores=False,
+                            training=False, use_causal_mask=False):
+        out_shape = self.compute_output_shape(query.shape, value.shape,
+                                              None if key is None else key.shape)
+        out = _node.KerasTensor(out_shape, self.compute_dtype)
+        if return_attention_scores:
+            scores = (query.shape[0], self.num_heads) + tuple(query.shape[1:-1]) + \
+                tuple(value.shape[1:-1])
+            return out, _node.KerasTensor(scores, self.compute_dtype)
+        return out
+
+    # -- the computation -------------------------------------------------------------------------
+    def _as_compute(self, x):
+        return x if is_floating(x.dtype) else x.astype(self._compute_np())
+
+    def _flat_mask(self, what, mask, shape):
+        """A mask of ``shape`` (batch, positions...) as bool (batch or 1, positions)."""
+        owner = f"MultiHeadAttention '{self.name}'"
+        m = np.asarray(mask)
+        if m.shape != tuple(shape) and not (m.ndim == len(shape) and m.shape[0] == 1
+                                            and m.shape[1:] == tuple(shape[1:])):
+            raise ValueError(f"{owner}: {what} must have shape {tuple(shape)} (batch, "
+                             f"positions...), got {m.shape}")
+        return (m != 0).reshape(m.shape[0], -1)
+
+    def _attention_mask(self, b, t_dims, s_dims, query_mask, value_mask, key_mask,
+                        attention_mask, use_causal_mask, key_given=True):
+        """The combined boolean mask, broadcastable to (batch, heads, T, S), or None."""
+        owner = f"MultiHeadAttention '{self.name}'"
+        t, s = int(np.prod(t_dims)), int(np.prod(s_dims))
+        mask = None
+
+        def both(m):
+            return m if mask is None else mask & m
+        if query_mask is not None:
+            mask = both(self._flat_mask("query_mask", query_mask, (b,) + t_dims)[:, :, None])
+        key_mask = key_mask if key_given else None
+        for what, m in (("value_mask", value_mask), ("key_mask", key_mask)):
+            if m is not None:
+                mask = both(self._flat_mask(what, m, (b,) + s_dims)[:, None, :])
+        if use_causal_mask or self.sliding_window is not None:
+            rows = np.arange(t)[:, None]
+            cols = np.arange(s)[None, :]
+            band = np.ones((t, s), dtype=bool)
+            if use_causal_mask:
+                band &= rows >= cols
+            if self.sliding_window is not None:
+                band &= np.abs(rows - cols) < self.sliding_window
+            mask = both(band[None])
+        if mask is not None:
+            mask = mask[:, None]                        # the heads axis
+        if attention_mask is not None:
+            m = np.asarray(attention_mask) != 0
+            full = (b,) + t_dims + s_dims
+            if m.ndim == len(full) and len(t_dims) + len(s_dims) > 2 and all(
+                    d in (1, e) for d, e in zip(m.shape, full)):
+                m = np.broadcast_to(m, (m.shape[0],) + full[1:]).reshape(m.shape[0], t, s)
+            if m.ndim <= 3:
+                m = m.reshape((1,) * (3 - m.ndim) + m.shape)[:, None]
+            target = (b, self.num_heads, t, s)
+            if m.ndim != 4 or any(d not in (1, e) for d, e in zip(m.shape, target)):
+                raise ValueError(f"{owner}: attention_mask of shape "
+                                 f"{np.shape(attention_mask)} does not broadcast to (batch, T, "
+                                 f"S) = {(b, t, s)} (or (batch, num_heads, T, S))")
+            mask = m if mask is None else mask & m
+        return mask
+
+    def _project(self, x2, name, training):
+        """x2 (rows, d) @ kernel (d, cols) + bias, in the compute dtype (float32 accumulation)."""
+        i = self._kernel_index(name)
+        j = self._bias_index(name)
+        cd = x2.dtype
+        sixteen = cd.itemsize == 2
+        if _gemm_ok(x2):
+            if training:
+                kernel = self._matrix(self.compute_weights()[i], name)
+            else:
+                kernel = self._packed2d(i, name)
+            bias = self._bias32(j) if j is not None else None
+            return kernels.matmul(x2, kernel, bias=bias,
+                                  out_dtype=dtype_name(cd) if sixteen else None)
+        weights = self.compute_weights()
+        w = work_dtype(cd)
+        z = to_compute(x2, w) @ to_compute(self._matrix(weights[i], name), w)
+        if j is not None:
+            z += to_compute(weights[j], w).reshape(-1)
+        return to_compute(z, cd)
+
+    @staticmethod
+    def _matrix(kernel, name):
+        if name == "attention_output":
+            return kernel.reshape(kernel.shape[0] * kernel.shape[1], -1)
+        return kernel.reshape(kernel.shape[0], -1)
+
+    def _packed2d(self, index, name):
+        """The kernel as its GEMM matrix, packed once per weight version in the compute dtype
+        (kept where ``Layer.packed_weight`` keeps its packs, so ``inference_nbytes`` counts it)."""
+        cd = self._compute_np()
+        key = (self._version, cd)
+        entry = self._packed.get(index)
+        if entry is None or entry[0] != key or entry[1].stale:
+            entry = (key, kernels.pack(self._matrix(self._values[index], name), dtype=cd))
+            self._packed[index] = entry
+        return entry[1]
+
+    def _bias32(self, index):
+        """The bias rounded to the compute dtype and held in float32 (what the epilogue adds)."""
+        cd = self._compute_np()
+        key = (self._version, cd)
+        entry = self._bias_cache.get(index)
+        if entry is None or entry[0] != key:
+            b = to_compute(to_compute(self._values[index], cd), np.dtype(np.float32))
+            entry = (key, np.ascontiguousarray(b.reshape(-1)))
+            self._bias_cache[index] = entry
+        return entry[1]
+
+    def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
+             attention_mask=None, return_attention_scores=False, training=False,
+             use_causal_mask=False):
+        q_in = self._as_compute(query)
+        v_in = self._as_compute(value)
+        k_in = v_in if key is None else self._as_compute(key)
+        cd = q_in.dtype
+        v_in, k_in = to_compute(v_in, cd), to_compute(k_in, cd)
+        b = q_in.shape[0]
+        t_dims, s_dims = tuple(q_in.shape[1:-1]), tuple(v_in.shape[1:-1])
+        t, s = int(np.prod(t_dims)), int(np.prod(s_dims))
+        n, h, hv = self.num_heads, self.key_dim, self.value_dim
+        sixteen = cd.itemsize == 2
+        out16 = dtype_name(cd) if sixteen else None
+
+        xq = q_in.reshape(b * t, -1)
+        xv = v_in.reshape(b * s, -1)
+        xk = xv if key is None else k_in.reshape(b * s, -1)
+        qp = self._project(xq, "query", training).reshape(b, t, n, h)
+        kp = self._project(xk, "key", training).reshape(b, s, n, h)
+        vp = self._project(xv, "value", training).reshape(b, s, n, hv)
+        qh = qp.transpose(0, 2, 1, 3)                   # (b, n, t, h), views
+        kh = kp.transpose(0, 2, 1, 3)
+        vh = vp.transpose(0, 2, 1, 3)
+
+        scores = _mm(qh, kh.transpose(0, 1, 3, 2), alpha=self._scale)     # float32 (b, n, t, s)
+        w = scores.dtype
+        mask = self._attention_mask(b, t_dims, s_dims, query_mask, value_mask, key_mask,
+                                    attention_mask, use_causal_mask, key is not None)
+        if mask is not None:
+            scores = np.where(mask, scores, w.type(_MASKED))
+        probs = _softmax_last(scores)
+        if mask is not None:
+            probs = np.where(mask, probs, w.type(0))
+        p_cd = to_compute(probs, cd)
+
+        keep = None
+        p_used = p_cd
+        if training and self.dropout > 0:
+            rng = self._generator if self._generator is not None else utils._rng()
+            keep = (rng.random(probs.shape) >= self.dropout).astype(w) * \
+                w.type(1.0 / (1.0 - self.dropout))
+            p_used = to_compute(to_compute(p_cd, w) * keep, cd)
+
+        o = np.empty((b, t, n, hv), dtype=cd)
+        _mm(p_used, vh, out=o.transpose(0, 2, 1, 3))     # (b, n, t, hv) into (b, t, n, hv)
+        o2 = o.reshape(b * t, n * hv)
+        y = self._project(o2, "attention_output", training)
+        out_tail = tuple(self._values[self._kernel_index("attention_output")].shape[2:])
+        y = y.reshape((b,) + t_dims + out_tail)
+        if training:
+            self._train_cache = dict(xq=xq, xk=xk, xv=xv, qh=qh, kh=kh, vh=vh, probs=probs,
+                                     p_used=p_used, keep=keep, o2=o2, cd=cd, key_given=key
+                                     is not None, shapes=(q_in.shape, v_in.shape, k_in.shape),
+                                     b=b, t=t, s=s, out16=out16)
+        if return_attention_scores:
+            return y, p_cd.reshape((b, n) + t_dims + s_dims)
+        return y
+
+    def backward(self, dy, need_input_grad=True):
+        c = self._train_cache
+        cd, b, t, s = c["cd"], c["b"], c["t"], c["s"]
+        n, h, hv = self.num_heads, self.key_dim, self.value_dim
+        out16 = c["out16"]
+        weights = self.compute_weights()
+        vd = self._values[0].dtype
+        grads = {}
+
+        def dense_backward(name, x2, dz2, need_dx):
+            """Weight gradients of a projection (float32), and the input gradient."""
+            i, j = self._kernel_index(name), self._bias_index(name)
+            dk = _mm(x2.T, dz2)
+            grads[i] = to_compute(np.asarray(dk), vd).reshape(self._values[i].shape)
+            if j is not None:
+                db = to_compute(dz2, work_dtype(dz2.dtype)).sum(axis=0)
+                grads[j] = to_compute(db, vd).reshape(self._values[j].shape)
+            if not need_dx:
+                return None
+            return _mm(dz2, self._matrix(weights[i], name).T, out_dtype=out16)
+
+        dy_scores = None
+        if isinstance(dy, (list, tuple)):       # a call with return_attention_scores
+            dy, dy_scores = dy
+        dy2 = to_compute(np.asarray(dy), cd).reshape(b * t, -1)
+        do2 = dense_backward("attention_output", c["o2"], dy2, True)
+        doh = do2.reshape(b, t, n, hv).transpose(0, 2, 1, 3)             # (b, n, t, hv)
+
+        d_pused = _mm(doh, c["vh"].transpose(0, 1, 3, 2))                 # float32 (b, n, t, s)
+        dvp = np.empty((b, s, n, hv), dtype=cd)
+        _mm(c["p_used"].transpose(0, 1, 3, 2), doh, out=dvp.transpose(0, 2, 1, 3))
+        dp = d_pused if c["keep"] is None else d_pused * c["keep"]
+        probs = c["probs"]
+        if dy_scores is not None:
+            dp = dp + to_compute(np.asarray(dy_scores), dp.dtype).reshape(probs.shape)
+        dscores = probs * (dp - np.sum(dp * probs, axis=-1, keepdims=True))
+        ds = to_compute(dscores, cd)
+
+        dqp = np.empty((b, t, n, h), dtype=cd)
+        _mm(ds, c["kh"], alpha=self._scale, out=dqp.transpose(0, 2, 1, 3))
+        dkp = np.empty((b, s, n, h), dtype=cd)
+        _mm(ds.transpose(0, 1, 3, 2), c["qh"], alpha=self._scale, out=dkp.transpose(0, 2, 1, 3))
+
+        dxq = dense_backward("query", c["xq"], dqp.reshape(b * t, n * h), need_input_grad)
+        dxk = dense_backward("key", c["xk"], dkp.reshape(b * s, n * h), need_input_grad)
+        dxv = dense_backward("value", c["xv"], dvp.reshape(b * s, n * hv), need_input_grad)
+        order = self._weight_index_order()
+        self.gradients = [grads[i] for i in order if self._trainable_flags[i]] \
+            if self.trainable else []
+        if not need_input_grad:
+            return None
+        q_shape, v_shape, k_shape = c["shapes"]
+        dq = to_compute(np.asarray(dxq), cd).reshape(q_shape)
+        if c["key_given"]:
+            return {"query": dq, "value": to_compute(np.asarray(dxv), cd).reshape(v_shape),
+                    "key": to_compute(np.asarray(dxk), cd).reshape(k_shape)}
+        w = work_dtype(cd)
+        dv = to_compute(to_compute(np.asarray(dxv), w) + to_compute(np.asarray(dxk), w), cd)
+        return {"query": dq, "value": dv.reshape(v_shape), "key": None}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "num_heads": self.num_heads, "key_dim": self.key_dim, "value_dim": self.value_dim,
+            "dropout": self.dropout, "use_bias": self.use_bias,
+            "output_shape": self._output_shape_arg,
+            "attention_axes": self.attention_axes,
+            "sliding_window": self.sliding_window,
+            "kernel_initializer": _initializers.serialize(self.kernel_initializer),
+            "bias_initializer": _initializers.serialize(self.bias_initializer),
+            "kernel_regularizer": _regularizers.serialize(self.kernel_regularizer),
+            "bias_regularizer": _regularizers.serialize(self.bias_regularizer),
+            "seed": self.seed,
+            "activity_regularizer": None, "kernel_constraint": None, "bias_constraint": None,
+            "use_gate": False,
+        })
+        return config
+
+
+def _softmax_last(scores):
+    """Softmax along the last axis: the compiled float32 kernel, numpy for float64."""
+    if scores.dtype == np.float32:
+        return kernels.softmax(scores, -1)
+    with np.errstate(under="ignore"):
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
