@@ -85,7 +85,7 @@ def cnn(keras, rng):
     return Case(model, x, y, "sparse_categorical_crossentropy")
 
 
-@builder("Embedding", "MultiHeadAttention", "Add", "GlobalAveragePooling1D")
+@builder("Embedding", "MultiHeadAttention", "Add")
 def attention_block(keras, rng):
     """Token ids -> embedding -> self-attention with a residual Add -> LayerNormalization."""
     L = keras.layers
@@ -93,7 +93,7 @@ def attention_block(keras, rng):
     x = L.Embedding(30, 8)(tokens)
     attended = L.MultiHeadAttention(num_heads=2, key_dim=4)(x, x)
     x = L.LayerNormalization()(L.Add()([x, attended]))
-    x = L.GlobalAveragePooling1D()(L.Dense(8, activation="relu")(x))
+    x = L.Flatten()(L.Dense(8, activation="relu")(x))
     out = L.Activation("softmax", dtype="float32")(L.Dense(3)(x))
     model = keras.Model(tokens, out, name="attention_block")
     x = rng.integers(0, 30, size=(48, 7)).astype(np.int32)

@@ -736,3 +736,22 @@ def test_tf_keras2_functional_h5_with_list_nodes(tmp_path):
                                rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[1], hb @ w["out2"]["kernel"] + w["out2"]["bias"],
                                rtol=1e-5, atol=1e-5)
+
+
+def test_build_config_of_a_layer_called_with_several_tensors():
+    """Keras rebuilds such a layer with ``build(**shapes_dict)``: the shapes are named by the
+    call's arguments (masks left out); one tensor argument (a list too) stays input_shape."""
+    q = layers.Input(shape=(5, 8))
+    v = layers.Input(shape=(3, 8))
+    attention = layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    out = attention(q, v, key=v)
+    added = layers.Add()([out, q])
+    config = models.Model([q, v], added).get_config()
+    entries = {e["class_name"]: e for e in config["layers"]}
+    assert entries["MultiHeadAttention"]["build_config"] == {"shapes_dict": {
+        "query_shape": [None, 5, 8], "value_shape": [None, 3, 8], "key_shape": [None, 3, 8]}}
+    assert entries["Add"]["build_config"] == {"input_shape": [[None, 5, 8], [None, 5, 8]]}
+    plain = layers.MultiHeadAttention(num_heads=1, key_dim=2)
+    plain(q, q)
+    assert layers.serialize(plain)["build_config"] == {"shapes_dict": {
+        "query_shape": [None, 5, 8], "value_shape": [None, 5, 8]}}
