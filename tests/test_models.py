@@ -370,9 +370,10 @@ def test_set_weights_count_error_lists_expected():
 
 
 def test_config_round_trip_keeps_policies():
-    model = mlp(policy="mixed_float16")
-    model.layers.insert(1, layers.LayerNormalization(dtype="mixed_float16"))
-    model.layers[1].build_from_shape((None, 8))
+    with policy_scope("mixed_float16"):
+        model = models.Sequential([layers.Input(shape=(6,)), layers.Dense(8, activation="relu"),
+                                   layers.LayerNormalization(), layers.Dense(3),
+                                   layers.Activation("softmax", dtype="float32")])
     config = model.get_config()
     clone = models.Sequential.from_config(config)
     assert [type(l) for l in clone.layers] == [type(l) for l in model.layers]

@@ -18,21 +18,73 @@ _CLASSES = {cls.__name__: cls for cls in (InputLayer, Dense, Activation, Softmax
                                           Flatten, LayerNormalization)}
 
 
+def register(cls, name=None):
+    """Make ``cls`` known to :func:`deserialize` under ``name`` (its class name by default)."""
+    _CLASSES[name or cls.__name__] = cls
+    return cls
+
+
+def _jsonable_shape(shape):
+    if isinstance(shape, tuple) and all(d is None or isinstance(d, int) for d in shape):
+        return list(shape)
+    if isinstance(shape, dict):
+        return {k: _jsonable_shape(v) for k, v in shape.items()}
+    if isinstance(shape, (list, tuple)):
+        return [_jsonable_shape(v) for v in shape]
+    return shape
+
+
 def serialize(layer):
-    """``{"class_name": ..., "config": ...}`` for a layer."""
-    return {"class_name": type(layer).__name__, "config": layer.get_config()}
+    """Keras 3's dict form of a layer: ``{"module", "class_name", "config", "registered_name",
+    "build_config"}`` (classes mixedcore does not know are named by their module)."""
+    cls = type(layer)
+    name = cls.__dict__.get("_keras_class", cls.__name__)
+    known = _CLASSES.get(name) is cls
+    entry = {"module": getattr(cls, "_keras_module", "keras.layers") if known else cls.__module__,
+             "class_name": name, "config": layer.get_config(),
+             "registered_name": ("Functional" if name == "Functional" else None) if known
+             else cls.__name__}
+    if layer.built and not isinstance(layer, InputLayer):
+        shape = layer._config_build_shape() if hasattr(layer, "_set_graph") \
+            else layer.input_shape
+        entry["build_config"] = {"input_shape": _jsonable_shape(shape)}
+    return entry
 
 
 def deserialize(config, custom_objects=None):
-    """A layer from :func:`serialize`'s form; ``custom_objects`` maps extra class names."""
+    """A layer (or a model) from :func:`serialize`'s form, Keras 3's or tf.keras 2.x's;
+    ``custom_objects`` maps class names to the user's own classes."""
     if not isinstance(config, dict) or "class_name" not in config:
         raise ValueError(f"layers.deserialize: expected a dict with 'class_name' and 'config', "
-                         f"got {config!r}")
+                         f"got {config!r}"[:300])
     classes = dict(_CLASSES)
     if custom_objects:
         classes.update(custom_objects)
-    cls = classes.get(config["class_name"])
+    name = config["class_name"]
+    registered = config.get("registered_name")
+    cls = None
+    if registered and registered in classes:
+        cls = classes[registered]
     if cls is None:
-        raise ValueError(f"layers.deserialize: unknown layer class {config['class_name']!r}; "
-                         f"known: {sorted(classes)} (pass custom_objects for your own)")
-    return cls.from_config(dict(config.get("config", {})))
+        cls = classes.get(name)
+    if cls is None and isinstance(name, str) and ">" in name:      # "package>Name"
+        cls = classes.get(name.split(">")[-1])
+    if cls is None:
+        raise ValueError(f"layers.deserialize: unknown layer class {name!r}; supported: "
+                         f"{sorted(_CLASSES)} (pass custom_objects={{{name!r}: YourClass}} for "
+                         f"your own layers)")
+    inner = config.get("config", {})
+    if not isinstance(inner, dict):
+        raise ValueError(f"layers.deserialize: the config of {name!r} must be a dict, got "
+                         f"{type(inner).__name__}")
+    if hasattr(cls, "_set_graph") or "custom_objects" in _from_config_params(cls):
+        return cls.from_config(dict(inner), custom_objects=custom_objects)
+    return cls.from_config(dict(inner))
+
+
+def _from_config_params(cls):
+    import inspect
+    try:
+        return inspect.signature(cls.from_config).parameters
+    except (TypeError, ValueError):
+        return {}

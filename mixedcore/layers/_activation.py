@@ -10,6 +10,8 @@ class _Elementwise(Layer):
     """A weightless layer whose math runs in float32 (float64 under float64), result rounded once
     to the compute dtype."""
 
+    supports_masking = True
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._train_cache = None

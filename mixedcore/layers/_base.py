@@ -40,6 +40,15 @@ def _unique_name(base):
     return base if count == 0 else f"{base}_{count}"
 
 
+# Keras arguments mixedcore accepts only as None (what Keras's configs hold by default)
+_UNSUPPORTED_UNLESS_NONE = {
+    "kernel_constraint": "weight constraints", "bias_constraint": "weight constraints",
+    "beta_constraint": "weight constraints", "gamma_constraint": "weight constraints",
+    "embeddings_constraint": "weight constraints", "depthwise_constraint": "weight constraints",
+    "pointwise_constraint": "weight constraints", "alpha_constraint": "weight constraints",
+    "activity_regularizer": "activity regularizers", "quantization_config": "quantized layers",
+    "lora_rank": "LoRA layers", "lora_alpha": "LoRA layers",
+}
 _TAKES_TRAINING = {}
 
 
@@ -136,6 +145,15 @@ class Layer:
     def __init__(self, trainable=True, name=None, dtype=None, autocast=True, input_shape=None,
                  **kwargs):
         owner = type(self).__name__
+        for key in [k for k in kwargs if k in _UNSUPPORTED_UNLESS_NONE]:
+            value = kwargs.pop(key)
+            if value is not None:
+                raise ValueError(f"{owner}: {key}={value!r} is not supported (only None); "
+                                 f"mixedcore has no {_UNSUPPORTED_UNLESS_NONE[key]}")
+        if "batch_input_shape" in kwargs:          # tf.keras 2.x configs
+            batch_input_shape = kwargs.pop("batch_input_shape")
+            if input_shape is None and batch_input_shape is not None:
+                input_shape = tuple(batch_input_shape)[1:]
         if kwargs:
             raise TypeError(f"{owner}: unexpected keyword argument(s) {sorted(kwargs)}")
         if name is not None and not isinstance(name, str):
@@ -387,11 +405,38 @@ class Layer:
     def compute_output_spec(self, *args, **kwargs):
         """KerasTensors for the outputs of a call on KerasTensors: shapes from
         :meth:`compute_output_shape`, dtypes from :meth:`compute_output_dtype`."""
+        cls = type(self)
+        if (cls.compute_output_shape is Layer.compute_output_shape
+                and not cls.__module__.startswith("mixedcore.")):
+            return self._spec_by_running(args, kwargs)
         inputs = args[0]
         first = next((t for t in _node.flatten(inputs) if isinstance(t, _node.KerasTensor)),
                      None)
         dtype = self.compute_output_dtype(first.dtype if first is not None else None)
         return _spec(self.compute_output_shape(_node.shapes_of(inputs)), dtype)
+
+    def _spec_by_running(self, args, kwargs):
+        """Output KerasTensors found by calling the layer on zeros (batch of 1 where the batch
+        is free): for a user's layer that does not define ``compute_output_shape``."""
+        free_batch = []
+
+        def concrete(t):
+            if not isinstance(t, _node.KerasTensor):
+                return t
+            free_batch.append(bool(t.shape) and t.shape[0] is None)
+            return np.zeros(tuple(1 if d is None else d for d in t.shape),
+                            dtype=np_dtype(t.dtype or "float32"))
+
+        result = self(*_node.map_structure(concrete, list(args)),
+                      **_node.map_structure(concrete, dict(kwargs)))
+        batch_free = any(free_batch)
+
+        def spec(a):
+            a = np.asarray(a)
+            shape = ((None,) + a.shape[1:]) if batch_free and a.ndim else a.shape
+            return _node.KerasTensor(shape, a.dtype)
+
+        return _node.map_structure(spec, result)
 
     def compute_output_dtype(self, input_dtype):
         """The dtype name of the output for an input of ``input_dtype``: the compute dtype for a
@@ -425,6 +470,15 @@ class Layer:
 
     def compute_output_shape(self, input_shape):
         return input_shape
+
+    # Masks (Keras's): a layer that supports masking passes its input's mask on unchanged; one
+    # that makes or changes masks overrides compute_mask.  A model hands a tensor's mask to the
+    # layers that read it through their call's ``mask`` (or ``<parameter>_mask``) argument.
+    supports_masking = False
+
+    def compute_mask(self, inputs, mask=None):
+        """The mask of the output for ``inputs`` whose mask is ``mask`` (None: no mask)."""
+        return mask if self.supports_masking else None
 
     def call(self, inputs, training=False):
         return inputs

@@ -37,9 +37,13 @@ class InputLayer(Layer):
     """
 
     def __init__(self, shape=None, batch_size=None, name=None, dtype=None, input_shape=None,
-                 batch_shape=None, sparse=None, ragged=None, **kwargs):
-        if sparse or ragged:
-            raise ValueError("InputLayer: sparse and ragged inputs are not supported")
+                 batch_shape=None, sparse=None, ragged=None, optional=False,
+                 batch_input_shape=None, **kwargs):
+        if sparse or ragged or optional:
+            raise ValueError(f"InputLayer: sparse, ragged and optional inputs are not supported "
+                             f"(sparse={sparse}, ragged={ragged}, optional={optional})")
+        if batch_input_shape is not None and batch_shape is None:   # tf.keras 2.x configs
+            batch_shape = batch_input_shape
         if batch_shape is not None:
             if shape is not None or batch_size is not None:
                 raise ValueError("InputLayer: give either batch_shape or shape (and batch_size),"
@@ -60,6 +64,7 @@ class InputLayer(Layer):
                       for d in shape)
         if batch_size is not None:
             batch_size = _check_positive_int("InputLayer", "batch_size", batch_size)
+        self._dtype_given = dtype is not None
         if dtype is None:
             dtype = "float32"
         if not _is_dtype_name(dtype):
@@ -145,6 +150,8 @@ class Dense(Layer):
     them.  Under a 16-bit compute policy the GEMM takes the 16-bit inputs and kernel, accumulates
     in float32 and rounds once to the compute dtype after the bias and activation.
     """
+
+    supports_masking = True
 
     def __init__(self, units, activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
@@ -307,8 +314,8 @@ class Dense(Layer):
             "units": self.units,
             "activation": self.activation,
             "use_bias": self.use_bias,
-            "kernel_initializer": self.kernel_initializer,
-            "bias_initializer": self.bias_initializer,
+            "kernel_initializer": _initializers.serialize(self.kernel_initializer),
+            "bias_initializer": _initializers.serialize(self.bias_initializer),
             "kernel_regularizer": _regularizers.serialize(self.kernel_regularizer),
             "bias_regularizer": _regularizers.serialize(self.bias_regularizer),
         })

@@ -32,41 +32,164 @@ def _variance_scaling(scale, mode, distribution):
     return init
 
 
-_INITIALIZERS = {
-    "zeros": lambda shape, rng: np.zeros(shape),
-    "ones": lambda shape, rng: np.ones(shape),
-    "glorot_uniform": _variance_scaling(1.0, "fan_avg", "uniform"),
-    "glorot_normal": _variance_scaling(1.0, "fan_avg", "normal"),
-    "he_uniform": _variance_scaling(2.0, "fan_in", "uniform"),
-    "he_normal": _variance_scaling(2.0, "fan_in", "normal"),
-    "lecun_uniform": _variance_scaling(1.0, "fan_in", "uniform"),
-    "lecun_normal": _variance_scaling(1.0, "fan_in", "normal"),
-    "random_normal": lambda shape, rng: rng.normal(0.0, 0.05, size=shape),
-    "random_uniform": lambda shape, rng: rng.uniform(-0.05, 0.05, size=shape),
+def _truncated_normal(mean, stddev, shape, rng):
+    out = rng.normal(mean, stddev, size=shape)
+    bad = np.abs(out - mean) > 2 * stddev
+    while bad.any():
+        out[bad] = rng.normal(mean, stddev, size=int(bad.sum()))
+        bad = np.abs(out - mean) > 2 * stddev
+    return out
+
+
+def _orthogonal(gain):
+    def init(shape, rng):
+        if len(shape) < 2:
+            raise ValueError(f"the orthogonal initializer needs a shape of 2 or more dimensions, "
+                             f"got {shape}")
+        rows = int(np.prod(shape[:-1]))
+        cols = shape[-1]
+        flat = rng.normal(0.0, 1.0, size=(max(rows, cols), min(rows, cols)))
+        q, r = np.linalg.qr(flat)
+        q *= np.sign(np.diag(r))
+        if rows < cols:
+            q = q.T
+        return gain * q.reshape(shape)
+    return init
+
+
+def _identity(gain):
+    def init(shape, rng):
+        if len(shape) != 2:
+            raise ValueError(f"the identity initializer needs a 2-D shape, got {shape}")
+        return gain * np.eye(*shape)
+    return init
+
+
+# name -> (maker(**arguments) -> init(shape, rng), the arguments and their Keras defaults)
+_MAKERS = {
+    "zeros": (lambda: lambda shape, rng: np.zeros(shape), {}),
+    "ones": (lambda: lambda shape, rng: np.ones(shape), {}),
+    "constant": (lambda value: lambda shape, rng: np.full(shape, value, dtype=np.float64),
+                 {"value": 0.0}),
+    "glorot_uniform": (lambda: _variance_scaling(1.0, "fan_avg", "uniform"), {}),
+    "glorot_normal": (lambda: _variance_scaling(1.0, "fan_avg", "normal"), {}),
+    "he_uniform": (lambda: _variance_scaling(2.0, "fan_in", "uniform"), {}),
+    "he_normal": (lambda: _variance_scaling(2.0, "fan_in", "normal"), {}),
+    "lecun_uniform": (lambda: _variance_scaling(1.0, "fan_in", "uniform"), {}),
+    "lecun_normal": (lambda: _variance_scaling(1.0, "fan_in", "normal"), {}),
+    "variance_scaling": (lambda scale, mode, distribution: _variance_scaling(
+        scale, mode, "normal" if distribution.startswith("truncated") or
+        distribution == "normal" else distribution),
+        {"scale": 1.0, "mode": "fan_in", "distribution": "truncated_normal"}),
+    "random_normal": (lambda mean, stddev: lambda shape, rng: rng.normal(mean, stddev, size=shape),
+                      {"mean": 0.0, "stddev": 0.05}),
+    "random_uniform": (lambda minval, maxval: lambda shape, rng: rng.uniform(minval, maxval,
+                                                                             size=shape),
+                       {"minval": -0.05, "maxval": 0.05}),
+    "truncated_normal": (lambda mean, stddev: lambda shape, rng: _truncated_normal(
+        mean, stddev, shape, rng), {"mean": 0.0, "stddev": 0.05}),
+    "orthogonal": (lambda gain: _orthogonal(gain), {"gain": 1.0}),
+    "identity": (lambda gain: _identity(gain), {"gain": 1.0}),
 }
+# Keras's class names and aliases
+_ALIASES = {"GlorotUniform": "glorot_uniform", "GlorotNormal": "glorot_normal",
+            "HeUniform": "he_uniform", "HeNormal": "he_normal", "LecunUniform": "lecun_uniform",
+            "LecunNormal": "lecun_normal", "Zeros": "zeros", "Ones": "ones",
+            "Constant": "constant", "VarianceScaling": "variance_scaling",
+            "RandomNormal": "random_normal", "RandomUniform": "random_uniform",
+            "TruncatedNormal": "truncated_normal", "Orthogonal": "orthogonal",
+            "OrthogonalInitializer": "orthogonal", "Identity": "identity",
+            "IdentityInitializer": "identity", "zero": "zeros", "one": "ones",
+            "uniform": "random_uniform", "normal": "random_normal"}
+_IGNORED = ("seed", "input_axes", "output_axes", "dtype")
+
+
+class Initializer:
+    """An initializer with arguments (``RandomNormal(stddev=0.02)`` as a Keras config gives):
+    ``init(shape, dtype)`` returns float64 values; ``get_config`` is Keras's dict form."""
+
+    def __init__(self, name, arguments, seed=None):
+        self.name = name
+        self.arguments = dict(arguments)
+        self.seed = seed
+        self._init = _MAKERS[name][0](**self.arguments)
+
+    def values(self, shape, rng):
+        return self._init(shape, rng)
+
+    def get_config(self):
+        class_name = next(k for k, v in _ALIASES.items() if v == self.name and k[0].isupper())
+        config = dict(self.arguments)
+        config["seed"] = self.seed
+        return {"module": "keras.initializers", "class_name": class_name, "config": config,
+                "registered_name": None}
+
+    def __eq__(self, other):
+        return (isinstance(other, Initializer) and other.name == self.name
+                and other.arguments == self.arguments and other.seed == self.seed)
+
+    def __repr__(self):
+        return f"Initializer({self.name!r}, {self.arguments})"
+
+
+def _from_dict(owner, identifier):
+    class_name = identifier.get("class_name")
+    name = _ALIASES.get(class_name, class_name)
+    if name not in _MAKERS:
+        raise ValueError(f"{owner}: unknown initializer {class_name!r}; known: "
+                         f"{sorted(k for k in _ALIASES if k[0].isupper())}")
+    config = identifier.get("config") or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"{owner}: the config of initializer {class_name!r} must be a dict, got "
+                         f"{config!r}")
+    defaults = _MAKERS[name][1]
+    unknown = sorted(k for k in config if k not in defaults and k not in _IGNORED)
+    if unknown:
+        raise ValueError(f"{owner}: initializer {class_name!r} does not take {unknown}")
+    arguments = {k: config.get(k, v) for k, v in defaults.items()}
+    if not arguments and config.get("seed") is None:
+        return name
+    try:
+        return Initializer(name, arguments, config.get("seed"))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{owner}: initializer {class_name!r} with {arguments}: {exc}") from None
 
 
 def check(owner, identifier):
-    """Validate an initializer argument early (at layer construction)."""
+    """Validate an initializer argument early (at layer construction): a name, a Keras config
+    dict, an :class:`Initializer` or a callable(shape, dtype)."""
     if isinstance(identifier, str):
-        if identifier not in _INITIALIZERS:
+        name = _ALIASES.get(identifier, identifier)
+        if name not in _MAKERS:
             raise ValueError(f"{owner}: unknown initializer {identifier!r}; valid names: "
-                             f"{sorted(_INITIALIZERS)}")
+                             f"{sorted(_MAKERS)}")
+        return name
+    if isinstance(identifier, dict):
+        return _from_dict(owner, identifier)
+    if isinstance(identifier, Initializer) or callable(identifier):
         return identifier
-    if callable(identifier):
-        return identifier
-    raise TypeError(f"{owner}: initializer must be a name or a callable(shape, dtype), got "
-                    f"{type(identifier).__name__}")
+    raise TypeError(f"{owner}: initializer must be a name, a config dict or a callable(shape, "
+                    f"dtype), got {type(identifier).__name__}")
+
+
+def serialize(identifier):
+    """What a layer's config holds for an initializer: its name or Keras's dict form."""
+    if isinstance(identifier, Initializer):
+        return identifier.get_config()
+    return identifier
 
 
 def initialize(identifier, shape, dtype, seed=None):
     """Values of ``shape`` in ``dtype``; a callable is called as ``identifier(shape, dtype)``."""
     shape = tuple(int(d) for d in shape)
     if isinstance(identifier, str):
-        values = _INITIALIZERS[identifier](shape, utils._rng(seed))
+        maker, defaults = _MAKERS[identifier]
+        values = maker(**defaults)(shape, utils._rng(seed))
+    elif isinstance(identifier, Initializer):
+        values = identifier.values(shape, utils._rng(identifier.seed if seed is None else seed))
     else:
         values = np.asarray(identifier(shape, dtype))
         if values.shape != shape:
             raise ValueError(f"initializer {identifier!r} returned shape {values.shape}, "
                              f"expected {shape}")
-    return np.ascontiguousarray(values).astype(dtype)
+    return np.array(values, dtype=dtype, order="C")

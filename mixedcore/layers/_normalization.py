@@ -24,6 +24,8 @@ class LayerNormalization(Layer):
     once to the compute dtype.
     """
 
+    supports_masking = True
+
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
                  gamma_regularizer=None, **kwargs):
@@ -124,8 +126,8 @@ class LayerNormalization(Layer):
         config.update({
             "axis": list(self.axis) if len(self.axis) > 1 else self.axis[0],
             "epsilon": self.epsilon, "center": self.center, "scale": self.scale,
-            "beta_initializer": self.beta_initializer,
-            "gamma_initializer": self.gamma_initializer,
+            "beta_initializer": _initializers.serialize(self.beta_initializer),
+            "gamma_initializer": _initializers.serialize(self.gamma_initializer),
             "beta_regularizer": _regularizers.serialize(self.beta_regularizer),
             "gamma_regularizer": _regularizers.serialize(self.gamma_regularizer),
         })

@@ -9,7 +9,7 @@ class Flatten(Layer):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self._in_shape = None
+        self._train_cache = None
 
     def check_input_shape(self, shape):
         if len(shape) < 1:
@@ -30,9 +30,9 @@ class Flatten(Layer):
 
     def call(self, inputs, training=False):
         if training:
-            self._in_shape = inputs.shape
+            self._train_cache = inputs.shape
         return inputs.reshape(inputs.shape[0], -1)
 
     def backward(self, dy, need_input_grad=True):
         self.gradients = []
-        return dy.reshape(self._in_shape) if need_input_grad else None
+        return dy.reshape(self._train_cache) if need_input_grad else None

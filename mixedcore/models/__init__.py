@@ -1,0 +1,19 @@
+"""Models: functional graphs (``Model(inputs, outputs)``) and ``Sequential`` stacks, with one
+training loop and Keras's file formats.
+
+- ``_graph``: the graph of layer calls, run forwards and backwards;
+- ``_model``: ``Model``, a layer made of a graph; ``_sequential``: ``Sequential``, a stack
+  that becomes such a graph;
+- ``_training``: compile / fit / evaluate / predict.
+"""
+from mixedcore import layers as _layers
+from mixedcore.models._model import Model
+from mixedcore.models._sequential import Sequential
+from mixedcore.models._training import History
+
+__all__ = ["Model", "Sequential", "History"]
+
+# configs name models as Keras does: "Functional" (and "Model"), "Sequential"
+_layers.register(Model, "Functional")
+_layers.register(Model, "Model")
+_layers.register(Sequential, "Sequential")

@@ -1,0 +1,536 @@
+"""The training loop every model shares: compile, fit, evaluate, predict, train_on_batch.
+
+Design:
+  A. Inference runs the graph with ``training=False``: Dense and convolution layers use the fused
+     GEMM (bias and activation in the epilogue) on weights packed once in the compute dtype.
+  B. A training step runs the graph with ``training=True`` (each layer call keeps what backward
+     needs), takes each output's loss in float32, and backpropagates through the graph.
+     Gradients travel in each tensor's compute dtype (float16 under mixed_float16, where an
+     overflow shows up as inf, exactly as in a framework's float16 tensors); weight gradients
+     come out in the variable dtype.
+  C. When an output's loss is a crossentropy on probabilities and the layer that makes the
+     output is a softmax (and nothing else reads it), the loss is taken from the softmax's
+     logits (Keras makes the same fusion): stable, gradient p - y.
+  D. Loss scaling (SPEC 5.6): ``compile`` wraps the optimizer in a LossScaleOptimizer when the
+     model's policy is mixed_float16 (or an experimental policy carrying a loss scale).  The
+     output gradients are multiplied by the current scale before backprop; the optimizer
+     unscales, checks finiteness (skipping the step and backing the scale off on inf/NaN) and
+     applies.
+  E. After every applied step each layer's weight version is bumped, so the next call casts
+     (or packs) the weights to the compute dtype once.
+  F. Several outputs: ``loss`` is one loss for all, a list aligned with the outputs or a dict
+     keyed by output names; the total loss is the ``loss_weights``-weighted sum.  Targets ``y``
+     and inputs ``x`` are an array, a list aligned with the outputs / inputs, or a dict keyed by
+     names.
+"""
+import sys
+import time
+
+import numpy as np
+
+from mixedcore import losses as _losses
+from mixedcore import metrics as _metrics
+from mixedcore import utils
+from mixedcore._dtypes import as_numeric_array, to_compute
+
+__all__ = ["Trainer", "History"]
+
+
+class History:
+    """What ``fit`` returns: ``history`` maps each metric name to its per-epoch values."""
+
+    def __init__(self):
+        self.history = {}
+        self.epoch = []
+        self.params = {}
+
+    def _record(self, epoch, logs):
+        self.epoch.append(epoch)
+        for key, value in logs.items():
+            self.history.setdefault(key, []).append(value)
+
+    def __repr__(self):
+        return f"<History epochs={len(self.epoch)} keys={list(self.history)}>"
+
+
+def _progress(total, desc, verbose):
+    """A tqdm progress bar on stdout (Keras's verbose=1), or None."""
+    if verbose != 1:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc, unit="step", file=sys.stdout, leave=True,
+                dynamic_ncols=True, mininterval=0.2)
+
+
+def _fmt(value, key=""):
+    if key == "loss_scale":
+        return f"{value:.0f}" if value < 1e15 else f"{value:g}"
+    if isinstance(value, float):
+        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+            return f"{value:.4g}"
+        return f"{value:.4f}"
+    return str(value)
+
+
+def _loss_scale_value(optimizer):
+    value = optimizer.loss_scale
+    if callable(value):
+        value = value()
+    return float(value)
+
+
+def _batch_size(owner, batch_size):
+    if batch_size is None:
+        return 32
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+        raise TypeError(f"{owner}: batch_size must be an int, got {type(batch_size).__name__}")
+    if batch_size < 1:
+        raise ValueError(f"{owner}: batch_size must be >= 1, got {batch_size}")
+    return int(batch_size)
+
+
+def _take(arrays, index):
+    return [a[index] for a in arrays]
+
+
+class Trainer:
+    """compile / fit / evaluate / predict / train_on_batch for a model with a graph.
+
+    The model provides ``_standardize_inputs(owner, x)`` (a flat list of arrays aligned with its
+    inputs), ``_run(xs, training)`` (flat outputs and, when training, the saved states),
+    ``_backward(states, output_grads, logits_grads)`` (weight gradients by weight id),
+    ``outputs``, ``output_names``, ``_dtype_policy`` and the weight lists.
+    """
+
+    def _init_training(self):
+        self.optimizer = None
+        self.loss = None
+        self.compiled = False
+        self._loss_fns = None
+        self._loss_weights = None
+        self._metric_ids = []
+        self._metric_fns = None
+        self._compile_config = None
+        self.history = None
+
+    # -- compile --------------------------------------------------------------------------------
+    def compile(self, optimizer="adam", loss=None, metrics=None, loss_weights=None):
+        """Configure training.
+
+        Parameters
+        ----------
+        optimizer : str or optimizer
+            "sgd", "adam" or an optimizer object.  Under a mixed_float16 model policy it is wrapped
+            in a :class:`mixedcore.LossScaleOptimizer` (dynamic loss scaling), unless it already is
+            one.  The default is "adam" (Keras's is "rmsprop", which mixedcore does not have).
+        loss : str, Loss, list or dict
+            "categorical_crossentropy", "sparse_categorical_crossentropy", "mean_squared_error"
+            ("mse") or a :mod:`mixedcore.losses` object; for several outputs one loss for all, a
+            list aligned with the outputs, or a dict keyed by output names (None: no loss for
+            that output).
+        metrics : list of str, optional
+            "accuracy" (chosen from the loss, as Keras does), "sparse_categorical_accuracy",
+            "categorical_accuracy", "binary_accuracy"; applied to every output that has a loss.
+        loss_weights : list or dict, optional
+            Weights of the outputs' losses in the total (default 1 each).
+        """
+        from mixedcore import optimizers as _optimizers
+        opt = _optimizers.get(optimizer)
+        if not isinstance(opt, _optimizers.LossScaleOptimizer):
+            policy = self._dtype_policy
+            policy_scale = getattr(policy, "loss_scale", "no loss scale attribute")
+            if policy_scale == "no loss scale attribute":
+                if policy.name == "mixed_float16":
+                    opt = _optimizers.LossScaleOptimizer(opt)
+            elif policy_scale is not None:
+                opt = _wrap_with_policy_scale(opt, policy_scale)
+        names = list(self.output_names)
+        loss_fns = self._per_output("compile", "loss", loss, names, _losses.get)
+        weights = self._per_output("compile", "loss_weights", loss_weights, names,
+                                   _loss_weight, default=1.0)
+        if metrics is None:
+            metrics = []
+        elif isinstance(metrics, str) or callable(metrics):
+            metrics = [metrics]
+        elif isinstance(metrics, dict):
+            raise ValueError("compile: metrics per output (a dict) are not supported; give one "
+                             "list applied to every output")
+        for m in metrics:
+            _metrics.get(m, None)   # validates names now
+        self.optimizer = opt
+        self._loss_fns = loss_fns
+        self._loss_weights = weights
+        self.loss = loss_fns[0] if len(loss_fns) == 1 else loss_fns
+        self._metric_ids = list(metrics)
+        self._metric_fns = None
+        self._compile_config = {"optimizer": optimizer, "loss": loss, "metrics": metrics,
+                                "loss_weights": loss_weights}
+        self.compiled = True
+
+    @staticmethod
+    def _per_output(owner, what, value, names, convert, default=None):
+        """``value`` as a list aligned with the outputs (one value for all, a list, a dict)."""
+        if value is None:
+            return [None if default is None else default for _ in names]
+        if isinstance(value, dict):
+            unknown = sorted(set(value) - set(names))
+            if unknown:
+                raise ValueError(f"{owner}: {what} names {unknown} are not outputs of the model; "
+                                 f"outputs: {names}")
+            return [default if value.get(n) is None else convert(value[n]) for n in names]
+        if isinstance(value, (list, tuple)):
+            if len(value) != len(names):
+                raise ValueError(f"{owner}: {what} is a list of {len(value)} but the model has "
+                                 f"{len(names)} outputs {names}")
+            return [default if v is None else convert(v) for v in value]
+        return [convert(value) for _ in names]
+
+    def _uses_loss_scale(self):
+        from mixedcore import optimizers as _optimizers
+        return isinstance(self.optimizer, _optimizers.LossScaleOptimizer)
+
+    def _resolve_metrics(self):
+        """[(log name, output index, fn)] for every metric on every output with a loss."""
+        if self._metric_fns is None:
+            several = len(self.outputs) > 1
+            fns = []
+            for i, (loss, name) in enumerate(zip(self._loss_fns, self.output_names)):
+                if loss is None:
+                    continue
+                for m in self._metric_ids:
+                    mname, fn = _metrics.get(m, loss, self.outputs[i].shape)
+                    fns.append((f"{name}_{mname}" if several else mname, i, fn))
+            self._metric_fns = fns
+        return self._metric_fns
+
+    def _require_compiled(self, owner):
+        if not self.compiled:
+            raise RuntimeError(f"{owner}: you must call compile() before using the model for "
+                               f"training or evaluation")
+        if all(fn is None for fn in self._loss_fns):
+            raise ValueError(f"{owner}: the model was compiled without a loss; pass loss= to "
+                             f"compile()")
+
+    # -- data -----------------------------------------------------------------------------------
+    def _standardize_targets(self, owner, y):
+        names = list(self.output_names)
+        n = len(names)
+        if isinstance(y, dict):
+            missing = [nm for nm, fn in zip(names, self._loss_fns) if fn is not None
+                       and nm not in y]
+            if missing:
+                raise ValueError(f"{owner}: targets for outputs {missing} are missing; y has "
+                                 f"keys {sorted(y)}")
+            ys = [y.get(nm) for nm in names]
+        elif isinstance(y, (list, tuple)) and n > 1:
+            if len(y) != n:
+                raise ValueError(f"{owner}: y is a list of {len(y)} arrays but the model has {n} "
+                                 f"outputs {names}")
+            ys = list(y)
+        else:
+            if n != 1:
+                raise ValueError(f"{owner}: the model has {n} outputs {names}; give y as a list "
+                                 f"or a dict keyed by output names")
+            ys = [y]
+        return [None if v is None else as_numeric_array(f"{owner} (targets)", v) for v in ys]
+
+    def _check_xy(self, owner, x, y):
+        xs = self._standardize_inputs(owner, x)
+        ys = self._standardize_targets(owner, y)
+        n = xs[0].shape[0] if xs and xs[0].ndim else None
+        for k, v in enumerate(ys):
+            if v is not None and (v.ndim == 0 or v.shape[0] != n):
+                raise ValueError(f"{owner}: x and y have different numbers of samples: x "
+                                 f"{[a.shape for a in xs]}, y {[None if a is None else a.shape for a in ys]}")
+        return xs, ys
+
+    # -- one step -------------------------------------------------------------------------------
+    def _losses(self, ys, outs, states, with_grads):
+        """(total loss, per-output losses, output gradients, logits gradients by node id)."""
+        total = 0.0
+        per_output = []
+        grads = [None] * len(outs)
+        logits_grads = {}
+        for i, (loss, weight, y, out) in enumerate(zip(self._loss_fns, self._loss_weights,
+                                                       ys, outs)):
+            if loss is None:
+                per_output.append(None)
+                continue
+            if not with_grads:
+                value = loss(y, out)
+            else:
+                logits, node = None, None
+                if isinstance(loss, _losses._Crossentropy) and not loss.from_logits:
+                    logits, node = self._output_logits(i, states)
+                if logits is not None:
+                    value, g = loss.value_and_grad_logits(y, logits)
+                    logits_grads[id(node)] = g * g.dtype.type(weight) if weight != 1 else g
+                else:
+                    value, g = loss.value_and_grad(y, out)
+                    if weight != 1:
+                        g = g * g.dtype.type(weight)
+                    grads[i] = to_compute(g, out.dtype) if out.dtype != g.dtype else g
+            per_output.append(value)
+            total += weight * value
+        return total, per_output, grads, logits_grads
+
+    def _train_step(self, xs, ys):
+        """One step on a batch: returns (loss, per-output losses, predictions).
+
+        numpy's floating-point warnings are silenced inside: an overflow to inf in the scaled
+        backward pass is expected under loss scaling, and the optimizer deals with it.
+        """
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            outs, states = self._run(xs, training=True)
+            total, per_output, grads, logits_grads = self._losses(ys, outs, states, True)
+            reg_value, reg_grads = self._regularization()
+            scaled = self._uses_loss_scale()
+            if scaled:
+                scale = _loss_scale_value(self.optimizer)
+                grads = [None if g is None else g * g.dtype.type(scale) for g in grads]
+                logits_grads = {k: g * g.dtype.type(scale) for k, g in logits_grads.items()}
+            weight_grads = self._backward(states, grads, logits_grads)
+            variables = self.trainable_weights
+            if self.trainable and variables:
+                grads = [weight_grads.get(id(v)) for v in variables]
+                if scaled:
+                    grads = list(self.optimizer.get_unscaled_gradients(grads))
+                for k, v in enumerate(variables):
+                    rg = reg_grads.get(id(v))
+                    if rg is not None:
+                        grads[k] = rg if grads[k] is None else grads[k] + rg
+                pairs = [(g, v) for g, v in zip(grads, variables)]
+                if any(g is not None for g, _ in pairs):
+                    self.optimizer.apply_gradients(pairs)
+                self.weights_updated()
+        return total + reg_value, per_output, outs
+
+    def _regularization(self):
+        """(total penalty, {id(weight): gradient}) over the model's layers."""
+        value = 0.0
+        grads = {}
+        for layer in self._leaf_layers():
+            v, g = layer.regularization_losses()
+            value += v
+            for w, gw in zip(layer.trainable_weights, g):
+                if gw is not None:
+                    grads[id(w)] = gw
+        return value, grads
+
+    def _logs(self, total, per_output, ys, outs, reg_value=0.0):
+        logs = {"loss": total + reg_value}
+        if len(self.outputs) > 1:
+            for name, value in zip(self.output_names, per_output):
+                if value is not None:
+                    logs[f"{name}_loss"] = value
+        for name, i, fn in self._resolve_metrics():
+            logs[name] = fn(ys[i], outs[i])
+        return logs
+
+    def train_on_batch(self, x, y, return_dict=False):
+        """One gradient step on one batch; returns the loss (and metrics) on that batch."""
+        self._require_compiled("train_on_batch")
+        xs, ys = self._check_xy("train_on_batch", x, y)
+        loss, per_output, outs = self._train_step(xs, ys)
+        logs = self._logs(loss, per_output, ys, outs)
+        if return_dict:
+            return logs
+        return loss if len(logs) == 1 else list(logs.values())
+
+    def test_on_batch(self, x, y, return_dict=False):
+        """Loss (and metrics) on one batch, without updating the weights."""
+        self._require_compiled("test_on_batch")
+        xs, ys = self._check_xy("test_on_batch", x, y)
+        logs = self._evaluate_logs(xs, ys, xs[0].shape[0] or 1)
+        if return_dict:
+            return logs
+        return logs["loss"] if len(logs) == 1 else list(logs.values())
+
+    def predict_on_batch(self, x):
+        """Outputs for one batch (no batching, no progress bar)."""
+        return self.predict(x, batch_size=max(1, self._num_samples(x)), verbose=0)
+
+    # -- fit / evaluate / predict ---------------------------------------------------------------
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", validation_split=0.0,
+            validation_data=None, shuffle=True, initial_epoch=0):
+        """Train for ``epochs`` passes over (x, y); returns a :class:`History`.
+
+        Parameters
+        ----------
+        x, y : array_like, list or dict
+            Inputs and targets (class indices for the sparse crossentropy); lists or dicts for
+            models with several inputs or outputs.
+        batch_size : int, default 32
+        epochs : int, default 1
+        verbose : "auto", 0, 1 or 2
+            1 (and "auto"): a progress bar per epoch with loss, metrics and, under loss scaling,
+            the current loss scale; 2: one line per epoch; 0: silent.
+        validation_split : float in [0, 1)
+            Fraction of the samples, taken from the end before shuffling, held out for validation.
+        validation_data : tuple (x_val, y_val), optional
+            Overrides ``validation_split``.
+        shuffle : bool, default True
+            Shuffle the training samples before each epoch (``mixedcore.utils.set_random_seed``
+            makes it reproducible).
+        """
+        self._require_compiled("fit")
+        xs, ys = self._check_xy("fit", x, y)
+        batch_size = _batch_size("fit", batch_size)
+        for what, v in (("epochs", epochs), ("initial_epoch", initial_epoch)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"fit: {what} must be a non-negative int, got {v!r}")
+        if isinstance(validation_split, bool) or not isinstance(validation_split, (int, float)) \
+                or not 0 <= validation_split < 1:
+            raise ValueError(f"fit: validation_split must be a float in [0, 1), got "
+                             f"{validation_split!r}")
+        n = xs[0].shape[0]
+        if validation_data is not None:
+            if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
+                raise ValueError("fit: validation_data must be a tuple (x_val, y_val)")
+            xv, yv = self._check_xy("fit (validation_data)", *validation_data)
+        elif validation_split:
+            split = int(n * (1 - validation_split))
+            if split == 0 or split == n:
+                raise ValueError(f"fit: validation_split={validation_split} leaves no training or "
+                                 f"no validation samples out of {n}")
+            xv = _take(xs, slice(split, None))
+            yv = [None if a is None else a[split:] for a in ys]
+            xs = _take(xs, slice(None, split))
+            ys = [None if a is None else a[:split] for a in ys]
+            n = split
+        else:
+            xv = yv = None
+        verbose = 1 if verbose == "auto" else verbose
+        steps = -(-n // batch_size)
+        history = History()
+        history.params = {"epochs": epochs, "steps": steps, "verbose": verbose}
+        rng = utils._rng()
+        scaled = self._uses_loss_scale()
+        logs = {}
+        for epoch in range(initial_epoch, epochs):
+            order = rng.permutation(n) if shuffle else None
+            bar = _progress(steps, f"Epoch {epoch + 1}/{epochs}", verbose)
+            start_time = time.perf_counter()
+            totals = {}
+            seen = 0
+            try:
+                for step in range(steps):
+                    idx = slice(step * batch_size, min(n, (step + 1) * batch_size))
+                    if order is not None:
+                        idx = np.sort(order[idx])
+                    xb = _take(xs, idx)
+                    yb = [None if a is None else a[idx] for a in ys]
+                    loss, per_output, outs = self._train_step(xb, yb)
+                    m = xb[0].shape[0]
+                    seen += m
+                    for k, v in self._logs(loss, per_output, yb, outs).items():
+                        totals[k] = totals.get(k, 0.0) + v * m
+                    if bar is not None:
+                        post = {k: _fmt(v / seen) for k, v in totals.items()}
+                        if scaled:
+                            post["loss_scale"] = _fmt(_loss_scale_value(self.optimizer),
+                                                      "loss_scale")
+                        bar.set_postfix(post, refresh=False)
+                        bar.update(1)
+                logs = {k: v / seen for k, v in totals.items()}
+                if scaled:
+                    logs["loss_scale"] = _loss_scale_value(self.optimizer)
+                if xv is not None:
+                    val = self._evaluate_logs(xv, yv, batch_size)
+                    logs.update({f"val_{k}": v for k, v in val.items()})
+                if bar is not None:
+                    bar.set_postfix({k: _fmt(v, k) for k, v in logs.items()}, refresh=True)
+            finally:
+                if bar is not None:
+                    bar.close()
+            if verbose == 2:
+                elapsed = time.perf_counter() - start_time
+                parts = " - ".join(f"{k}: {_fmt(v, k)}" for k, v in logs.items())
+                print(f"Epoch {epoch + 1}/{epochs} - {elapsed:.2f}s - {parts}", flush=True)
+            history._record(epoch, logs)
+        self.history = history
+        return history
+
+    def _evaluate_logs(self, xs, ys, batch_size):
+        n = xs[0].shape[0]
+        totals = {}
+        for start in range(0, n, batch_size):
+            idx = slice(start, start + batch_size)
+            xb = _take(xs, idx)
+            yb = [None if a is None else a[idx] for a in ys]
+            outs, _ = self._run(xb, training=False)
+            total, per_output, _, _ = self._losses(yb, outs, None, False)
+            m = xb[0].shape[0]
+            for k, v in self._logs(total, per_output, yb, outs).items():
+                totals[k] = totals.get(k, 0.0) + v * m
+        reg = self._regularization()[0]
+        logs = {k: v / max(n, 1) for k, v in totals.items()}
+        logs["loss"] = logs.get("loss", 0.0) + reg
+        return logs
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", return_dict=False):
+        """Loss (and metrics) on (x, y), batch by batch, without updating the weights."""
+        self._require_compiled("evaluate")
+        xs, ys = self._check_xy("evaluate", x, y)
+        batch_size = _batch_size("evaluate", batch_size)
+        logs = self._evaluate_logs(xs, ys, batch_size)
+        verbose = 1 if verbose == "auto" else verbose
+        if verbose:
+            print(" - ".join(f"{k}: {_fmt(v)}" for k, v in logs.items()), flush=True)
+        if return_dict:
+            return logs
+        return logs["loss"] if len(logs) == 1 else list(logs.values())
+
+    def _num_samples(self, x):
+        xs = self._standardize_inputs("predict", x)
+        return xs[0].shape[0] if xs and xs[0].ndim else 0
+
+    def predict(self, x, batch_size=None, verbose="auto"):
+        """Outputs for ``x``, computed ``batch_size`` samples at a time (default 32).
+
+        Returns
+        -------
+        ndarray, or a list / dict of them for several outputs (as the model's outputs)
+            Each in its output layer's compute dtype (float32 with a float32 softmax on top).
+        """
+        xs = self._standardize_inputs("predict", x)
+        batch_size = _batch_size("predict", batch_size)
+        n = xs[0].shape[0]
+        verbose = 1 if verbose == "auto" else verbose
+        bar = _progress(-(-n // batch_size), "predict", verbose)
+        results = None
+        try:
+            for start in range(0, n, batch_size):
+                outs, _ = self._run(_take(xs, slice(start, start + batch_size)), training=False)
+                if results is None:
+                    results = [np.empty((n,) + o.shape[1:], dtype=o.dtype) for o in outs]
+                for r, o in zip(results, outs):
+                    r[start:start + o.shape[0]] = o
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        if results is None:   # zero samples
+            results = [np.empty((0,) + tuple(d or 0 for d in t.shape[1:]), dtype=np.float32)
+                       for t in self.outputs]
+        return self._pack_outputs(results)
+
+
+def _loss_weight(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"compile: loss_weights must be numbers, got {type(value).__name__}: "
+                        f"{value!r}")
+    return float(value)
+
+
+def _wrap_with_policy_scale(opt, scale):
+    from mixedcore.loss_scale import DynamicLossScale
+    from mixedcore.optimizers import LossScaleOptimizer
+    if isinstance(scale, DynamicLossScale):
+        initial = getattr(scale, "initial_loss_scale", None)
+        period = getattr(scale, "increment_period", None)
+        return LossScaleOptimizer(opt, dynamic=True, initial_scale=initial,
+                                  dynamic_growth_steps=period)
+    value = scale() if callable(scale) else scale
+    return LossScaleOptimizer(opt, dynamic=False, initial_scale=float(value))
