@@ -10,12 +10,23 @@ from mixedcore.layers._core import Dense, Input, InputLayer
 from mixedcore.layers._regularization import Dropout
 from mixedcore.layers._reshaping import Flatten
 from mixedcore.layers._normalization import LayerNormalization
+from mixedcore.layers._conv import Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D
+from mixedcore.layers._pooling import (AveragePooling1D, AveragePooling2D, GlobalAveragePooling1D,
+                                       GlobalAveragePooling2D, GlobalMaxPooling1D,
+                                       GlobalMaxPooling2D, MaxPooling1D, MaxPooling2D)
 
 __all__ = ["Layer", "Input", "InputLayer", "Dense", "Activation", "Softmax", "ReLU", "Dropout",
-           "Flatten", "LayerNormalization", "serialize", "deserialize"]
+           "Flatten", "LayerNormalization", "Conv1D", "Conv2D", "DepthwiseConv2D",
+           "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "AveragePooling1D",
+           "AveragePooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D",
+           "GlobalMaxPooling1D", "GlobalMaxPooling2D", "serialize", "deserialize"]
 
 _CLASSES = {cls.__name__: cls for cls in (InputLayer, Dense, Activation, Softmax, ReLU, Dropout,
-                                          Flatten, LayerNormalization)}
+                                          Flatten, LayerNormalization, Conv1D, Conv2D,
+                                          DepthwiseConv2D, SeparableConv2D, MaxPooling1D,
+                                          MaxPooling2D, AveragePooling1D, AveragePooling2D,
+                                          GlobalAveragePooling1D, GlobalAveragePooling2D,
+                                          GlobalMaxPooling1D, GlobalMaxPooling2D)}
 
 
 def register(cls, name=None):
