@@ -9,7 +9,7 @@ import numpy as np
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._dispatch import FLOAT_CODES, as_native, bfloat16, check_out, resolve_dtype
-from mixedcore.kernels._gemm import ACTIVATIONS, GEMM_CODES, GEMM_NAMES, pack
+from mixedcore.kernels._gemm import ACTIVATIONS, GEMM_CODES, GEMM_NAMES, matmul, pack
 
 _F16, _BF16, _F32, _F64 = np.dtype(np.float16), bfloat16, np.dtype(np.float32), np.dtype(np.float64)
 _OUT_DTYPES = {"float16": _F16, "bfloat16": _BF16, "float32": _F32}
@@ -283,6 +283,11 @@ def conv2d(x, kernel, *, strides=1, padding="valid", dilation_rate=1, groups=1, 
         return out
     if packed is None:
         packed = pack_conv(kernel, groups, dtype=x.dtype)
+    if kh == kw == 1 and groups == 1 and geom[6:8] == (1, 1) and geom[10:12] == (0, 0) \
+            and (geom[12], geom[13]) == (geom[1], geom[2]):
+        # a pointwise convolution's im2col matrix is x itself: the product is the GEMM's
+        return matmul(x.reshape(-1, c), packed.matrices[0], bias=bias32,
+                      activation=activation, out_dtype=target).reshape(out.shape)
     r = _lib.conv_gemm(x, packed.matrices, out, bias32, geom, groups, f, GEMM_CODES[x.dtype],
                        GEMM_CODES[target], act)
     if r == _lib.CONV_FORMAT_ERROR:
