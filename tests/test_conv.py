@@ -861,3 +861,33 @@ def test_keras_masked_global_average_pooling1d(keras, rng):
     kout = keras.ops.convert_to_numpy(keras.layers.GlobalAveragePooling1D()(x, mask=mask))
     out = layers.GlobalAveragePooling1D()(x, mask=mask)
     np.testing.assert_allclose(out, kout, rtol=1e-5, atol=1e-6)
+
+
+def test_packed_kernels_across_levels(rng):
+    """Panels packed at one level: used where their format fits (the same bits as matmul with
+    them), else a ValueError naming the level; a layer packs again when its panels are stale."""
+    x = rng.standard_normal((2, 6, 6, 8)).astype(BF16)
+    k = rng.standard_normal((3, 3, 8, 20)).astype(np.float32)
+    cols = kernels.im2col(x, 3, padding="same")
+    previous = kernels.isa()
+    try:
+        for src in kernels.available_isas():
+            kernels.set_isa(src)
+            packed = kernels.pack_conv(k, dtype=BF16)
+            for dst in kernels.available_isas():
+                kernels.set_isa(dst)
+                try:
+                    y = kernels.conv2d(x, packed, padding="same")
+                except ValueError as exc:
+                    assert f"packed at level {src!r}" in str(exc)
+                    continue
+                want = kernels.matmul(cols, packed.matrices[0]).reshape(y.shape)
+                assert np.array_equal(y, want)
+        conv = layers.Conv2D(20, 3, padding="same", dtype="mixed_bfloat16")
+        for level in kernels.available_isas()[::-1] + kernels.available_isas():
+            kernels.set_isa(level)
+            got = conv(x)
+            assert not conv.packed_weight(0).stale
+            assert np.array_equal(_bits(got), _bits(conv(x, training=True)))
+    finally:
+        kernels.set_isa(previous)
