@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from mixedcore import kernels, layers, models, utils
+from mixedcore.policy import policy_scope
 
 from gradcheck import numeric_grad
 
@@ -891,3 +892,44 @@ def test_packed_kernels_across_levels(rng):
             assert np.array_equal(_bits(got), _bits(conv(x, training=True)))
     finally:
         kernels.set_isa(previous)
+
+
+class _ZeroStepMask(layers.Layer):
+    """Masks the steps whose features are all zero (as Embedding's mask_zero)."""
+
+    supports_masking = True
+
+    def compute_mask(self, inputs, mask=None):
+        return np.any(inputs != 0, axis=-1)
+
+    def backward(self, dy, need_input_grad=True):
+        self.gradients = []
+        return dy
+
+
+def test_global_average_pooling1d_takes_the_mask_in_a_model(rng):
+    with policy_scope("float64"):
+        x = layers.Input(shape=(6, 3))
+        h = layers.Dense(4, name="steps")(_ZeroStepMask()(x))
+        model = models.Model(x, layers.GlobalAveragePooling1D()(h))
+    data = rng.normal(size=(2, 6, 3))
+    data[0, 4:] = 0.0
+    out = model.predict(data, verbose=0)
+    k, b = model.get_layer("steps").get_weights()
+    steps = data @ k + b
+    np.testing.assert_allclose(out[0], steps[0, :4].mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(out[1], steps[1].mean(axis=0), rtol=1e-12)
+    model.compile("sgd", "mse")
+    before = model.evaluate(data, np.ones((2, 4)), verbose=0)
+    model.fit(data, np.ones((2, 4)), epochs=5, verbose=0)
+    assert model.evaluate(data, np.ones((2, 4)), verbose=0) < before
+
+
+def test_conv_regularizer_penalty_and_gradient():
+    layer = layers.Conv2D(3, 2, kernel_regularizer="l2", bias_regularizer="l1", dtype="float64")
+    layer.build_from_shape((None, 4, 4, 2))
+    layer.set_weights([np.full((2, 2, 2, 3), 0.5), np.full(3, -2.0)])
+    penalty, grads = layer.regularization_losses()
+    assert penalty == pytest.approx(0.01 * 24 * 0.25 + 0.01 * 6.0)
+    np.testing.assert_allclose(grads[0], 0.02 * layer.kernel)
+    np.testing.assert_allclose(grads[1], -0.01 * np.ones(3))
