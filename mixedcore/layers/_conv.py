@@ -178,7 +178,7 @@ class _ConvBase(Layer):
             self._bias_keys[index] = entry
         return entry[1]
 
-    def _finish(self, z, cd, training):
+    def _finish(self, z, cd):
         """y from the pre-activation z (work dtype): activation, rounding to the compute dtype."""
         y_work = _activations.forward(self.activation, z)
         y = to_compute(y_work, cd)
@@ -384,7 +384,7 @@ class _Conv(_ConvBase):
         if gemm and bias is not None:
             bias = self._bias32(1)
         z = _conv_forward(x4, kernel4, bias, self.groups, opts)
-        y, y_work = self._finish(z, cd, training)
+        y, y_work = self._finish(z, cd)
         if training:
             self._train_cache = (x4, z, y_work, kernel4)
         return self._from4(y)
@@ -529,7 +529,7 @@ class DepthwiseConv2D(_ConvBase):
                                       activation=None if act == "linear" else act,
                                       out_dtype=out)
         z = _depthwise_forward(x4, kernel, bias, opts)
-        y, y_work = self._finish(z, cd, training)
+        y, y_work = self._finish(z, cd)
         if training:
             self._train_cache = (x4, z, y_work, kernel)
         return y
@@ -658,7 +658,7 @@ class SeparableConv2D(_ConvBase):
             z = _conv_forward(h, packed, bias, 1, self._POINTWISE)
             return to_compute(_activations.forward(act, z), cd)
         z = _conv_forward(h, weights[1], bias, 1, self._POINTWISE)
-        y, y_work = self._finish(z, cd, training)
+        y, y_work = self._finish(z, cd)
         if training:
             self._train_cache = (x4, h, z, y_work, weights[0], weights[1])
         return y
