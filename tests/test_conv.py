@@ -933,3 +933,28 @@ def test_conv_regularizer_penalty_and_gradient():
     assert penalty == pytest.approx(0.01 * 24 * 0.25 + 0.01 * 6.0)
     np.testing.assert_allclose(grads[0], 0.02 * layer.kernel)
     np.testing.assert_allclose(grads[1], -0.01 * np.ones(3))
+
+
+@pytest.mark.parametrize("policy, eps", [("mixed_float16", 2.0 ** -11),
+                                         ("mixed_bfloat16", 2.0 ** -8)])
+def test_layer_backward_16bit_close_to_float64(policy, eps, rng):
+    """Under 16-bit policies: x, kernel and dz rounded to the compute dtype, float32 sums; every
+    gradient within a few roundings of the float64 one, relative to its scale."""
+    x = rng.normal(size=(2, 7, 6, 4))
+    for make in (lambda p: layers.Conv2D(6, 3, padding="same", groups=2, dtype=p),
+                 lambda p: layers.DepthwiseConv2D(3, depth_multiplier=2, dtype=p),
+                 lambda p: layers.SeparableConv2D(5, 3, strides=2, padding="same", dtype=p)):
+        results = []
+        for p in ("float64", policy):
+            layer = make(p)
+            layer.build_from_shape(x.shape)
+            if not results:
+                weights = [rng.normal(size=w.shape) * 0.3 for w in layer.get_weights()]
+            layer.set_weights(weights)
+            y = layer(x, training=True)
+            if not results:
+                r = rng.normal(size=y.shape)
+            results.append([layer.backward(r)] + list(layer.gradients))
+        for ref, got in zip(*results):
+            scale = np.max(np.abs(ref))
+            assert np.max(np.abs(_f64(got) - ref)) <= 8 * eps * scale
