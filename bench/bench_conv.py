@@ -121,7 +121,7 @@ def test_conv2d_layer(benchmark, case, dtype):
           lambda: layer(xd), _flops(params))
 
 
-# -- interleaved comparison (python bench/bench_conv.py [rounds]) -------------------------------------
+# -- interleaved comparison (python bench/bench_conv.py [rounds]) ----------------------------------
 
 def _operands(params, dtype):
     """The three timed callables of one group: conv2d, matmul of the same product, square matmul

@@ -45,7 +45,7 @@ def _bits(a):
     return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 
-# -- independent numpy references -------------------------------------------------------------------
+# -- independent numpy references ------------------------------------------------------------------
 
 def _pads(size, k, s, d, padding):
     if padding == "valid":
@@ -133,7 +133,8 @@ CONV_CASES = [
 
 def _case_id(case):
     shape, ks, f, st, pad, dl, g = case
-    return f"{'x'.join(map(str, shape))}-k{ks[0]}{ks[1]}-f{f}-s{st[0]}{st[1]}-{pad}-d{dl[0]}{dl[1]}-g{g}"
+    return (f"{'x'.join(map(str, shape))}-k{ks[0]}{ks[1]}-f{f}-s{st[0]}{st[1]}-{pad}"
+            f"-d{dl[0]}{dl[1]}-g{g}")
 
 
 @pytest.mark.parametrize("case", CONV_CASES, ids=_case_id)
@@ -562,7 +563,7 @@ def test_layer_backward_float32_matches_float64(make, shape, rng):
         np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-5)
 
 
-# -- layers: policies, packing, fusion --------------------------------------------------------------
+# -- layers: policies, packing, fusion -------------------------------------------------------------
 
 POLICY_LAYERS = [
     lambda p: layers.Conv2D(8, 3, strides=2, padding="same", activation="relu", dtype=p),
@@ -677,7 +678,7 @@ def test_conv_model_trains(policy, rng):
     assert model.evaluate(x, y, verbose=0) < before
 
 
-# -- layers: configs and errors -----------------------------------------------------------------------
+# -- layers: configs and errors --------------------------------------------------------------------
 
 CONFIG_LAYERS = [
     lambda: layers.Conv2D(4, (3, 2), strides=2, padding="same", dilation_rate=1, groups=2,
