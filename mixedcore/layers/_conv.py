@@ -320,6 +320,7 @@ class _Conv(_ConvBase):
         self.bias_initializer = _initializers.check(owner, bias_initializer)
         self.kernel_regularizer = _regularizers.get(kernel_regularizer)
         self.bias_regularizer = _regularizers.get(bias_regularizer)
+        self._folded = None
 
     @property
     def kernel(self):
@@ -328,6 +329,27 @@ class _Conv(_ConvBase):
     @property
     def bias(self):
         return self._values[1] if self.built and self.use_bias else None
+
+    def call_folded(self, x, norm, activation=None):
+        """Inference of ``activation(norm(self(x)))`` in one convolution, for a linear
+        convolution followed by an affine normalization over the filters (``norm`` offers
+        ``inference_affine()``, float32 ``(scale, shift)``): the kernel's filters are scaled and
+        the bias becomes ``bias * scale + shift`` in float32, packed once per weight version of
+        both layers (docs/models.md, "Folding").  ``x`` is in a GEMM compute dtype."""
+        x4 = self._prepare(x)
+        cd = x4.dtype
+        key = (self._version, cd, id(norm), norm._version, activation)
+        if self._folded is None or self._folded[0] != key or self._folded[1].stale:
+            scale, shift = norm.inference_affine()
+            kernel = to_compute(self._kernel4(self._values[0]), _F32) * scale
+            bias = shift if not self.use_bias else (
+                to_compute(self._values[1], _F32) * scale + shift)
+            self._folded = (key, kernels.pack_conv(kernel, self.groups, dtype=cd),
+                            np.ascontiguousarray(bias, dtype=_F32))
+        _, packed, bias = self._folded
+        y = _conv_forward(x4, packed, bias, self.groups, self._opts(), activation=activation,
+                          out_dtype=dtype_name(cd) if cd.itemsize == 2 else None)
+        return self._from4(y)
 
     def build(self, input_shape):
         self._check_rank(input_shape)

@@ -38,6 +38,9 @@ from mixedcore.layers._node import KerasTensor, flatten, pack_like
 
 __all__ = ["Graph"]
 
+# compute dtypes whose products run on the GEMM, whose epilogue takes the folded bias
+_FOLD_DTYPES = ("float16", "bfloat16", "float32")
+
 
 class Graph:
     """The nodes that compute ``outputs`` from ``inputs`` (flat lists of KerasTensors)."""
@@ -176,7 +179,8 @@ class Graph:
         for node in self.nodes:
             layer = node.layer
             if (not _plain_call(node) or not hasattr(layer, "call_folded")
-                    or getattr(layer, "activation", None) != "linear"):
+                    or getattr(layer, "activation", None) != "linear"
+                    or layer.compute_dtype not in _FOLD_DTYPES):
                 continue
             norm_node = sole_consumer(node.output_tensors[0])
             if norm_node is None or not _folds_into(norm_node, layer):
