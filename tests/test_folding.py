@@ -186,3 +186,30 @@ def test_float64_is_not_folded():
     assert not model._graph._folds
     x = np.ones((2, 12))
     np.testing.assert_allclose(model.predict(x, verbose=0), norm(dense(x)))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("merge,act", [(layers.Add, layers.ReLU), (layers.Add, None),
+                                       (layers.Maximum, lambda: layers.Activation("tanh"))])
+def test_merge_then_activation_is_one_rounding(policy, merge, act):
+    with mixedcore.policy_scope(policy):
+        a, b = layers.Input((5,)), layers.Input((5,))
+        m = merge()
+        outs = m([a, b])
+        act_layer = act() if act is not None else None
+        model = models.Model([a, b], act_layer(outs) if act_layer is not None else outs)
+    assert len(model._graph._folds) == (1 if act is not None else 0)
+    rng = np.random.default_rng(8)
+    xa, xb = (rng.normal(size=(4, 5)).astype(np.float32) for _ in range(2))
+    y = model.predict([xa, xb], verbose=0)
+    # the inputs as the layers take them (rounded to the compute dtype), then exact arithmetic
+    xa, xb = (v.astype(y.dtype).astype(np.float32) for v in (xa, xb))
+    exact = m._merge([xa.astype(np.float64), xb.astype(np.float64)])
+    if act_layer is not None:
+        exact = np.maximum(exact, 0) if act is layers.ReLU else np.tanh(exact)
+    np.testing.assert_array_equal(y, exact.astype(np.float32).astype(y.dtype)
+                                  if policy == "float32" else
+                                  mixedcore.kernels.cast(exact.astype(np.float32), y.dtype))
+    layer_by_layer = m([xa, xb]) if act_layer is None else act_layer(m([xa, xb]))
+    if act is layers.ReLU or act is None:        # relu commutes with rounding: the same bits
+        np.testing.assert_array_equal(y, layer_by_layer)
