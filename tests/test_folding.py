@@ -153,3 +153,63 @@ def test_batch_normalization_over_another_axis_is_not_folded():
     assert not model._graph._folds
     x = np.random.default_rng(6).normal(size=(3, 6, 12)).astype(np.float32)
     np.testing.assert_allclose(model.predict(x, verbose=0), act(bn(dense(x))), rtol=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("rank,kwargs", [
+    (2, {"padding": "same"}), (2, {"strides": 2, "groups": 2, "use_bias": False}),
+    (1, {"padding": "causal", "dilation_rate": 2})])
+def test_convolution_folds_a_batch_normalization(policy, rank, kwargs):
+    shape = (9, 10, 4) if rank == 2 else (17, 4)
+    with mixedcore.policy_scope(policy):
+        inp = layers.Input(shape)
+        conv = (layers.Conv2D if rank == 2 else layers.Conv1D)(6, 3, **kwargs)
+        bn = layers.BatchNormalization()
+        act = layers.Activation("relu")
+        model = models.Model(inp, act(bn(conv(inp))))
+    rng = np.random.default_rng(7)
+    bn.set_weights([rng.uniform(0.5, 1.5, 6), rng.normal(0, 0.3, 6), rng.normal(0, 0.3, 6),
+                    rng.uniform(0.5, 1.5, 6)])
+    assert len(model._graph._folds) == 1
+    x = rng.normal(size=(3,) + shape).astype(np.float32)
+    folded = model.predict(x, verbose=0)
+    expected = act(bn(conv(x)))
+    assert folded.dtype == expected.dtype and folded.shape == expected.shape
+    tol = {"float32": 1e-5, "mixed_float16": 4e-3, "mixed_bfloat16": 3e-2}[policy]
+    np.testing.assert_allclose(folded.astype(np.float32), expected.astype(np.float32),
+                               rtol=tol, atol=tol)
+
+
+def test_float64_is_not_folded():
+    with mixedcore.policy_scope("float64"):
+        model, dense, norm = _model()
+    assert not model._graph._folds
+    x = np.ones((2, 12))
+    np.testing.assert_allclose(model.predict(x, verbose=0), norm(dense(x)))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("merge,act", [(layers.Add, layers.ReLU), (layers.Add, None),
+                                       (layers.Maximum, lambda: layers.Activation("tanh"))])
+def test_merge_then_activation_is_one_rounding(policy, merge, act):
+    with mixedcore.policy_scope(policy):
+        a, b = layers.Input((5,)), layers.Input((5,))
+        m = merge()
+        outs = m([a, b])
+        act_layer = act() if act is not None else None
+        model = models.Model([a, b], act_layer(outs) if act_layer is not None else outs)
+    assert len(model._graph._folds) == (1 if act is not None else 0)
+    rng = np.random.default_rng(8)
+    xa, xb = (rng.normal(size=(4, 5)).astype(np.float32) for _ in range(2))
+    y = model.predict([xa, xb], verbose=0)
+    # the inputs as the layers take them (rounded to the compute dtype), then exact arithmetic
+    xa, xb = (v.astype(y.dtype).astype(np.float32) for v in (xa, xb))
+    exact = m._merge([xa.astype(np.float64), xb.astype(np.float64)])
+    if act_layer is not None:
+        exact = np.maximum(exact, 0) if act is layers.ReLU else np.tanh(exact)
+    np.testing.assert_array_equal(y, exact.astype(np.float32).astype(y.dtype)
+                                  if policy == "float32" else
+                                  mixedcore.kernels.cast(exact.astype(np.float32), y.dtype))
+    layer_by_layer = m([xa, xb]) if act_layer is None else act_layer(m([xa, xb]))
+    if act is layers.ReLU or act is None:        # relu commutes with rounding: the same bits
+        np.testing.assert_array_equal(y, layer_by_layer)

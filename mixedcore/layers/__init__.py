@@ -8,11 +8,15 @@ lists them with their arguments and numerics.
 from mixedcore.layers._base import Layer
 from mixedcore.layers._activation import (ELU, Activation, LeakyReLU, PReLU, ReLU, Softmax)
 from mixedcore.layers._attention import MultiHeadAttention
+from mixedcore.layers._conv import Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D
 from mixedcore.layers._core import Dense, Embedding, Input, InputLayer
 from mixedcore.layers._merging import (Add, Average, Concatenate, Maximum, Minimum, Multiply,
                                        Subtract, add, average, concatenate, maximum, minimum,
                                        multiply, subtract)
 from mixedcore.layers._normalization import BatchNormalization, LayerNormalization
+from mixedcore.layers._pooling import (AveragePooling1D, AveragePooling2D, GlobalAveragePooling1D,
+                                       GlobalAveragePooling2D, GlobalMaxPooling1D,
+                                       GlobalMaxPooling2D, MaxPooling1D, MaxPooling2D)
 from mixedcore.layers._regularization import (Dropout, GaussianNoise, SpatialDropout1D,
                                               SpatialDropout2D)
 from mixedcore.layers._reshaping import (Cropping2D, Flatten, Permute, RepeatVector, Reshape,
@@ -24,14 +28,19 @@ __all__ = ["Layer", "Input", "InputLayer", "Dense", "Embedding", "Activation", "
            "ZeroPadding2D", "UpSampling2D", "Cropping2D", "LayerNormalization",
            "BatchNormalization", "MultiHeadAttention", "Add", "Subtract", "Multiply", "Average",
            "Maximum", "Minimum", "Concatenate", "add", "subtract", "multiply", "average",
-           "maximum", "minimum", "concatenate", "serialize", "deserialize"]
+           "maximum", "minimum", "concatenate", "Conv1D", "Conv2D", "DepthwiseConv2D",
+           "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "AveragePooling1D",
+           "AveragePooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D",
+           "GlobalMaxPooling1D", "GlobalMaxPooling2D", "serialize", "deserialize"]
 
 _CLASSES = {cls.__name__: cls for cls in (
     InputLayer, Dense, Embedding, Activation, Softmax, ReLU, LeakyReLU, PReLU, ELU, Dropout,
     SpatialDropout1D, SpatialDropout2D, GaussianNoise, Flatten, Reshape, Permute, RepeatVector,
     ZeroPadding1D, ZeroPadding2D, UpSampling2D, Cropping2D, LayerNormalization,
     BatchNormalization, MultiHeadAttention, Add, Subtract, Multiply, Average, Maximum, Minimum,
-    Concatenate)}
+    Concatenate, Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D, MaxPooling1D, MaxPooling2D,
+    AveragePooling1D, AveragePooling2D, GlobalAveragePooling1D, GlobalAveragePooling2D,
+    GlobalMaxPooling1D, GlobalMaxPooling2D)}
 
 
 def register(cls, name=None):

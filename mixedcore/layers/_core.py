@@ -267,13 +267,9 @@ class Dense(Layer):
         by an affine normalization ``norm`` (a layer whose ``inference_affine()`` gives float32
         ``(scale, shift)`` over the units): the kernel's columns are scaled and the bias becomes
         ``bias * scale + shift`` in float32, packed once per weight version of both layers.
-        ``x`` is already in the compute dtype; the result is in the compute dtype."""
+        ``x`` is already in the compute dtype, a GEMM dtype (float16, bfloat16, float32); the
+        result is in the compute dtype."""
         cd = self._compute_np()
-        if not self._gemm_ok(x):
-            y = self.call(x)
-            y = norm(y)
-            return y if activation is None else to_compute(
-                _activations.forward(activation, to_compute(y, work_dtype(y.dtype))), y.dtype)
         key = (self._version, cd, id(norm), norm._version, activation)
         if self._folded is None or self._folded[0] != key or self._folded[1].stale:
             scale, shift = norm.inference_affine()

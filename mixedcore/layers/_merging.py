@@ -11,6 +11,8 @@ dtype.
 """
 import numpy as np
 
+from mixedcore import activations as _activations
+
 from mixedcore._dtypes import to_compute, work_dtype
 from mixedcore.layers._base import Layer
 
@@ -127,6 +129,16 @@ class _Merge(Layer):
         if training:
             self._train_cache = (xw, yw, [x.shape for x in xs], cd)
         return to_compute(yw, cd)
+
+    def call_activated(self, inputs, activation):
+        """Inference of ``activation(self(inputs))`` with one rounding to the compute dtype: the
+        activation (relu, gelu, sigmoid or tanh) is applied to the merged values in the work
+        dtype (a model runs an Add followed by a ReLU so, docs/models.md "Folding")."""
+        xs, expanded, cd = self._inputs(inputs)
+        w = work_dtype(cd)
+        with np.errstate(over="ignore", invalid="ignore"):
+            yw = self._merge([to_compute(x, w) for x in expanded])
+        return to_compute(_activations.forward(activation, yw), cd)
 
     def backward(self, dy, need_input_grad=True):
         xw, yw, shapes, cd = self._train_cache

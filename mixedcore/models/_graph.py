@@ -24,8 +24,9 @@ Design:
      scaled and shifted (``call_folded``), and an activation layer that alone reads the
      normalization's output and whose function the product's epilogue has (relu, gelu,
      sigmoid, tanh) is applied in the same epilogue.  The three calls become one product and
-     one rounding; training, masks and anything that reads the intermediate tensors run the
-     layers one by one.
+     one rounding.  Likewise a merge (``Add``...) whose result only such an activation reads
+     applies it before its one rounding.  Training, masks and anything that reads the
+     intermediate tensors run the layers one by one.
 """
 import numpy as np
 
@@ -37,6 +38,9 @@ from mixedcore.layers._core import InputLayer
 from mixedcore.layers._node import KerasTensor, flatten, pack_like
 
 __all__ = ["Graph"]
+
+# compute dtypes whose products run on the GEMM, whose epilogue takes the folded bias
+_FOLD_DTYPES = ("float16", "bfloat16", "float32")
 
 
 class Graph:
@@ -156,8 +160,9 @@ class Graph:
             seen[layer.name] = layer
 
     def _find_folds(self):
-        """Design E: {id(producer node): (normalization layer, activation name or None, ids of
-        the nodes folded away, id of the tensor the folded call makes)}."""
+        """Design E: {id(producer node): (how to run the fused call: a function of the layer
+        and the argument values, ids of the nodes folded away, id of the tensor the fused call
+        makes)}."""
         output_ids = {id(t) for t in self.outputs}
         consumers = {}
         for node in self.nodes:
@@ -172,9 +177,26 @@ class Graph:
                 return None
             return found[0]
 
+        def activation_after(tensor, layer):
+            """(the epilogue activation of the layer that alone reads ``tensor``, its node)."""
+            act_node = sole_consumer(tensor)
+            if act_node is None or act_node.layer.compute_dtype != layer.compute_dtype:
+                return None, None
+            activation = _fused_activation(act_node.layer)
+            return (activation, act_node) if activation is not None else (None, None)
+
         folds = {}
         for node in self.nodes:
             layer = node.layer
+            if layer.compute_dtype not in _FOLD_DTYPES or len(node.output_tensors) != 1:
+                continue
+            if hasattr(layer, "call_activated") and len(node.args) == 1 and not node.kwargs:
+                # a merge whose result only an activation reads: one rounding after both
+                activation, act_node = activation_after(node.output_tensors[0], layer)
+                if activation is not None:
+                    folds[id(node)] = (_merge_activated(activation), [id(act_node)],
+                                       id(act_node.output_tensors[0]))
+                continue
             if (not _plain_call(node) or not hasattr(layer, "call_folded")
                     or getattr(layer, "activation", None) != "linear"):
                 continue
@@ -182,16 +204,11 @@ class Graph:
             if norm_node is None or not _folds_into(norm_node, layer):
                 continue
             skipped, out = [id(norm_node)], norm_node.output_tensors[0]
-            activation = None
-            act_node = sole_consumer(out)
+            activation, act_node = activation_after(out, layer)
             if act_node is not None:
-                activation = _fused_activation(act_node.layer)
-                if activation is not None and act_node.layer.compute_dtype == layer.compute_dtype:
-                    skipped.append(id(act_node))
-                    out = act_node.output_tensors[0]
-                else:
-                    activation = None
-            folds[id(node)] = (norm_node.layer, activation, skipped, id(out))
+                skipped.append(id(act_node))
+                out = act_node.output_tensors[0]
+            folds[id(node)] = (_normalized(norm_node.layer, activation), skipped, id(out))
         return folds
 
     # -- running --------------------------------------------------------------------------------
@@ -208,15 +225,16 @@ class Graph:
             if folded and id(node) in folded:
                 continue
             fold = self._folds.get(id(node)) if not training and self._folds else None
-            if fold is not None and layer.built and single not in masks:
-                norm, activation, skipped, out_key = fold
-                x = layer._prepare_input(env[single])
-                layer.check_input_shape(x.shape)
-                env[out_key] = layer.call_folded(x, norm, activation)
+            if (fold is not None and layer.built
+                    and not (masks and any(key in masks for key in in_ids))):
+                run_fused, skipped, out_key = fold
+                env[out_key] = run_fused(layer, _map_leaves(
+                    lambda t: env[id(t)] if isinstance(t, KerasTensor) else t, node.args))
                 folded.update(skipped)
-                remaining[single] -= 1
-                if remaining[single] == 0:
-                    del env[single]
+                for key in in_ids:
+                    remaining[key] -= 1
+                    if remaining[key] == 0:
+                        del env[key]
                 continue
             mask_kwargs = None
             if masks and any(key in masks for key in in_ids):
@@ -333,6 +351,23 @@ class Graph:
             for t in node.output_tensors:
                 needs[id(t)] = flag
         return needs
+
+
+def _normalized(norm, activation):
+    """The fused call of a Dense or convolution with the normalization (and activation) after it."""
+    def run(layer, args):
+        x = layer._prepare_input(args[0])
+        layer.check_input_shape(x.shape)
+        return layer.call_folded(x, norm, activation)
+    return run
+
+
+def _merge_activated(activation):
+    """The fused call of a merge with the activation after it."""
+    def run(layer, args):
+        inputs, _ = layer._prepare_args(args, {})
+        return layer.call_activated(inputs[0], activation)
+    return run
 
 
 def _plain_call(node):

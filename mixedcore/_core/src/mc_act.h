@@ -18,11 +18,12 @@
  *      caller's flags around every call).
  *   e. Softmax works row by row in float64: m = max(x) (NaN in the row, or m = +-inf, gives a
  *      row of NaN, as exp(x - m) / sum does in numpy), t = the sum of exp(x[i] - m) over every
- *      i but the first one holding m (whose term is exactly 1), added in index order, then
+ *      i but the first one holding m (whose term is exactly 1) -- term i added to partial sum
+ *      i % 8, the eight partial sums added as a fixed tree (mc_softmax_tree_) -- then
  *      y[i] = exp(x[i] - m) / (1 + t), or for log-softmax (x[i] - m) - log1p(t), each rounded
  *      once to float32 (log1p keeps log-softmax accurate where the sum is close to 1).  exp is mc_act_exp_neg_sd_ (x[i] - m <= 0), its vector twin
- *      at the AVX-512 levels; the sum is always taken element by element in order, so every
- *      level gives the same bits.
+ *      at the AVX-512 levels, whose eight double lanes are the eight partial sums; every level
+ *      adds the same terms in the same order and gives the same bits.
  */
 #ifndef MC_ACT_H_
 #define MC_ACT_H_

@@ -398,9 +398,16 @@ static inline void mc_softmax_nan_row_(float *y, int64_t n)
         memcpy(y + i, &q, 4);
 }
 
+/* The sum of a row's terms (mc_act.h, design e): term i goes to partial sum i % 8, the eight
+ * partial sums are added as a tree -- the order of the vector twin's lanes. */
+static inline double mc_softmax_tree_(const double *a)
+{
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
 static inline void mc_softmax_row_sd_(const float *x, float *y, int64_t n, int log_)
 {
-    double m, t = 0.0;
+    double m, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t am;
     if (!mc_softmax_max_(x, n, &m, &am)) {
         mc_softmax_nan_row_(y, n);
@@ -408,7 +415,8 @@ static inline void mc_softmax_row_sd_(const float *x, float *y, int64_t n, int l
     }
     for (int64_t i = 0; i < n; ++i)
         if (i != am)
-            t += mc_act_exp_neg_sd_((double)x[i] - m);
+            acc[i & 7] += mc_act_exp_neg_sd_((double)x[i] - m);
+    const double t = mc_softmax_tree_(acc);
     if (log_) {
         const double ls = log1p(t);
         for (int64_t i = 0; i < n; ++i)

@@ -20,6 +20,8 @@ static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
     }
     if (k->act.forward == NULL)
         k->act = below->act;
+    if (k->conv.dw == NULL)
+        k->conv = below->conv;
     if (k->gemm.f32.pack == NULL)
         k->gemm.f32 = below->gemm.f32;
     if (k->gemm.pairs.pack == NULL)
@@ -29,7 +31,8 @@ static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
 }
 
 static void mc_level_(int level, const mc_convert_table *convert, const mc_scan_table *scan,
-                      const mc_gemm_table *gemm, const mc_act_table *act)
+                      const mc_gemm_table *gemm, const mc_act_table *act,
+                      const mc_conv_table *conv)
 {
     mc_level_kernels *k = &mc_resolved_[level];
     memset(k, 0, sizeof *k);
@@ -41,6 +44,8 @@ static void mc_level_(int level, const mc_convert_table *convert, const mc_scan_
         k->gemm = *gemm;
     if (act != NULL)
         k->act = *act;
+    if (conv != NULL)
+        k->conv = *conv;
     if (level > 0)
         mc_inherit_(k, &mc_resolved_[level - 1]);
 }
@@ -48,24 +53,24 @@ static void mc_level_(int level, const mc_convert_table *convert, const mc_scan_
 void mc_kernels_init(void)
 {
     mc_level_(MC_ISA_GENERIC, &mc_convert_table_generic, &mc_scan_table_generic,
-              &mc_gemm_table_generic, &mc_act_table_generic);
+              &mc_gemm_table_generic, &mc_act_table_generic, &mc_conv_table_generic);
 #if defined(MC_HAVE_AVX2)
     mc_level_(MC_ISA_AVX2, &mc_convert_table_avx2, &mc_scan_table_avx2, &mc_gemm_table_avx2,
-              &mc_act_table_avx2);
+              &mc_act_table_avx2, &mc_conv_table_avx2);
 #else
-    mc_level_(MC_ISA_AVX2, NULL, NULL, NULL, NULL);
+    mc_level_(MC_ISA_AVX2, NULL, NULL, NULL, NULL, NULL);
 #endif
 #if defined(MC_HAVE_AVX512)
     mc_level_(MC_ISA_AVX512, &mc_convert_table_avx512, &mc_scan_table_avx512,
-              &mc_gemm_table_avx512, &mc_act_table_avx512);
+              &mc_gemm_table_avx512, &mc_act_table_avx512, &mc_conv_table_avx512);
 #else
-    mc_level_(MC_ISA_AVX512, NULL, NULL, NULL, NULL);
+    mc_level_(MC_ISA_AVX512, NULL, NULL, NULL, NULL, NULL);
 #endif
 #if defined(MC_HAVE_AVX512BF16)
     mc_level_(MC_ISA_AVX512BF16, NULL, &mc_scan_table_avx512bf16, &mc_gemm_table_avx512bf16,
-              NULL);
+              NULL, NULL);
 #else
-    mc_level_(MC_ISA_AVX512BF16, NULL, NULL, NULL, NULL);
+    mc_level_(MC_ISA_AVX512BF16, NULL, NULL, NULL, NULL, NULL);
 #endif
 }
 

@@ -2,7 +2,7 @@
  *
  * Design:
  *   a. Each level's files export one table per kernel family (mc_convert_table_<isa>,
- *      mc_scan_table_<isa>, mc_gemm_table_<isa>, mc_act_table_<isa>).  The generic tables are complete; a SIMD
+ *      mc_scan_table_<isa>, mc_gemm_table_<isa>, mc_act_table_<isa>, mc_conv_table_<isa>).  The generic tables are complete; a SIMD
  *      table holds what its level speeds up and leaves the rest empty.
  *   b. mc_kernels_init() resolves one record per level, lowest first: an empty entry takes the
  *      resolved entry of the level below; GEMM kernels are taken whole (their parts share a
@@ -16,6 +16,7 @@
 #define MC_KERNELS_H_
 
 #include "mc_act.h"
+#include "mc_conv.h"
 #include "mc_convert.h"
 #include "mc_gemm.h"
 #include "mc_scan.h"
@@ -25,6 +26,7 @@ typedef struct {
     mc_scan_table scan;
     mc_gemm_table gemm;
     mc_act_table act;
+    mc_conv_table conv;
 } mc_level_kernels;
 
 void mc_kernels_init(void);

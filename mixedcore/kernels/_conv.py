@@ -1,0 +1,487 @@
+"""Convolutions and pooling over channels-last images (N, H, W, C), float32 accumulation.
+
+The product of a convolution runs on the GEMM's micro-kernels against weights packed once
+(``pack_conv``), with the im2col rows formed tile by tile in cache (docs/conv.md); depthwise
+convolution and pooling have kernels of their own at every level.
+"""
+import numpy as np
+
+from mixedcore._core import _mixedcore as _lib
+from mixedcore.kernels._cast import cast
+from mixedcore.kernels._dispatch import FLOAT_CODES, as_native, bfloat16, check_out, resolve_dtype
+from mixedcore.kernels._gemm import ACTIVATIONS, GEMM_CODES, GEMM_NAMES, matmul, pack
+
+_F16, _BF16, _F32, _F64 = np.dtype(np.float16), bfloat16, np.dtype(np.float32), np.dtype(np.float64)
+_OUT_DTYPES = {"float16": _F16, "bfloat16": _BF16, "float32": _F32}
+POOL_MODES = {"max": 0, "average": 1}
+
+
+# -- geometry ------------------------------------------------------------------------------------
+
+def _pair(fname, what, value, positive=True):
+    """(a, b) from an int or a sequence of two ints."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        value = (value, value)
+    if not isinstance(value, (tuple, list)) or len(value) != 2 or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value):
+        raise TypeError(f"{fname}: {what} must be an int or a pair of ints, got {value!r}")
+    value = (int(value[0]), int(value[1]))
+    low = 1 if positive else 0
+    if value[0] < low or value[1] < low:
+        raise ValueError(f"{fname}: {what} must be {'positive' if positive else '>= 0'}, "
+                         f"got {value}")
+    return value
+
+
+def same_padding(size, k, stride, dilation):
+    """(before, after) padding of one dimension for "same": the output has ceil(size / stride)
+    positions and the padding is split as Keras (TensorFlow) splits it, the extra one after."""
+    span = (k - 1) * dilation + 1
+    out = -(-size // stride)
+    total = max((out - 1) * stride + span - size, 0)
+    return total // 2, total - total // 2
+
+
+def _padding(fname, padding, hw, ks, strides, dilation):
+    """((top, bottom), (left, right)) from "valid", "same" or explicit pairs."""
+    if isinstance(padding, str):
+        mode = padding.lower()
+        if mode == "valid":
+            return (0, 0), (0, 0)
+        if mode == "same":
+            return tuple(same_padding(hw[d], ks[d], strides[d], dilation[d]) for d in range(2))
+        raise ValueError(f"{fname}: padding must be 'valid', 'same' or ((top, bottom), "
+                         f"(left, right)), got {padding!r}")
+    try:
+        pads = tuple(_pair(fname, "padding", tuple(p), positive=False) for p in padding)
+    except TypeError:
+        pads = ()
+    if len(pads) != 2:
+        raise ValueError(f"{fname}: padding must be 'valid', 'same' or ((top, bottom), "
+                         f"(left, right)), got {padding!r}")
+    return pads
+
+
+def conv_geometry(fname, shape, kernel_size, strides=1, padding="valid", dilation_rate=1):
+    """The geometry tuple (n, h, w, c, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow) of an operation
+    on an input of ``shape`` (N, H, W, C)."""
+    ks = _pair(fname, "kernel_size", kernel_size)
+    st = _pair(fname, "strides", strides)
+    dl = _pair(fname, "dilation_rate", dilation_rate)
+    n, h, w, c = shape
+    (pt, pb), (pl, pr) = _padding(fname, padding, (h, w), ks, st, dl)
+    out = []
+    for size, before, after, k, s, d in ((h, pt, pb, ks[0], st[0], dl[0]),
+                                         (w, pl, pr, ks[1], st[1], dl[1])):
+        span = (k - 1) * d + 1
+        if size + before + after < span:
+            raise ValueError(f"{fname}: the input (spatial shape {(h, w)}, padding "
+                             f"{((pt, pb), (pl, pr))}) is smaller than the kernel window "
+                             f"{ks} with dilation {dl}")
+        out.append((size + before + after - span) // s + 1)
+    return (n, h, w, c, ks[0], ks[1], st[0], st[1], dl[0], dl[1], pt, pl, out[0], out[1])
+
+
+def _image(fname, x, dtypes=GEMM_CODES, names=GEMM_NAMES):
+    """x as a native, aligned, C-contiguous (N, H, W, C) array of a supported dtype."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{fname}: x must be a numpy.ndarray, got {type(x).__name__}")
+    dt = x.dtype.newbyteorder("=") if not x.dtype.isnative else x.dtype
+    if dt not in dtypes:
+        raise TypeError(f"{fname}: unsupported dtype {x.dtype} for x; supported: {names}")
+    if x.ndim != 4:
+        raise ValueError(f"{fname}: x must have shape (batch, height, width, channels), got "
+                         f"{x.shape}")
+    x = as_native(x)
+    return np.ascontiguousarray(x)
+
+
+def _activation(fname, activation):
+    if isinstance(activation, str) or activation is None:
+        code = ACTIVATIONS.get(activation)
+        if code is not None:
+            return code
+    raise ValueError(f"{fname}: unknown activation {activation!r}; expected one of "
+                     f"{[a for a in ACTIVATIONS if a is not None]} or None")
+
+
+def _out_dtype(fname, out_dtype, default=_F32):
+    if out_dtype is None:
+        return default
+    target = _OUT_DTYPES.get(out_dtype) if isinstance(out_dtype, str) else None
+    if target is None:
+        target = resolve_dtype(fname, out_dtype)
+        if target not in GEMM_CODES:
+            raise TypeError(f"{fname}: unsupported out_dtype {target}; supported: {GEMM_NAMES}")
+    return target
+
+
+def _bias32(fname, bias, n):
+    if bias is None:
+        return None
+    if not isinstance(bias, np.ndarray):
+        raise TypeError(f"{fname}: bias must be a numpy.ndarray, got {type(bias).__name__}")
+    if FLOAT_CODES.get(bias.dtype.newbyteorder("=")) is None:
+        raise TypeError(f"{fname}: unsupported bias dtype {bias.dtype}")
+    if bias.shape != (n,):
+        raise ValueError(f"{fname}: bias has shape {bias.shape}, expected ({n},)")
+    if bias.dtype == _F32 and bias.flags.c_contiguous:
+        return bias
+    return np.ascontiguousarray(cast(as_native(bias), _F32))
+
+
+# -- packed weights ------------------------------------------------------------------------------
+
+class PackedConv:
+    """Convolution weights packed once for ``conv2d`` (made by ``pack_conv``): one
+    ``PackedMatrix`` of shape (kh * kw * cin / groups, filters / groups) per group.
+
+    Attributes: ``kernel_shape`` (kh, kw, cin / groups, filters), ``groups``, ``dtype``,
+    ``matrices``, ``nbytes``, ``isa``, ``stale``.
+    """
+
+    __slots__ = ("kernel_shape", "groups", "matrices")
+
+    def __init__(self, kernel_shape, groups, matrices):
+        self.kernel_shape = kernel_shape
+        self.groups = groups
+        self.matrices = matrices
+
+    @property
+    def dtype(self):
+        return self.matrices[0].dtype
+
+    @property
+    def nbytes(self):
+        return sum(m.nbytes for m in self.matrices)
+
+    @property
+    def isa(self):
+        return self.matrices[0].isa
+
+    @property
+    def stale(self):
+        """True when ``pack_conv`` would now make other panels (the level or KC changed)."""
+        return self.matrices[0].stale
+
+    def unpack(self):
+        """The kernel again, (kh, kw, cin / groups, filters), bit for bit."""
+        kh, kw, cg, f = self.kernel_shape
+        parts = [m.unpack().reshape(kh, kw, cg, f // self.groups) for m in self.matrices]
+        return np.concatenate(parts, axis=3)
+
+    def __reduce__(self):
+        raise TypeError("PackedConv cannot be pickled: pickle the kernel (unpack()) and pack "
+                        "it again where it is loaded")
+
+    def __repr__(self):
+        return (f"PackedConv(kernel_shape={self.kernel_shape}, groups={self.groups}, "
+                f"dtype={self.dtype}, isa={self.isa!r}, nbytes={self.nbytes})")
+
+
+def pack_conv(kernel, groups=1, dtype=None):
+    """Pack convolution weights once for ``conv2d``.
+
+    Parameters
+    ----------
+    kernel : array_like of shape (kh, kw, cin / groups, filters)
+        Keras's kernel layout; float16, bfloat16, float32 or float64.
+    groups : int
+        Groups of the convolution; ``filters`` must be a multiple of it.
+    dtype : dtype-like, optional
+        The dtype the product takes the weights in (float16, bfloat16 or float32), rounded
+        once to nearest even as ``pack`` does; defaults to the kernel's dtype.
+
+    Returns
+    -------
+    PackedConv
+    """
+    fname = "pack_conv"
+    if not isinstance(kernel, np.ndarray):
+        kernel = np.asarray(kernel)
+    if kernel.ndim != 4:
+        raise ValueError(f"{fname}: kernel must have shape (kh, kw, cin / groups, filters), got "
+                         f"{kernel.shape}")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{fname}: groups must be a positive int, got {groups!r}")
+    kh, kw, cg, f = kernel.shape
+    if f % groups:
+        raise ValueError(f"{fname}: filters ({f}) must be a multiple of groups ({groups})")
+    fg = f // groups
+    mats = tuple(pack(kernel[..., g * fg:(g + 1) * fg].reshape(kh * kw * cg, fg), dtype=dtype)
+                 for g in range(int(groups)))
+    return PackedConv((kh, kw, cg, f), int(groups), mats)
+
+
+# -- convolution ---------------------------------------------------------------------------------
+
+def conv2d(x, kernel, *, strides=1, padding="valid", dilation_rate=1, groups=1, bias=None,
+           activation=None, out_dtype=None):
+    """``activation(conv(x, kernel) + bias)`` over channels-last images, float32 accumulation.
+
+    Parameters
+    ----------
+    x : ndarray of shape (batch, height, width, channels)
+        float16, bfloat16 or float32; any strides (copied to C order when not).
+    kernel : ndarray of shape (kh, kw, channels / groups, filters), or PackedConv
+        Keras's layout.  An ndarray is packed for this call in x's dtype; ``pack_conv`` packs
+        it once.
+    strides, dilation_rate : int or (int, int)
+    padding : "valid", "same" or ((top, bottom), (left, right))
+        "same" pads as Keras does (the odd one after).
+    groups : int
+        channels and filters split into this many independent groups.
+    bias : ndarray of shape (filters,), optional
+    activation : {None, "linear", "relu", "gelu", "sigmoid", "tanh"}
+    out_dtype : float32 (default), float16 or bfloat16
+
+    Returns
+    -------
+    ndarray of shape (batch, out_height, out_width, filters)
+
+    Notes
+    -----
+    Each output is the float32 sum over the kernel window of exact products (16-bit inputs)
+    or single FMA roundings, in the order of the im2col row, blocked over K as
+    ``matmul`` blocks it; then bias, activation and one rounding to ``out_dtype``.  The
+    result equals ``matmul(im2col(x, ...), kernel.reshape(-1, filters))`` bit for bit.
+    """
+    fname = "conv2d"
+    x = _image(fname, x)
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{fname}: groups must be a positive int, got {groups!r}")
+    groups = int(groups)
+    if isinstance(kernel, PackedConv):
+        packed = kernel
+        if packed.groups != groups:
+            raise ValueError(f"{fname}: the kernel was packed for {packed.groups} groups, "
+                             f"the call asks for {groups}")
+    elif isinstance(kernel, np.ndarray):
+        if kernel.ndim != 4:
+            raise ValueError(f"{fname}: kernel must have shape (kh, kw, channels / groups, "
+                             f"filters), got {kernel.shape}")
+        if kernel.dtype.newbyteorder("=") not in FLOAT_CODES:
+            raise TypeError(f"{fname}: unsupported kernel dtype {kernel.dtype}")
+        if kernel.shape[3] % groups:
+            raise ValueError(f"{fname}: filters ({kernel.shape[3]}) must be a multiple of "
+                             f"groups ({groups})")
+        packed = None
+    else:
+        raise TypeError(f"{fname}: kernel must be a numpy.ndarray or a PackedConv, got "
+                        f"{type(kernel).__name__}")
+    kh, kw, cg, f = packed.kernel_shape if packed is not None else kernel.shape
+    c = x.shape[3]
+    if c % groups or c // groups != cg:
+        raise ValueError(f"{fname}: x has {c} channels; a kernel of shape "
+                         f"{(kh, kw, cg, f)} with groups={groups} needs {cg * groups}")
+    geom = conv_geometry(fname, x.shape, (kh, kw), strides, padding, dilation_rate)
+    act = _activation(fname, activation)
+    target = _out_dtype(fname, out_dtype)
+    bias32 = _bias32(fname, bias, f)
+    out = np.empty((geom[0], geom[12], geom[13], f), dtype=target)
+    if out.size == 0:
+        return out
+    if packed is None:
+        packed = pack_conv(kernel, groups, dtype=x.dtype)
+    if kh == kw == 1 and groups == 1 and geom[6:8] == (1, 1) and geom[10:12] == (0, 0) \
+            and (geom[12], geom[13]) == (geom[1], geom[2]):
+        # a pointwise convolution's im2col matrix is x itself: the product is the GEMM's
+        return matmul(x.reshape(-1, c), packed.matrices[0], bias=bias32,
+                      activation=activation, out_dtype=target).reshape(out.shape)
+    r = _lib.conv_gemm(x, packed.matrices, out, bias32, geom, groups, f, GEMM_CODES[x.dtype],
+                       GEMM_CODES[target], act)
+    if r == _lib.CONV_FORMAT_ERROR:
+        raise ValueError(f"{fname}: the kernel was packed at level {packed.isa!r}, whose panels "
+                         f"the current level cannot use; pack it again with "
+                         f"kernels.pack_conv(packed.unpack(), groups)")
+    return out
+
+
+def _channels(fname, channels, c):
+    if channels is None:
+        return 0, c
+    c0, c1 = channels
+    if not (0 <= c0 < c1 <= c):
+        raise ValueError(f"{fname}: channels must be a range (start, stop) inside [0, {c}], got "
+                         f"{channels!r}")
+    return int(c0), int(c1)
+
+
+def im2col(x, kernel_size, *, strides=1, padding="valid", dilation_rate=1, channels=None):
+    """The im2col matrix of channels-last images: row (n, oh, ow) holds the kernel window's
+    taps in row-major order, each with the channels [start, stop) (all by default), zeros for
+    padding.  Shape (batch * out_height * out_width, kh * kw * (stop - start)), x's dtype
+    (float16, bfloat16, float32 or float64)."""
+    fname = "im2col"
+    x = _image(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
+    geom = conv_geometry(fname, x.shape, kernel_size, strides, padding, dilation_rate)
+    c0, c1 = _channels(fname, channels, x.shape[3])
+    m = geom[0] * geom[12] * geom[13]
+    out = np.empty((m, geom[4] * geom[5] * (c1 - c0)), dtype=x.dtype)
+    if out.size:
+        _lib.conv_im2col(x, out, geom, x.dtype.itemsize, c0, c1 - c0)
+    return out
+
+
+def col2im(cols, input_shape, kernel_size, *, strides=1, padding="valid", dilation_rate=1,
+           channels=None, out=None):
+    """The adjoint of ``im2col``: every element of ``cols`` added to the input position it was
+    taken from (float32 or float64, the dtype of ``cols``).  ``out`` (input_shape, cols'
+    dtype, C-contiguous) is added to in place; by default a zeroed array.  Each image's sums
+    are taken in one fixed order (output pixels in order, taps in order)."""
+    fname = "col2im"
+    if not isinstance(cols, np.ndarray):
+        raise TypeError(f"{fname}: cols must be a numpy.ndarray, got {type(cols).__name__}")
+    dt = cols.dtype.newbyteorder("=")
+    if dt not in (_F32, _F64):
+        raise TypeError(f"{fname}: cols must be float32 or float64, got {cols.dtype}")
+    input_shape = tuple(int(d) for d in input_shape)
+    if len(input_shape) != 4:
+        raise ValueError(f"{fname}: input_shape must be (batch, height, width, channels), got "
+                         f"{input_shape}")
+    geom = conv_geometry(fname, input_shape, kernel_size, strides, padding, dilation_rate)
+    c0, c1 = _channels(fname, channels, input_shape[3])
+    expected = (geom[0] * geom[12] * geom[13], geom[4] * geom[5] * (c1 - c0))
+    if cols.shape != expected:
+        raise ValueError(f"{fname}: cols has shape {cols.shape}, expected {expected}")
+    cols = np.ascontiguousarray(as_native(cols))
+    if out is None:
+        out = np.zeros(input_shape, dtype=dt)
+    else:
+        check_out(fname, out, input_shape, dt, [cols])
+        if not (out.flags.c_contiguous and out.flags.aligned):
+            raise ValueError(f"{fname}: out must be C-contiguous and aligned")
+    if cols.size:
+        _lib.conv_col2im(cols, out, geom, FLOAT_CODES[dt], c0, c1 - c0)
+    return out
+
+
+# -- depthwise -----------------------------------------------------------------------------------
+
+def depthwise_conv2d(x, kernel, *, strides=1, padding="valid", dilation_rate=1, bias=None,
+                     activation=None, out_dtype=None):
+    """Depthwise convolution (``keras.layers.DepthwiseConv2D``): output channel
+    ``c * depth_multiplier + m`` is input channel c convolved with ``kernel[:, :, c, m]``.
+
+    Parameters
+    ----------
+    x : ndarray (batch, height, width, channels)
+        float16, bfloat16, float32 or float64.
+    kernel : ndarray (kh, kw, channels, depth_multiplier)
+        Any float dtype; taken as float32 (float64 for float64 x): pass it already rounded to
+        the dtype the product should use (a 16-bit value is exact in float32).
+    bias : ndarray (channels * depth_multiplier,), optional
+    activation : as ``conv2d`` (None only for float64 x)
+    out_dtype : float32 (default; float64 for float64 x), float16 or bfloat16
+
+    Notes
+    -----
+    Each output is the sum of its valid taps in row-major order, one float32 FMA each from
+    +0 (float64 for float64 x), then bias, activation and one rounding: the same bits at every
+    ISA level.
+    """
+    fname = "depthwise_conv2d"
+    x = _image(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
+    f64 = x.dtype == _F64
+    if not isinstance(kernel, np.ndarray):
+        raise TypeError(f"{fname}: kernel must be a numpy.ndarray, got {type(kernel).__name__}")
+    if FLOAT_CODES.get(kernel.dtype.newbyteorder("=")) is None:
+        raise TypeError(f"{fname}: unsupported kernel dtype {kernel.dtype}")
+    if kernel.ndim != 4 or kernel.shape[2] != x.shape[3]:
+        raise ValueError(f"{fname}: kernel must have shape (kh, kw, {x.shape[3]}, "
+                         f"depth_multiplier) for x of shape {x.shape}, got {kernel.shape}")
+    kh, kw, c, mult = kernel.shape
+    geom = conv_geometry(fname, x.shape, (kh, kw), strides, padding, dilation_rate)
+    act = _activation(fname, activation)
+    if f64:
+        if act:
+            raise ValueError(f"{fname}: float64 x takes no activation (got {activation!r}); "
+                             f"apply it to the result")
+        if out_dtype is not None and resolve_dtype(fname, out_dtype) != _F64:
+            raise TypeError(f"{fname}: float64 x gives a float64 result, not {out_dtype}")
+        target, wdt = _F64, _F64
+    else:
+        target, wdt = _out_dtype(fname, out_dtype), _F32
+    w = np.ascontiguousarray(cast(as_native(kernel), wdt).transpose(3, 0, 1, 2))
+    b = None
+    if bias is not None:
+        b = _bias32(fname, bias, c * mult)
+        if f64:
+            b = np.ascontiguousarray(cast(as_native(bias), _F64))
+    out = np.empty((geom[0], geom[12], geom[13], c * mult), dtype=target)
+    if out.size:
+        _lib.conv_depthwise(x, w, out, b, geom, mult, FLOAT_CODES[x.dtype], FLOAT_CODES[target],
+                            act)
+    return out
+
+
+# -- pooling -------------------------------------------------------------------------------------
+
+def _pool_mode(fname, mode):
+    code = POOL_MODES.get(mode) if isinstance(mode, str) else None
+    if code is None:
+        raise ValueError(f"{fname}: mode must be 'max' or 'average', got {mode!r}")
+    return code
+
+
+def pool2d(x, pool_size, *, strides=None, padding="valid", mode="max"):
+    """Max or average pooling over windows of channels-last images (Keras's pooling layers).
+
+    Parameters
+    ----------
+    x : ndarray (batch, height, width, channels), float16, bfloat16, float32 or float64
+    pool_size : int or (int, int)
+    strides : int or (int, int), optional
+        Defaults to ``pool_size``.
+    padding : "valid" or "same"
+        Padded positions take no part: a maximum is over the window's real pixels, an average
+        divides by their number (as Keras's "same" average does).
+    mode : "max" or "average"
+
+    Returns
+    -------
+    ndarray of x's dtype
+        A maximum is one of the inputs, bit for bit (NaN wins; the first of equal values);
+        an average is the float32 sum (float64 for float64) in window order divided by the
+        count, rounded once to x's dtype.
+    """
+    fname = "pool2d"
+    x = _image(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
+    op = _pool_mode(fname, mode)
+    if strides is None:
+        strides = pool_size
+    if not (isinstance(padding, str) and padding.lower() in ("valid", "same")):
+        raise ValueError(f"{fname}: padding must be 'valid' or 'same', got {padding!r}")
+    geom = conv_geometry(fname, x.shape, pool_size, strides, padding, 1)
+    out = np.empty((geom[0], geom[12], geom[13], geom[3]), dtype=x.dtype)
+    if out.size:
+        _lib.conv_pool(x, out, geom, op, FLOAT_CODES[x.dtype])
+    return out
+
+
+def pool2d_grad(x, dy, pool_size, *, strides=None, padding="valid", mode="max"):
+    """The gradient of ``pool2d`` with respect to x for an output gradient ``dy``: float32
+    (float64 for float64 x).  A maximum's gradient goes to the input the forward pass chose
+    (the first maximum of the window); an average's is spread evenly over the real pixels."""
+    fname = "pool2d_grad"
+    x = _image(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
+    op = _pool_mode(fname, mode)
+    if strides is None:
+        strides = pool_size
+    if not (isinstance(padding, str) and padding.lower() in ("valid", "same")):
+        raise ValueError(f"{fname}: padding must be 'valid' or 'same', got {padding!r}")
+    geom = conv_geometry(fname, x.shape, pool_size, strides, padding, 1)
+    work = _F64 if x.dtype == _F64 else _F32
+    if not isinstance(dy, np.ndarray):
+        raise TypeError(f"{fname}: dy must be a numpy.ndarray, got {type(dy).__name__}")
+    expected = (geom[0], geom[12], geom[13], geom[3])
+    if dy.shape != expected:
+        raise ValueError(f"{fname}: dy has shape {dy.shape}, expected {expected}")
+    if FLOAT_CODES.get(dy.dtype.newbyteorder("=")) is None:
+        raise TypeError(f"{fname}: unsupported dy dtype {dy.dtype}")
+    dy = np.ascontiguousarray(cast(as_native(dy), work))
+    dx = np.zeros(x.shape, dtype=work)
+    if dy.size:
+        _lib.conv_pool_grad(x, dy, dx, geom, op, FLOAT_CODES[x.dtype])
+    return dx
+
