@@ -1,4 +1,4 @@
-"""Command line: ``python -m mixedcore info | demo | bench``."""
+"""Command line: ``python -m mixedcore info | demo | bench | predict``."""
 import argparse
 import sys
 
@@ -62,6 +62,20 @@ def _bench(args):
     return 0
 
 
+def _predict(args):
+    from mixedcore import _predict
+    try:
+        result = _predict.run(args.model, args.input, args.out, policy=args.policy,
+                              batch_size=args.batch_size,
+                              progress=False if args.quiet else None)
+    except _predict.CommandError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    shapes = ", ".join(f"{k} {v}" for k, v in result["outputs"].items())
+    print(f"predicted {result['samples']} samples -> {args.out} ({shapes})")
+    return 0
+
+
 def _positive_int(text):
     value = int(text)
     if value < 1:
@@ -106,8 +120,24 @@ def main(argv=None):
                        help="square GEMM size (default 1024)")
     bench.add_argument("--min-time", type=_positive_float, default=0.2,
                        help="seconds of timing per entry (default 0.2)")
+    predict = sub.add_parser(
+        "predict", help="run a saved model (.keras or .h5) over an array file, batch by batch",
+        description="Run a saved model over INPUT and write its outputs to --out.  INPUT is a "
+                    ".npy array (one input) or a .npz with one array per input name; --out is "
+                    ".npy (one output) or .npz (one array per output name).  bfloat16 outputs "
+                    "are written as float32.")
+    predict.add_argument("model", metavar="MODEL", help="a .keras or .h5 model file")
+    predict.add_argument("input", metavar="INPUT", help="a .npy or .npz file")
+    predict.add_argument("--out", required=True, metavar="OUT", help="where to write the outputs")
+    predict.add_argument("--policy", metavar="NAME",
+                         help="serve under this dtype policy, e.g. float32, mixed_float16, "
+                              "mixed_bfloat16 (default: the policies stored in the file)")
+    predict.add_argument("--batch-size", type=_positive_int, default=32,
+                         help="samples per batch (default 32)")
+    predict.add_argument("--quiet", action="store_true", help="no progress display")
     args = parser.parse_args(argv)
-    return {"info": _info, "demo": _demo, "bench": _bench}[args.command](args)
+    return {"info": _info, "demo": _demo, "bench": _bench,
+            "predict": _predict}[args.command](args)
 
 
 if __name__ == "__main__":

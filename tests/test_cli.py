@@ -1,4 +1,5 @@
-"""The command line: ``demo`` (a fast variant, synthetic and user data) and ``bench``."""
+"""The command line: ``demo`` (fast, on synthetic and user data), ``bench``, ``predict``."""
+import os
 import subprocess
 import sys
 
@@ -64,3 +65,165 @@ def test_module_entry_point_runs():
                              "--timing", "0.01"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "demo finished" in result.stdout
+
+
+# -- predict -------------------------------------------------------------------------------------
+
+def _saved_mlp(tmp_path, policy="mixed_float16", name="m.keras"):
+    from mixedcore import layers, models
+    from mixedcore.policy import policy_scope
+    with policy_scope(policy):
+        model = models.Sequential([layers.Input(shape=(5,)), layers.Dense(7, activation="relu"),
+                                   layers.Dense(3), layers.Softmax(dtype="float32")])
+    rng = np.random.default_rng(0)
+    model.set_weights([rng.normal(size=w.shape).astype(np.float32)
+                       for w in model.get_weights()])
+    model.save(tmp_path / name)
+    return model
+
+
+def _saved_two_io(tmp_path):
+    from mixedcore import layers, models
+    from mixedcore.policy import policy_scope
+    with policy_scope("float32"):
+        a = layers.Input(shape=(4,), name="a")
+        b = layers.Input(shape=(2, 3), name="b")
+        h = layers.Dense(3, name="ha")(a)
+        g = layers.Dense(2, name="hb")(layers.Flatten()(b))
+        model = models.Model({"a": a, "b": b}, [h, layers.Dense(1, name="y2")(g)])
+    model.save(tmp_path / "two.keras")
+    return model
+
+
+def test_predict_writes_what_model_predict_gives(tmp_path, capsys):
+    from mixedcore import models
+    _saved_mlp(tmp_path)
+    x = np.random.default_rng(1).normal(size=(103, 5)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "y.npy"
+    for policy in (None, "mixed_bfloat16", "float32"):
+        args = ["predict", str(tmp_path / "m.keras"), str(tmp_path / "x.npy"), "--out", str(out),
+                "--batch-size", "16", "--quiet"] + (["--policy", policy] if policy else [])
+        assert main(args) == 0
+        assert "predicted 103 samples" in capsys.readouterr().out
+        expected = models.load_model(tmp_path / "m.keras", dtype_policy=policy).predict(
+            x, batch_size=16, verbose=0)
+        got = np.load(out)
+        assert got.dtype == np.float32 and got.shape == (103, 3)
+        np.testing.assert_array_equal(got, expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.keras", "x.npy", "y.npy"]
+
+
+def test_predict_bfloat16_outputs_are_written_as_float32(tmp_path):
+    from mixedcore import layers, models
+    from mixedcore.policy import policy_scope
+    with policy_scope("mixed_bfloat16"):
+        model = models.Sequential([layers.Input(shape=(5,)), layers.Dense(2)])
+    model.save(tmp_path / "b.keras")
+    x = np.random.default_rng(2).normal(size=(9, 5)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["predict", str(tmp_path / "b.keras"), str(tmp_path / "x.npy"), "--out",
+                 str(tmp_path / "y.npy")]) == 0
+    got = np.load(tmp_path / "y.npy")
+    expected = model.predict(x, verbose=0)
+    assert expected.dtype.name == "bfloat16" and got.dtype == np.float32
+    np.testing.assert_array_equal(got, expected.astype(np.float32))
+
+
+def test_predict_progress_on_long_inputs(tmp_path, capsys, monkeypatch):
+    _saved_mlp(tmp_path)
+    np.save(tmp_path / "x.npy", np.zeros((200, 5), np.float32))
+    args = ["predict", str(tmp_path / "m.keras"), str(tmp_path / "x.npy"), "--out",
+            str(tmp_path / "y.npy"), "--batch-size", "10"]
+    monkeypatch.setitem(sys.modules, "tqdm", None)           # tqdm absent: plain lines
+    assert main(args) == 0
+    lines = [l for l in capsys.readouterr().err.splitlines() if l.startswith("predict: ")]
+    assert lines[-1].startswith("predict: 200/200 samples") and 5 <= len(lines) <= 11
+    assert main(args + ["--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    short = ["predict", str(tmp_path / "m.keras"), str(tmp_path / "x.npy"), "--out",
+             str(tmp_path / "y.npy"), "--batch-size", "100"]
+    assert main(short) == 0                                    # two batches: no progress
+    assert capsys.readouterr().err == ""
+
+
+def test_predict_several_inputs_and_outputs(tmp_path, capsys):
+    model = _saved_two_io(tmp_path)
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(11, 4)).astype(np.float32)
+    b = rng.normal(size=(11, 2, 3)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", a=a, b=b)
+    assert main(["predict", str(tmp_path / "two.keras"), str(tmp_path / "in.npz"), "--out",
+                 str(tmp_path / "out.npz"), "--batch-size", "4"]) == 0
+    expected = model.predict({"a": a, "b": b}, verbose=0)
+    with np.load(tmp_path / "out.npz") as got:
+        assert sorted(got.files) == ["ha", "y2"]
+        np.testing.assert_array_equal(got["ha"], expected[0])
+        np.testing.assert_array_equal(got["y2"], expected[1])
+    capsys.readouterr()
+    cases = [
+        (["in.npz", "--out", "out.npy"], "--out must end in .npz"),
+        (["x.npy", "--out", "out.npz"], "the model has 2 inputs ['a', 'b']: give an .npz"),
+        (["missing_b.npz", "--out", "out.npz"], "(missing: ['b'])"),
+        (["extra.npz", "--out", "out.npz"], "has arrays ['c'] that are not inputs"),
+        (["uneven.npz", "--out", "out.npz"], "different numbers of samples: {'a': 11, 'b': 10}"),
+    ]
+    np.save(tmp_path / "x.npy", a)
+    np.savez(tmp_path / "missing_b.npz", a=a)
+    np.savez(tmp_path / "extra.npz", a=a, b=b, c=a)
+    np.savez(tmp_path / "uneven.npz", a=a, b=b[:10])
+    for args, message in cases:
+        argv = ["predict", str(tmp_path / "two.keras"), str(tmp_path / args[0])] + \
+            [args[1], str(tmp_path / args[2])]
+        assert main(argv) == 2, args
+        assert message in capsys.readouterr().err, args
+
+
+def test_predict_errors_exit_2_with_a_message(tmp_path, capsys):
+    _saved_mlp(tmp_path)
+    np.save(tmp_path / "x.npy", np.zeros((4, 5), np.float32))
+    np.save(tmp_path / "wrong.npy", np.zeros((4, 6), np.float32))
+    np.save(tmp_path / "flat.npy", np.zeros(5, np.float32))
+    np.save(tmp_path / "text.npy", np.array([["a"] * 5] * 4))
+    np.save(tmp_path / "empty.npy", np.zeros((0, 5), np.float32))
+    (tmp_path / "junk.npy").write_bytes(b"not an array at all")
+    (tmp_path / "junk.keras").write_bytes(b"not a model at all")
+    m, x, out = str(tmp_path / "m.keras"), str(tmp_path / "x.npy"), str(tmp_path / "y.npy")
+    cases = [
+        ([str(tmp_path / "nope.keras"), x, "--out", out], "model file", "does not exist"),
+        ([m, str(tmp_path / "nope.npy"), "--out", out], "input file", "does not exist"),
+        ([m, str(tmp_path / "wrong.npy"), "--out", out], "the input has shape (4, 6)",
+         "expects (None, 5)"),
+        ([m, str(tmp_path / "flat.npy"), "--out", out], "has shape (5,)", "expects (None, 5)"),
+        ([m, str(tmp_path / "text.npy"), "--out", out], "<U1 data", "numeric"),
+        ([m, str(tmp_path / "empty.npy"), "--out", out], "no samples", ""),
+        ([m, str(tmp_path / "junk.npy"), "--out", out], "neither a .npy nor a .npz", ""),
+        ([str(tmp_path / "junk.keras"), x, "--out", out], "junk.keras", "neither a zip"),
+        ([m, x, "--out", out, "--policy", "mixed_float17"], "--policy", "mixed_float17"),
+        ([m, x, "--out", out, "--policy", "int32"], "not a floating-point policy", ""),
+        ([m, x, "--out", str(tmp_path / "y.csv")], "--out must end in .npy", ""),
+        ([m, x, "--out", str(tmp_path / "no" / "y.npy")], "does not exist", ""),
+    ]
+    for args, first, second in cases:
+        assert main(["predict"] + args) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and first in err and second in err, (args, err)
+    assert not os.path.exists(out)
+    with pytest.raises(SystemExit):
+        main(["predict", m, x, "--out", out, "--batch-size", "0"])
+    with pytest.raises(SystemExit):
+        main(["predict", m, x])                                  # --out is required
+
+
+def test_predict_module_entry_point(tmp_path):
+    _saved_mlp(tmp_path, name="m.h5")
+    np.save(tmp_path / "x.npy", np.ones((3, 5), np.float32))
+    result = subprocess.run([sys.executable, "-m", "mixedcore", "predict", str(tmp_path / "m.h5"),
+                             str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert np.load(tmp_path / "y.npy").shape == (3, 3)
+    result = subprocess.run([sys.executable, "-m", "mixedcore", "predict", str(tmp_path / "m.h5"),
+                             str(tmp_path / "missing.npy"), "--out", str(tmp_path / "y.npy")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "does not exist" in result.stderr

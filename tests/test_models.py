@@ -346,8 +346,8 @@ def test_weights_round_trip_save_load_and_get_set(tmp_path):
     third = mlp(policy="mixed_bfloat16")
     third.set_weights(model.get_weights())
     np.testing.assert_array_equal(third.predict(x, verbose=0), expected)
-    with pytest.raises(ValueError, match="must end in '.npz'"):
-        model.save_weights(tmp_path / "w.h5")
+    with pytest.raises(ValueError, match=r"must end in '.weights.h5'.*'.npz'"):
+        model.save_weights(tmp_path / "w.txt")
     plain = tmp_path / "keras_style.npz"
     np.savez(plain, *[w.astype(np.float64) for w in model.get_weights()] * 1)
     fourth = mlp(policy="mixed_bfloat16")

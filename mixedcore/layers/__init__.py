@@ -73,7 +73,44 @@ def serialize(layer):
         shape = layer._config_build_shape() if hasattr(layer, "_set_graph") \
             else layer.input_shape
         entry["build_config"] = {"input_shape": _jsonable_shape(shape)}
+        shapes = None if hasattr(layer, "_set_graph") else _call_shapes(layer)
+        if shapes is not None and len(shapes) > 1:
+            entry["build_config"] = {"shapes_dict": shapes}
     return entry
+
+
+def _call_shapes(layer):
+    """{"<argument>_shape": shape} of the tensor arguments of the layer's first call in a graph
+    (masks left out), named by ``call``'s parameters: the build config Keras writes, and reads
+    with ``build(**shapes)``, for a layer called with several tensors (MultiHeadAttention's
+    query, value, key)."""
+    from mixedcore.layers._node import KerasTensor
+    if not layer._inbound_nodes:
+        return None
+    node = layer._inbound_nodes[0]
+    try:
+        params = [p for p in _signature(layer.call).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return None
+
+    def shape_of(value):
+        if isinstance(value, KerasTensor):
+            return list(value.shape)
+        if isinstance(value, (list, tuple)) and value and \
+                all(isinstance(v, KerasTensor) for v in value):
+            return [list(v.shape) for v in value]
+        return None
+
+    named = list(zip((p.name for p in params), node.args)) + list(node.kwargs.items())
+    shapes = {}
+    for name, value in named:
+        if name == "mask" or name.endswith("_mask"):
+            continue
+        shape = shape_of(value)
+        if shape is not None:
+            shapes[f"{name}_shape"] = shape
+    return shapes
 
 
 def deserialize(config, custom_objects=None):
@@ -107,9 +144,13 @@ def deserialize(config, custom_objects=None):
     return cls.from_config(dict(inner))
 
 
-def _from_config_params(cls):
+def _signature(fn):
     import inspect
+    return inspect.signature(fn)
+
+
+def _from_config_params(cls):
     try:
-        return inspect.signature(cls.from_config).parameters
+        return _signature(cls.from_config).parameters
     except (TypeError, ValueError):
         return {}

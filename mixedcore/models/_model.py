@@ -231,39 +231,36 @@ class Model(Trainer, Layer):
         self.weights_updated()
 
     def save_weights(self, filepath, overwrite=True):
-        """Write the weights to a ``.npz`` file (arrays in get_weights order, with their names)."""
-        import os
-        path = os.fspath(filepath)
-        if not path.endswith(".npz"):
-            raise ValueError(f"save_weights: the file name must end in '.npz', received {path!r}")
-        if not overwrite and os.path.exists(path):
-            raise ValueError(f"save_weights: {path!r} exists and overwrite=False")
-        if not self.built:
-            raise ValueError("save_weights: the model is not built yet")
-        arrays = {f"w{k:04d}": w for k, w in enumerate(self.get_weights())}
-        names = np.array([n for n, _ in self._weight_specs()], dtype=str)
-        np.savez(path, __names__=names, **arrays)
+        """Write the weights: ``*.weights.h5`` in Keras 3's layout (``keras.Model.load_weights``
+        reads it), ``*.h5`` in tf.keras's legacy layout, ``*.npz`` as arrays in get_weights
+        order with their names.  See ``models.save_weights``."""
+        from mixedcore.models import _saving
+        _saving.save_weights(self, filepath, overwrite=overwrite)
 
-    def load_weights(self, filepath):
-        """Read weights from a ``.npz`` file and set them (count and shapes must match).
+    def load_weights(self, filepath, skip_mismatch=False):
+        """Read weights into the built model and set them (counts and shapes must match).
 
-        Reads what :meth:`save_weights` writes, and also a plain ``np.savez(path, *weights)``
-        file (keys ``arr_0``, ``arr_1``, ...), such as
-        ``np.savez("w.npz", *keras_model.get_weights())``.
+        Reads ``.weights.h5`` (Keras 3), the weights of a ``.keras`` archive, legacy ``.h5``
+        weights or model files, what :meth:`save_weights` writes as ``.npz``, and a plain
+        ``np.savez(path, *weights)`` file (keys ``arr_0``, ``arr_1``, ...), such as
+        ``np.savez("w.npz", *keras_model.get_weights())``.  See ``models.load_weights``.
         """
-        import os
-        path = os.fspath(filepath)
-        try:
-            data = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"load_weights: cannot read {path!r} as a .npz file ({exc})") from None
-        with data:
-            ours = [k for k in data.files if k.startswith("w") and k[1:].isdigit()]
-            plain = [k for k in data.files if k.startswith("arr_") and k[4:].isdigit()]
-            keys = sorted(ours, key=lambda k: int(k[1:])) if ours else \
-                sorted(plain, key=lambda k: int(k[4:]))
-            arrays = [data[k] for k in keys]
-        self.set_weights(arrays)
+        from mixedcore.models import _saving
+        _saving.load_weights(self, filepath, skip_mismatch=skip_mismatch)
+
+    def save(self, filepath, overwrite=True):
+        """Write the model (config, weights, compile state) to ``*.keras`` (Keras 3's archive)
+        or ``*.h5`` (the legacy format); any other name is a ValueError.  Keras's
+        ``keras.models.load_model`` reads both.  See ``models.save_model``."""
+        from mixedcore.models import _saving
+        _saving.save_model(self, filepath, overwrite=overwrite)
+
+    def to_json(self, **kwargs):
+        """The model's config (Keras's ``to_json`` form, with the compile config when compiled)
+        as a JSON string; ``kwargs`` go to ``json.dumps``.  ``models.model_from_json`` reads it
+        back."""
+        from mixedcore.models import _saving
+        return _saving.model_to_json(self, **kwargs)
 
     # -- calling --------------------------------------------------------------------------------
     def _standardize_inputs(self, owner, x):
