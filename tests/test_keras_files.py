@@ -85,6 +85,37 @@ def cnn(keras, rng):
     return Case(model, x, y, "sparse_categorical_crossentropy")
 
 
+@builder("Conv2D", "BatchNormalization", "Add", "MaxPooling2D", "GlobalAveragePooling2D")
+def residual_cnn(keras, rng):
+    """Convolutions without activation followed by BatchNormalization and ReLU (folded at
+    inference), a residual Add before a ReLU, pooling."""
+    L = keras.layers
+    inp = keras.Input((12, 12, 3))
+    x = L.ReLU()(L.BatchNormalization()(L.Conv2D(8, 3, padding="same", use_bias=False)(inp)))
+    y = L.ReLU()(L.BatchNormalization()(L.Conv2D(8, 3, padding="same")(x)))
+    y = L.BatchNormalization()(L.Conv2D(8, 3, padding="same", use_bias=False)(y))
+    x = L.MaxPooling2D()(L.ReLU()(L.Add()([x, y])))
+    x = L.Activation("relu")(L.BatchNormalization()(L.Conv2D(6, 3, strides=2)(x)))
+    out = L.Dense(4, activation="softmax", dtype="float32")(L.GlobalAveragePooling2D()(x))
+    model = keras.Model(inp, out, name="residual_cnn")
+    x = rng.normal(size=(48, 12, 12, 3)).astype(np.float32)
+    y = rng.integers(0, 4, size=48)
+    return Case(model, x, y, "sparse_categorical_crossentropy")
+
+
+@builder("Conv1D", "GlobalMaxPooling1D")
+def causal_conv1d(keras, rng):
+    """A causal, dilated 1-D convolution stack over sequences."""
+    L = keras.layers
+    model = keras.Sequential([
+        keras.Input((16, 4)), L.Conv1D(8, 3, padding="causal", activation="relu"),
+        L.Conv1D(8, 3, padding="causal", dilation_rate=2, activation="tanh"),
+        L.Conv1D(6, 2, strides=2), L.GlobalMaxPooling1D(),
+        L.Dense(1, dtype="float32")], name="causal_conv1d")
+    x = rng.normal(size=(40, 16, 4)).astype(np.float32)
+    return Case(model, x, rng.normal(size=(40, 1)).astype(np.float32), "mse")
+
+
 @builder("Embedding", "MultiHeadAttention", "Add")
 def attention_block(keras, rng):
     """Token ids -> embedding -> self-attention with a residual Add -> LayerNormalization."""

@@ -1268,14 +1268,6 @@ class _Unsupported(Exception):
     pass
 
 
-# Keras optimizer options that change nothing at these values (or are bookkeeping).
-_OPTIMIZER_NEUTRAL = {
-    "weight_decay": (None, 0, 0.0), "clipnorm": (None,), "global_clipnorm": (None,),
-    "clipvalue": (None,), "use_ema": (False,), "loss_scale_factor": (None, 1, 1.0),
-    "gradient_accumulation_steps": (None, 1), "amsgrad": (False,), "decay": (0, 0.0, None),
-}
-_OPTIMIZER_IGNORED = ("name", "is_legacy_optimizer", "jit_compile", "ema_momentum",
-                      "ema_overwrite_frequency")
 _LOSS_NEUTRAL = {
     "reduction": ("auto", "sum_over_batch_size", None), "ignore_class": (None,),
     "label_smoothing": (0, 0.0), "axis": (-1,), "dtype": (None, "float32"),
@@ -1287,6 +1279,8 @@ def _short_class(entry):
 
 
 def _optimizer_from_config(cfg):
+    """The optimizer of a compile config (Keras 3, tf.keras 2 or TF 2.3 forms), through
+    ``optimizers.get`` / ``deserialize``; _Unsupported when mixedcore cannot rebuild it."""
     from mixedcore import optimizers
     if isinstance(cfg, str):
         try:
@@ -1295,54 +1289,12 @@ def _optimizer_from_config(cfg):
             raise _Unsupported(f"its optimizer {cfg!r} is not one mixedcore has") from None
     if not isinstance(cfg, dict) or "class_name" not in cfg:
         raise _Unsupported(f"its optimizer config {str(cfg)[:120]} cannot be read")
-    name = _short_class(cfg)
-    inner = cfg.get("config") or {}
-    if not isinstance(inner, dict):
-        raise _Unsupported(f"its {name} optimizer has no config dict")
-    if name == "LossScaleOptimizer":
-        if "loss_scale" in inner:                       # TF 2.3's form
-            converted = dict(inner)
-            wrapped = converted.pop("optimizer", converted.pop("inner_optimizer", None))
-            converted["optimizer"] = optimizers.serialize(_optimizer_from_config(wrapped))
-            converted.pop("name", None)
-            try:
-                return optimizers.LossScaleOptimizer.from_config(converted)
-            except (TypeError, ValueError) as exc:
-                raise _Unsupported(f"its LossScaleOptimizer cannot be rebuilt ({exc})") from None
-        wrapped = inner.get("inner_optimizer", inner.get("optimizer"))
-        dynamic = inner.get("dynamic", True)
-        try:
-            return optimizers.LossScaleOptimizer(
-                _optimizer_from_config(wrapped), dynamic=bool(dynamic),
-                initial_scale=inner.get("initial_scale"),
-                dynamic_growth_steps=inner.get("dynamic_growth_steps") if dynamic else None)
-        except (TypeError, ValueError) as exc:
-            raise _Unsupported(f"its LossScaleOptimizer cannot be rebuilt ({exc})") from None
+    cfg = dict(cfg, class_name=_short_class(cfg))
     try:
-        cls = type(optimizers.get(name.lower()))
-    except ValueError:
-        raise _Unsupported(f"its optimizer {name} is not one mixedcore has "
-                           f"(mixedcore has SGD and Adam)") from None
-    params = inspect.signature(cls.__init__).parameters
-    kwargs = {}
-    for key, value in inner.items():
-        key = "learning_rate" if key == "lr" else key
-        if key in params and key != "self":
-            if key == "learning_rate" and not isinstance(value, (int, float)):
-                raise _Unsupported(f"its {name} optimizer has a learning-rate schedule "
-                                   f"({str(value)[:80]}), which mixedcore cannot rebuild")
-            kwargs[key] = value
-        elif key in _OPTIMIZER_IGNORED:
-            continue
-        elif key in _OPTIMIZER_NEUTRAL and value in _OPTIMIZER_NEUTRAL[key]:
-            continue
-        else:
-            raise _Unsupported(f"its {name} optimizer sets {key}={value!r}, which mixedcore's "
-                               f"{name} does not have")
-    try:
-        return cls(**kwargs)
+        return optimizers.deserialize(cfg)
     except (TypeError, ValueError) as exc:
-        raise _Unsupported(f"its {name} optimizer cannot be rebuilt ({exc})") from None
+        raise _Unsupported(f"its {cfg['class_name']} optimizer cannot be rebuilt ({exc})") \
+            from None
 
 
 def _loss_from_config(cfg):

@@ -260,6 +260,8 @@ class Optimizer:
         """A new optimizer from ``get_config()`` output, or from a config Keras 3 or tf.keras
         wrote (tf.keras 2's ``lr`` is read as ``learning_rate``; ``decay`` must be 0)."""
         config = dict(config)
+        for key in ("is_legacy_optimizer", "jit_compile"):     # tf.keras bookkeeping
+            config.pop(key, None)
         if "lr" in config and "learning_rate" not in config:
             config["learning_rate"] = config.pop("lr")
         lr = config.get("learning_rate")
