@@ -1,0 +1,112 @@
+"""The models of bench_models.py, written once against the names Keras and mixedcore share, so
+that the same function builds either system's model, and the files they are measured on."""
+import functools
+import os
+
+import numpy as np
+
+MODELS = ["cnn", "encoder"]
+VOCAB, TOKENS, WIDTH = 1000, 64, 128
+
+
+@functools.lru_cache(maxsize=None)
+def keras_or_none():
+    """Keras 3 on the torch backend when installed, else None."""
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    try:
+        import keras
+    except ImportError:
+        return None
+    return keras
+
+
+def _conv_bn_relu(L, x, filters):
+    x = L.Conv2D(filters, 3, padding="same", use_bias=False)(x)
+    x = L.BatchNormalization()(x)
+    return L.ReLU()(x)
+
+
+def build(ns, name):
+    """Model ``name`` built with ``ns`` (the keras module or mixedcore) under its global policy."""
+    L = ns.layers
+    if name == "cnn":
+        inp = L.Input((32, 32, 3))
+        x = _conv_bn_relu(L, inp, 32)
+        y = _conv_bn_relu(L, x, 32)
+        y = L.Conv2D(32, 3, padding="same", use_bias=False)(y)
+        y = L.BatchNormalization()(y)
+        x = L.ReLU()(L.Add()([x, y]))
+        x = L.MaxPooling2D(2)(x)
+        x = _conv_bn_relu(L, x, 64)
+        x = L.GlobalAveragePooling2D()(x)
+        out = L.Dense(10, activation="softmax", dtype="float32")(x)
+        return ns.models.Model(inp, out)
+    if name == "encoder":
+        inp = L.Input((TOKENS,), dtype="int32")
+        x = L.Embedding(VOCAB, WIDTH)(inp)
+        a = L.MultiHeadAttention(num_heads=4, key_dim=WIDTH // 4)(x, x)
+        x = L.LayerNormalization()(L.Add()([x, a]))
+        f = L.Dense(2 * WIDTH, activation="gelu")(x)
+        f = L.Dense(WIDTH)(f)
+        x = L.LayerNormalization()(L.Add()([x, f]))
+        x = L.GlobalAveragePooling1D()(x)
+        out = L.Dense(2, activation="softmax", dtype="float32")(x)
+        return ns.models.Model(inp, out)
+    raise ValueError(f"unknown model {name!r}; expected one of {MODELS}")
+
+
+def randomize(model, seed=0):
+    """Random weights in Keras order: kernels scaled by their fan-in, normalization scales near
+    1 and BatchNormalization statistics away from (0, 1), other vectors small."""
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        weights = layer.get_weights()
+        kind = type(layer).__name__
+        if kind == "BatchNormalization":
+            new = [rng.uniform(0.5, 1.5, w.shape) if i in (0, 3) else rng.normal(0, 0.1, w.shape)
+                   for i, w in enumerate(weights)]
+        elif kind == "LayerNormalization":
+            new = [1 + rng.normal(0, 0.1, w.shape) if i == 0 else rng.normal(0, 0.1, w.shape)
+                   for i, w in enumerate(weights)]
+        elif kind == "Embedding":
+            new = [rng.normal(0, 1, w.shape) for w in weights]
+        else:
+            new = [rng.normal(0, 1 / np.sqrt(np.prod(w.shape[:-1])), w.shape) if w.ndim > 1
+                   else rng.normal(0, 0.1, w.shape) for w in weights]
+        if weights:
+            layer.set_weights([np.asarray(v, dtype=w.dtype) for v, w in zip(new, weights)])
+
+
+def write(name, policy, folder):
+    """Build, randomize and save model ``name`` under ``policy``: by Keras when installed, else by
+    mixedcore.  Returns the path."""
+    path = os.path.join(str(folder), f"{name}_{policy}.keras")
+    keras = keras_or_none()
+    if keras is not None:
+        previous = keras.config.dtype_policy()
+        keras.config.set_dtype_policy(policy)
+        try:
+            model = build(keras, name)
+        finally:
+            keras.config.set_dtype_policy(previous)
+    else:
+        import mixedcore
+        with mixedcore.policy_scope(policy):
+            model = build(mixedcore, name)
+    randomize(model)
+    model.save(path)
+    return path
+
+
+def inputs(name, batch, seed=1):
+    rng = np.random.default_rng(seed)
+    if name == "cnn":
+        return rng.normal(size=(batch, 32, 32, 3)).astype(np.float32)
+    return rng.integers(1, VOCAB, size=(batch, TOKENS)).astype(np.int32)
+
+
+def reference(name, path, x):
+    """mixedcore's float32 prediction of the file's model (its policy overridden)."""
+    from mixedcore import models
+    model = models.load_model(str(path), dtype_policy="float32")
+    return np.asarray(model.predict_on_batch(x), dtype=np.float32)
