@@ -25,7 +25,8 @@ Design:
      normalization's output and whose function the product's epilogue has (relu, gelu,
      sigmoid, tanh) is applied in the same epilogue.  The three calls become one product and
      one rounding.  Likewise a merge (``Add``...) whose result only such an activation reads
-     applies it before its one rounding.  Training, masks and anything that reads the
+     applies it before its one rounding, and the sum of two tensors that only a
+     LayerNormalization reads is normalized in the same pass (``call_with_residual``).  Training, masks and anything that reads the
      intermediate tensors run the layers one by one.
 """
 import numpy as np
@@ -35,6 +36,7 @@ from mixedcore._dtypes import is_floating, to_compute, work_dtype
 from mixedcore.layers._activation import Activation, ReLU
 from mixedcore.layers._base import Layer
 from mixedcore.layers._core import InputLayer
+from mixedcore.layers._merging import Add
 from mixedcore.layers._node import KerasTensor, flatten, pack_like
 
 __all__ = ["Graph"]
@@ -196,6 +198,14 @@ class Graph:
                 if activation is not None:
                     folds[id(node)] = (_merge_activated(activation), [id(act_node)],
                                        id(act_node.output_tensors[0]))
+                    continue
+                # a sum of two tensors that only a layer normalization reads: one kernel
+                norm_node = sole_consumer(node.output_tensors[0])
+                if (norm_node is not None and _is_sum_of_two(node)
+                        and hasattr(norm_node.layer, "call_with_residual")
+                        and norm_node.layer.compute_dtype == layer.compute_dtype):
+                    folds[id(node)] = (_residual_normalized(norm_node.layer), [id(norm_node)],
+                                       id(norm_node.output_tensors[0]))
                 continue
             if (not _plain_call(node) or not hasattr(layer, "call_folded")
                     or getattr(layer, "activation", None) != "linear"):
@@ -359,6 +369,25 @@ def _normalized(norm, activation):
         x = layer._prepare_input(args[0])
         layer.check_input_shape(x.shape)
         return layer.call_folded(x, norm, activation)
+    return run
+
+
+def _is_sum_of_two(node):
+    arg = node.args[0]
+    return (type(node.layer) is Add and isinstance(arg, (list, tuple)) and len(arg) == 2
+            and all(isinstance(t, KerasTensor) for t in arg)
+            and tuple(arg[0].shape) == tuple(arg[1].shape))
+
+
+def _residual_normalized(norm):
+    """The fused call of ``norm(Add()([a, b]))``: the normalization of ``a + b`` in one pass,
+    the sum not rounded first."""
+    def run(layer, args):
+        inputs, _ = layer._prepare_args(args, {})
+        a, b = inputs[0]
+        if a.shape != b.shape:          # a batch that broadcasts: the layers one by one
+            return norm(layer(list(inputs[0])))
+        return norm.call_with_residual(a, b)
     return run
 
 
