@@ -22,7 +22,7 @@ from mixedcore import activations as _activations
 from mixedcore import kernels
 from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import dtype_name, is_floating, to_compute, work_dtype
-from mixedcore.layers import _initializers
+from mixedcore.layers import _args, _initializers
 from mixedcore.layers._base import Layer
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
@@ -33,25 +33,6 @@ _CHUNK_ELEMENTS = 1 << 24
 
 
 # -- argument checks ---------------------------------------------------------------------------
-
-def _positive_int(owner, what, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{owner}: {what} must be a positive int, got {type(value).__name__}: "
-                        f"{value!r}")
-    if value < 1:
-        raise ValueError(f"{owner}: {what} must be a positive int, got {value}")
-    return int(value)
-
-
-def normalize_tuple(owner, what, value, rank):
-    """A tuple of ``rank`` positive ints from an int or a sequence of them."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        value = (value,) * rank
-    if not isinstance(value, (tuple, list)) or len(value) != rank:
-        raise ValueError(f"{owner}: {what} must be an int or a tuple of {rank} ints, got "
-                         f"{value!r}")
-    return tuple(_positive_int(owner, what, v) for v in value)
-
 
 def normalize_padding(owner, padding, allowed):
     if not isinstance(padding, str) or padding.lower() not in allowed:
@@ -98,11 +79,11 @@ class _ConvBase(Layer):
 
     def _init_geometry(self, kernel_size, strides, padding, data_format, dilation_rate):
         owner = type(self).__name__
-        self.kernel_size = normalize_tuple(owner, "kernel_size", kernel_size, self._rank)
-        self.strides = normalize_tuple(owner, "strides", strides, self._rank)
+        self.kernel_size = _args.int_tuple(owner, "kernel_size", kernel_size, self._rank)
+        self.strides = _args.int_tuple(owner, "strides", strides, self._rank)
         self.padding = normalize_padding(owner, padding, self._paddings)
         self.data_format = check_data_format(owner, data_format)
-        self.dilation_rate = normalize_tuple(owner, "dilation_rate", dilation_rate, self._rank)
+        self.dilation_rate = _args.int_tuple(owner, "dilation_rate", dilation_rate, self._rank)
         self._train_cache = None
         self._bias_keys = {}
 
@@ -308,9 +289,9 @@ class _Conv(_ConvBase):
                  kernel_regularizer=None, bias_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         owner = type(self).__name__
-        self.filters = _positive_int(owner, "filters", filters)
+        self.filters = _args.positive_int(owner, "filters", filters)
         self._init_geometry(kernel_size, strides, padding, data_format, dilation_rate)
-        self.groups = _positive_int(owner, "groups", groups)
+        self.groups = _args.positive_int(owner, "groups", groups)
         if self.filters % self.groups:
             raise ValueError(f"{owner}: filters ({self.filters}) must be a multiple of groups "
                              f"({self.groups})")
@@ -504,7 +485,7 @@ class DepthwiseConv2D(_ConvBase):
         super().__init__(**kwargs)
         owner = type(self).__name__
         self._init_geometry(kernel_size, strides, padding, data_format, dilation_rate)
-        self.depth_multiplier = _positive_int(owner, "depth_multiplier", depth_multiplier)
+        self.depth_multiplier = _args.positive_int(owner, "depth_multiplier", depth_multiplier)
         self.activation = _activations.resolve(owner, activation)
         self.use_bias = bool(use_bias)
         self.depthwise_initializer = _initializers.check(owner, depthwise_initializer)
@@ -603,9 +584,9 @@ class SeparableConv2D(_ConvBase):
                  pointwise_regularizer=None, bias_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         owner = type(self).__name__
-        self.filters = _positive_int(owner, "filters", filters)
+        self.filters = _args.positive_int(owner, "filters", filters)
         self._init_geometry(kernel_size, strides, padding, data_format, dilation_rate)
-        self.depth_multiplier = _positive_int(owner, "depth_multiplier", depth_multiplier)
+        self.depth_multiplier = _args.positive_int(owner, "depth_multiplier", depth_multiplier)
         self.activation = _activations.resolve(owner, activation)
         self.use_bias = bool(use_bias)
         self.depthwise_initializer = _initializers.check(owner, depthwise_initializer)

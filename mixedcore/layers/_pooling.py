@@ -15,8 +15,9 @@ import numpy as np
 
 from mixedcore import kernels
 from mixedcore._dtypes import is_floating, to_compute, work_dtype
+from mixedcore.layers import _args
 from mixedcore.layers._base import Layer
-from mixedcore.layers._conv import (check_data_format, normalize_padding, normalize_tuple,
+from mixedcore.layers._conv import (check_data_format, normalize_padding,
                                     output_length)
 
 
@@ -35,9 +36,9 @@ class _Pooling(Layer):
     def __init__(self, pool_size, strides=None, padding="valid", data_format=None, **kwargs):
         super().__init__(**kwargs)
         owner = type(self).__name__
-        self.pool_size = normalize_tuple(owner, "pool_size", pool_size, self._rank)
+        self.pool_size = _args.int_tuple(owner, "pool_size", pool_size, self._rank)
         self.strides = self.pool_size if strides is None else \
-            normalize_tuple(owner, "strides", strides, self._rank)
+            _args.int_tuple(owner, "strides", strides, self._rank)
         self.padding = normalize_padding(owner, padding, ("valid", "same"))
         self.data_format = check_data_format(owner, data_format)
         self._train_cache = None
