@@ -440,29 +440,9 @@ static void mc_conv_unit_(void *ctx, int64_t u)
 /* Pair or 16-bit panels widened to float32 panels of the same width (design a, c). */
 static void mc_widen_(const mc_packed *s, float *dst)
 {
-    const int nr = s->nr;
-    const int64_t npad = mc_ceil_div_(s->n, nr) * nr;
-    const int64_t full = s->pairs ? (s->kc + 1) / 2 * 4 : s->kc * s->elem;   /* bytes per lane */
-    for (int64_t pc = 0; pc < s->k; pc += s->kc) {
-        const int64_t kc = mc_min_(s->k - pc, s->kc);
-        const int64_t here = s->pairs ? (kc + 1) / 2 * 4 : kc * s->elem;
-        const char *src = s->data + (pc / s->kc) * npad * full;
-        float *d = dst + (pc / s->kc) * npad * s->kc;
-        for (int64_t q = 0; q < npad / nr; ++q) {
-            const char *sp = src + q * nr * here;
-            float *dp = d + q * nr * kc;
-            for (int64_t kk = 0; kk < kc; ++kk)
-                for (int l = 0; l < nr; ++l) {
-                    uint16_t h;
-                    if (s->pairs)
-                        memcpy(&h, sp + ((kk / 2) * nr + l) * 4 + (kk % 2) * 2, 2);
-                    else
-                        memcpy(&h, sp + (kk * nr + l) * 2, 2);
-                    dp[kk * nr + l] = mc_gemm_f32_from_bits_(
-                        s->type == MC_F16 ? mc_f16_to_f32_bits(h) : mc_bf16_to_f32_bits(h));
-                }
-        }
-    }
+    const int64_t panels = mc_ceil_div_(s->n, s->nr);
+    for (int64_t pc = 0, blockno = 0; pc < s->k; pc += s->kc, ++blockno)
+        mc_gemm_widen_panels(s, blockno, 0, panels, dst);
 }
 
 static int mc_conv_run_(const mc_conv_call *call, const mc_level_kernels *lk, int force_f32)

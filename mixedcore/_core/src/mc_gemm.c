@@ -634,20 +634,15 @@ static void mc_unit_pack_(void *ctx, int64_t u)
         mc_job_fail_(job, 1);
 }
 
-/* bfloat16 pairs, or 16-bit panels, widened to float32 panels of the same NR (design d), one
- * group of panels of one K block per unit; exact. */
-static void mc_unit_widen_(void *ctx, int64_t u)
+void mc_gemm_widen_panels(const mc_packed *s, int64_t blockno, int64_t q0, int64_t q1, float *dst)
 {
-    mc_job_ *job = (mc_job_ *)ctx;
-    const mc_packed *s = job->src;
     const int nr = s->nr;
-    const int64_t blockno = u / job->ngroups, q0 = (u % job->ngroups) * job->group;
+    const int64_t npad = mc_ceil_div_(s->n, nr) * nr;
     const int64_t pc = blockno * s->kc, kc = mc_min_(s->k - pc, s->kc);
-    const int64_t q1 = mc_min_(q0 + job->group, job->npad / nr);
     const int64_t full = s->pairs ? (s->kc + 1) / 2 * 4 : s->kc * s->elem;   /* bytes per lane */
     const int64_t here = s->pairs ? (kc + 1) / 2 * 4 : kc * s->elem;
-    const char *src = s->data + blockno * job->npad * full;
-    float *dst = (float *)(job->dst + blockno * job->npad * s->kc * 4);
+    const char *src = s->data + blockno * npad * full;
+    dst += blockno * npad * s->kc;
     for (int64_t q = q0; q < q1; ++q) {
         const char *sp = src + q * nr * here;
         float *dp = dst + q * nr * kc;
@@ -662,6 +657,17 @@ static void mc_unit_widen_(void *ctx, int64_t u)
                     s->type == MC_F16 ? mc_f16_to_f32_bits(h) : mc_bf16_to_f32_bits(h));
             }
     }
+}
+
+/* bfloat16 pairs, or 16-bit panels, widened to float32 panels of the same NR (design d), one
+ * group of panels of one K block per unit; exact. */
+static void mc_unit_widen_(void *ctx, int64_t u)
+{
+    mc_job_ *job = (mc_job_ *)ctx;
+    const mc_packed *s = job->src;
+    const int64_t blockno = u / job->ngroups, q0 = (u % job->ngroups) * job->group;
+    const int64_t q1 = mc_min_(q0 + job->group, job->npad / s->nr);
+    mc_gemm_widen_panels(s, blockno, q0, q1, (float *)job->dst);
 }
 
 /* Units of panel groups over every K block of npad columns: about MC_UNITS_PER_THREAD_ per

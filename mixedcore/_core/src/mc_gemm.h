@@ -144,6 +144,11 @@ int mc_gemm(const mc_gemm_call *call);
 int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int64_t n,
                  mc_packed *out);
 void mc_gemm_packed_free(mc_packed *p);
+/* Panels [q0, q1) of K block `blockno` of p (pairs or 16-bit) widened exactly to float32
+ * panels of the same NR, into dst laid out as float32 panels of the whole matrix (block b at
+ * dst + b * npad * kc floats). */
+void mc_gemm_widen_panels(const mc_packed *p, int64_t blockno, int64_t q0, int64_t q1,
+                          float *dst);
 /* Writes the values of a packed B into dst (k x n of its type, byte strides rs / cs). */
 void mc_gemm_unpack(const mc_packed *p, char *dst, int64_t rs, int64_t cs);
 /* The kernel a level uses for an input pair and its block sizes under the current settings. */
