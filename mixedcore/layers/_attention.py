@@ -459,6 +459,20 @@ class MultiHeadAttention(Layer):
         kh = kp.transpose(0, 2, 1, 3)
         vh = vp.transpose(0, 2, 1, 3)
 
+        out_tail = tuple(self._values[self._kernel_index("attention_output")].shape[2:])
+        if not training and not return_attention_scores and _gemm_ok(qh):
+            # inference: the fused kernel, the same numbers as the path below without the
+            # (b, n, t, s) scores in memory (docs/layers.md, MultiHeadAttention)
+            causal = use_causal_mask and self.sliding_window is None
+            mask = self._attention_mask(b, t_dims, s_dims, query_mask, value_mask, key_mask,
+                                        attention_mask, use_causal_mask and not causal,
+                                        key is not None)
+            o = np.empty((b, t, n, hv), dtype=cd)
+            kernels.attention(qh, kh, vh, scale=self._scale, mask=mask, causal=causal,
+                              out=o.transpose(0, 2, 1, 3))
+            y = self._project(o.reshape(b * t, n * hv), "attention_output", training)
+            return y.reshape((b,) + t_dims + out_tail)
+
         scores = _mm(qh, kh.transpose(0, 1, 3, 2), alpha=self._scale)     # float32 (b, n, t, s)
         w = scores.dtype
         mask = self._attention_mask(b, t_dims, s_dims, query_mask, value_mask, key_mask,
@@ -482,7 +496,6 @@ class MultiHeadAttention(Layer):
         _mm(p_used, vh, out=o.transpose(0, 2, 1, 3))     # (b, n, t, hv) into (b, t, n, hv)
         o2 = o.reshape(b * t, n * hv)
         y = self._project(o2, "attention_output", training)
-        out_tail = tuple(self._values[self._kernel_index("attention_output")].shape[2:])
         y = y.reshape((b,) + t_dims + out_tail)
         if training:
             self._train_cache = dict(xq=xq, xk=xk, xv=xv, qh=qh, kh=kh, vh=vh, probs=probs,

@@ -2,7 +2,8 @@
  *
  * Design:
  *   a. Each level's files export one table per kernel family (mc_convert_table_<isa>,
- *      mc_scan_table_<isa>, mc_gemm_table_<isa>, mc_act_table_<isa>, mc_conv_table_<isa>).  The generic tables are complete; a SIMD
+ *      mc_scan_table_<isa>, mc_gemm_table_<isa>, mc_act_table_<isa>, mc_conv_table_<isa>,
+ *      mc_attn_table_<isa>).  The generic tables are complete; a SIMD
  *      table holds what its level speeds up and leaves the rest empty.
  *   b. mc_kernels_init() resolves one record per level, lowest first: an empty entry takes the
  *      resolved entry of the level below; GEMM kernels are taken whole (their parts share a
@@ -16,6 +17,7 @@
 #define MC_KERNELS_H_
 
 #include "mc_act.h"
+#include "mc_attn.h"
 #include "mc_conv.h"
 #include "mc_convert.h"
 #include "mc_gemm.h"
@@ -27,6 +29,7 @@ typedef struct {
     mc_gemm_table gemm;
     mc_act_table act;
     mc_conv_table conv;
+    mc_attn_table attn;
 } mc_level_kernels;
 
 void mc_kernels_init(void);
@@ -39,5 +42,6 @@ mc_unscale_fn mc_unscale_kernel(int level, int type);
 mc_act_forward_fn mc_act_forward_kernel(int level);
 mc_act_backward_fn mc_act_backward_kernel(int level);
 mc_softmax_fn mc_softmax_kernel(int level);
+mc_attn_unit_fn mc_attn_unit_kernel(int level);
 
 #endif
