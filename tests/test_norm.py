@@ -332,3 +332,123 @@ def test_errors_write_nothing():
     with pytest.raises(ValueError, match="layer_norm: out is read-only"):
         kernels.layer_norm(x, out=ro)
     assert (out == 9.0).all() and (x == 1.0).all() and (ro == 0).all()
+
+
+# --- LayerNormalization on the kernel -----------------------------------------------------------
+
+POLICIES = ["float32", "mixed_float16", "mixed_bfloat16"]
+
+
+def _layer(policy, shape, seed=0, **kw):
+    from mixedcore import layers
+    rng = np.random.default_rng(seed)
+    ln = layers.LayerNormalization(dtype=policy, **kw)
+    ln.build_from_shape(shape)
+    ln.set_weights([rng.standard_normal(w.shape).astype(w.dtype) for w in ln.get_weights()])
+    return ln
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_layer_runs_the_kernel_and_training_equals_inference(policy):
+    rng = np.random.default_rng(1)
+    x = sample(rng, (4, 6, 33), F32)
+    ln = _layer(policy, x.shape, epsilon=1e-5)
+    cd = np.dtype(ln.compute_dtype) if policy == "float32" else (
+        F16 if policy == "mixed_float16" else BF16)
+    xc = kernels.cast(x, cd) if cd != F32 else x
+    g, b = [np.asarray(w, F32) for w in ln.get_weights()]
+    want = kernels.layer_norm(xc, g, b, epsilon=1e-5)
+    assert_bits_equal(ln(x), want)
+    assert_bits_equal(ln(x, training=True), want)
+
+
+def test_layer_without_gamma_or_beta():
+    rng = np.random.default_rng(2)
+    x = sample(rng, (5, 17), F32)
+    for kw, args in [({"scale": False}, lambda w: (None, w[0])),
+                     ({"center": False}, lambda w: (w[0], None)),
+                     ({"scale": False, "center": False}, lambda w: (None, None))]:
+        ln = _layer("mixed_bfloat16", x.shape, **kw)
+        w = [np.asarray(v, F32) for v in ln.get_weights()]
+        assert_bits_equal(ln(x), kernels.layer_norm(kernels.cast(x, BF16), *args(w)))
+
+
+@pytest.mark.parametrize("kw", [{}, {"scale": False}, {"center": False}])
+def test_layer_backward_on_the_kernel_matches_float64(kw):
+    rng = np.random.default_rng(3)
+    x = sample(rng, (3, 5, 24), F32)
+    dy = rng.standard_normal(x.shape).astype(F32)
+    ln32 = _layer("float32", x.shape, seed=4, **kw)
+    ln64 = _layer("float64", x.shape, seed=4, **kw)
+    ln64.set_weights([w.astype(np.float64) for w in ln32.get_weights()])
+    ln32(x, training=True)
+    ln64(x.astype(np.float64), training=True)
+    dx32 = ln32.backward(dy)
+    dx64 = ln64.backward(dy.astype(np.float64))
+    assert dx32.dtype == F32
+    np.testing.assert_allclose(dx32, dx64, rtol=1e-4, atol=1e-5)
+    for g32, g64 in zip(ln32.gradients, ln64.gradients):
+        np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-4)
+
+
+def test_other_axes_and_float64_keep_numpy():
+    rng = np.random.default_rng(5)
+    x = sample(rng, (4, 6, 8), F32)
+    ln = _layer("float32", x.shape, axis=(1, 2))
+    y = ln(x)
+    x64 = x.astype(np.float64)
+    m = x64.mean(axis=(1, 2), keepdims=True)
+    v = ((x64 - m) ** 2).mean(axis=(1, 2), keepdims=True)
+    g, b = ln.get_weights()
+    np.testing.assert_allclose(y, (x64 - m) / np.sqrt(v + 1e-3) * g + b, rtol=1e-5, atol=1e-5)
+    ln1 = _layer("float32", x.shape, axis=1)
+    assert ln1(x).shape == x.shape
+
+
+@pytest.mark.parametrize("policy", POLICIES + ["float64"])
+def test_call_with_residual(policy):
+    rng = np.random.default_rng(6)
+    ln = _layer(policy, (3, 7, 40))
+    cd = {"float32": F32, "mixed_float16": F16, "mixed_bfloat16": BF16,
+          "float64": np.dtype(np.float64)}[policy]
+    x = sample(rng, (3, 7, 40), F32).astype(cd)
+    r = sample(rng, (3, 7, 40), F32, scale=0.5).astype(cd)
+    y = ln.call_with_residual(x, r)
+    assert y.dtype == cd and y.shape == x.shape
+    summed = x.astype(np.float64) + r.astype(np.float64)
+    if cd == np.float64:
+        np.testing.assert_array_equal(y, ln(summed))
+        return
+    g, b = [np.asarray(w, F32) for w in ln.get_weights()]
+    assert_bits_equal(y, kernels.layer_norm(x, g, b, residual=r))
+    # one rounding: the sum is not rounded to the compute dtype first
+    assert_bits_equal(y, kernels.layer_norm(x.astype(F32) + r.astype(F32), g, b, out_dtype=cd))
+    if cd == F32:
+        assert_bits_equal(y, ln(x + r))             # float32: the same as Add then the layer
+    # training: the same result, and backward gives the gradient of the sum
+    assert_bits_equal(ln.call_with_residual(x, r, training=True), y)
+    dy = rng.standard_normal(x.shape).astype(cd)
+    d_sum = ln.backward(dy)
+    grads = [np.array(gr) for gr in ln.gradients]
+    assert d_sum.dtype == cd
+    ref = _layer("float32", x.shape)
+    ref.set_weights(ln.get_weights())
+    ref(x.astype(F32) + r.astype(F32), training=True)
+    d_ref = ref.backward(dy.astype(F32))
+    if cd == F32:
+        assert_bits_equal(d_sum, d_ref)
+    else:
+        np.testing.assert_allclose(d_sum.astype(F32), d_ref, rtol=2e-2, atol=2e-2)
+    for a, b_ in zip(grads, ref.gradients):
+        np.testing.assert_allclose(a, b_, rtol=1e-4, atol=1e-3)
+
+
+def test_call_with_residual_builds_and_checks():
+    from mixedcore import layers
+    ln = layers.LayerNormalization()
+    x = np.ones((2, 5), F32)
+    y = ln.call_with_residual(x, x * 2)
+    assert ln.built and y.shape == (2, 5) and np.all(y == 0)
+    with pytest.raises(ValueError, match=r"call_with_residual needs x and residual of the same "
+                                         r"shape, got \(2, 5\) and \(2, 4\)"):
+        ln.call_with_residual(x, np.ones((2, 4), F32))
