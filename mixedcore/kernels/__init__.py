@@ -13,6 +13,7 @@ from mixedcore.kernels._scan import all_finite, unscale_and_check
 from mixedcore.kernels._gemm import PackedMatrix, matmul, pack, set_gemm_blocks
 from mixedcore.kernels._act import activation, activation_grad, softmax
 from mixedcore.kernels._attn import attention
+from mixedcore.kernels._norm import layer_norm
 from mixedcore.kernels._conv import (PackedConv, col2im, conv2d, depthwise_conv2d, im2col,
                                      pack_conv, pool2d, pool2d_grad)
 from mixedcore.kernels._dispatch import (ISA_LEVELS, available_isas, get_num_threads, isa,
@@ -30,6 +31,7 @@ __all__ = [
     "activation_grad",
     "softmax",
     "attention",
+    "layer_norm",
     "conv2d",
     "pack_conv",
     "PackedConv",

@@ -2,10 +2,16 @@
 whatever the compute dtype."""
 import numpy as np
 
+from mixedcore import kernels
 from mixedcore import regularizers as _regularizers
 from mixedcore.layers import _args, _initializers
-from mixedcore._dtypes import is_floating, to_compute, work_dtype
+from mixedcore._dtypes import BF16, is_floating, to_compute, work_dtype
 from mixedcore.layers._base import Layer
+
+
+_F32 = np.dtype(np.float32)
+# compute dtypes LayerNormalization hands to kernels.layer_norm
+_KERNEL_DTYPES = (np.dtype(np.float16), BF16, _F32)
 
 
 class LayerNormalization(Layer):
@@ -26,6 +32,13 @@ class LayerNormalization(Layer):
     As in Keras, a 16-bit input is brought to float32 for the mean and variance; the float32
     weights are used as they are (not rounded to the compute dtype first), and the result is rounded
     once to the compute dtype.
+
+    Over the last axis alone with a float16, bfloat16 or float32 compute dtype (the usual case)
+    the layer runs ``kernels.layer_norm``: statistics in float64 (two passes), the whole
+    expression in float64 and one rounding to the compute dtype -- within 1 ulp of the float64
+    result, the same bits in training and at inference, at every ISA level and thread count.
+    Other axes, and float64, use numpy in the work dtype (float32 or float64).
+    :meth:`call_with_residual` normalizes the sum of two inputs in one kernel call.
     """
 
     supports_masking = True
@@ -84,8 +97,80 @@ class LayerNormalization(Layer):
             shape[a] = d
         return value.reshape(shape)
 
+    def _kernel_params(self):
+        """gamma and beta as float32 arrays (None where absent) for ``kernels.layer_norm``."""
+        k = 0
+        gamma = beta = None
+        if self.scale:
+            gamma = to_compute(self._values[k], _F32)
+            k += 1
+        if self.center:
+            beta = to_compute(self._values[k], _F32)
+        return gamma, beta
+
+    def _uses_kernel(self, x):
+        return x.dtype in _KERNEL_DTYPES and x.ndim >= 1 and self._axes(x.ndim) == (x.ndim - 1,)
+
+    def _kernel_call(self, x, residual, training):
+        gamma, beta = self._kernel_params()
+        if not training:
+            return kernels.layer_norm(x, gamma, beta, epsilon=self.epsilon, residual=residual)
+        y, mean, rstd = kernels.layer_norm(x, gamma, beta, epsilon=self.epsilon,
+                                           residual=residual, return_stats=True)
+        gview = gamma.reshape((1,) * (x.ndim - 1) + gamma.shape) if gamma is not None else None
+        self._train_cache = ("kernel", x, residual, mean[..., None], rstd[..., None], gview,
+                             (x.ndim - 1,), x.dtype)
+        return y
+
     def call(self, inputs, training=False):
         x = inputs if is_floating(inputs.dtype) else inputs.astype(self._compute_np())
+        if self._uses_kernel(x):
+            return self._kernel_call(x, None, training)
+        return self._numpy_call(x, training)
+
+    def call_with_residual(self, x, residual, training=False):
+        """``LN(x + residual)``: an ``Add`` whose only consumer is this layer, in one kernel call.
+
+        Parameters
+        ----------
+        x, residual : ndarray
+            Arrays of the same shape, already in the compute dtype (the layer is built here from
+            their shape when it is not yet).
+        training : bool, default False
+            Keep what :meth:`backward` needs; its input gradient is then the gradient of the sum,
+            which is that of ``x`` and of ``residual`` alike.
+
+        Returns
+        -------
+        ndarray
+            In the compute dtype.  Under float16, bfloat16 and float32 with the last axis the
+            sum is formed in float32 and not rounded to the compute dtype before it is
+            normalized: one rounding (of the result) instead of the two of ``Add`` followed by
+            the layer, so the result can differ from that pair in the last bit.  Elsewhere the
+            sum is formed in the work dtype (float32, or float64) and normalized as
+            :meth:`call` does.
+
+        Raises
+        ------
+        ValueError
+            ``x`` and ``residual`` of different shapes, or a shape the layer cannot take.
+        """
+        x = np.asarray(x)
+        residual = np.asarray(residual)
+        if x.shape != residual.shape:
+            raise ValueError(f"LayerNormalization '{self.name}': call_with_residual needs x and "
+                             f"residual of the same shape, got {x.shape} and {residual.shape}")
+        if not self.built:
+            self.build_from_shape(x.shape)
+        else:
+            self.check_input_shape(x.shape)
+        if self._uses_kernel(x) and residual.dtype in _KERNEL_DTYPES:
+            return self._kernel_call(x, residual, training)
+        w = work_dtype(x.dtype)
+        return to_compute(self._numpy_call(to_compute(x, w) + to_compute(residual, w), training),
+                          x.dtype)
+
+    def _numpy_call(self, x, training):
         w = work_dtype(x.dtype)
         xw = to_compute(x, w)
         axes = self._axes(x.ndim)
@@ -104,11 +189,21 @@ class LayerNormalization(Layer):
         if self.center:
             y = y + self._param_view(to_compute(self._values[k], w), x.ndim, axes)
         if training:
-            self._train_cache = (xhat, inv, gamma, axes, x.dtype)
+            self._train_cache = ("numpy", xhat, inv, gamma, axes, x.dtype)
         return to_compute(y, x.dtype)
 
     def backward(self, dy, need_input_grad=True):
-        xhat, inv, gamma, axes, in_dtype = self._train_cache
+        cache = self._train_cache
+        if cache[0] == "kernel":
+            # xhat from the kernel's statistics, in float32, with s = x (+ residual) formed as
+            # the kernel formed it
+            _, x, residual, mean, inv, gamma, axes, in_dtype = cache
+            s = to_compute(x, _F32)
+            if residual is not None:
+                s = s + to_compute(residual, _F32)
+            xhat = (s - mean) * inv
+        else:
+            _, xhat, inv, gamma, axes, in_dtype = cache
         w = xhat.dtype
         dyw = to_compute(dy, w)
         reduce_axes = tuple(a for a in range(xhat.ndim) if a not in axes)

@@ -24,6 +24,8 @@ static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
         k->conv = below->conv;
     if (k->attn.unit == NULL)
         k->attn = below->attn;
+    if (k->norm.layer_norm == NULL)
+        k->norm = below->norm;
     if (k->gemm.f32.pack == NULL)
         k->gemm.f32 = below->gemm.f32;
     if (k->gemm.pairs.pack == NULL)
@@ -34,7 +36,8 @@ static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
 
 static void mc_level_(int level, const mc_convert_table *convert, const mc_scan_table *scan,
                       const mc_gemm_table *gemm, const mc_act_table *act,
-                      const mc_conv_table *conv, const mc_attn_table *attn)
+                      const mc_conv_table *conv, const mc_attn_table *attn,
+                      const mc_norm_table *norm)
 {
     mc_level_kernels *k = &mc_resolved_[level];
     memset(k, 0, sizeof *k);
@@ -50,6 +53,8 @@ static void mc_level_(int level, const mc_convert_table *convert, const mc_scan_
         k->conv = *conv;
     if (attn != NULL)
         k->attn = *attn;
+    if (norm != NULL)
+        k->norm = *norm;
     if (level > 0)
         mc_inherit_(k, &mc_resolved_[level - 1]);
 }
@@ -58,25 +63,25 @@ void mc_kernels_init(void)
 {
     mc_level_(MC_ISA_GENERIC, &mc_convert_table_generic, &mc_scan_table_generic,
               &mc_gemm_table_generic, &mc_act_table_generic, &mc_conv_table_generic,
-              &mc_attn_table_generic);
+              &mc_attn_table_generic, &mc_norm_table_generic);
 #if defined(MC_HAVE_AVX2)
     mc_level_(MC_ISA_AVX2, &mc_convert_table_avx2, &mc_scan_table_avx2, &mc_gemm_table_avx2,
-              &mc_act_table_avx2, &mc_conv_table_avx2, &mc_attn_table_avx2);
+              &mc_act_table_avx2, &mc_conv_table_avx2, &mc_attn_table_avx2, &mc_norm_table_avx2);
 #else
-    mc_level_(MC_ISA_AVX2, NULL, NULL, NULL, NULL, NULL, NULL);
+    mc_level_(MC_ISA_AVX2, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 #endif
 #if defined(MC_HAVE_AVX512)
     mc_level_(MC_ISA_AVX512, &mc_convert_table_avx512, &mc_scan_table_avx512,
               &mc_gemm_table_avx512, &mc_act_table_avx512, &mc_conv_table_avx512,
-              &mc_attn_table_avx512);
+              &mc_attn_table_avx512, &mc_norm_table_avx512);
 #else
-    mc_level_(MC_ISA_AVX512, NULL, NULL, NULL, NULL, NULL, NULL);
+    mc_level_(MC_ISA_AVX512, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 #endif
 #if defined(MC_HAVE_AVX512BF16)
     mc_level_(MC_ISA_AVX512BF16, NULL, &mc_scan_table_avx512bf16, &mc_gemm_table_avx512bf16,
-              NULL, NULL, NULL);
+              NULL, NULL, NULL, NULL);
 #else
-    mc_level_(MC_ISA_AVX512BF16, NULL, NULL, NULL, NULL, NULL, NULL);
+    mc_level_(MC_ISA_AVX512BF16, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 #endif
 }
 
@@ -108,3 +113,4 @@ mc_act_forward_fn mc_act_forward_kernel(int level) { return mc_kernels(level)->a
 mc_act_backward_fn mc_act_backward_kernel(int level) { return mc_kernels(level)->act.backward; }
 mc_softmax_fn mc_softmax_kernel(int level) { return mc_kernels(level)->act.softmax; }
 mc_attn_unit_fn mc_attn_unit_kernel(int level) { return mc_kernels(level)->attn.unit; }
+mc_layer_norm_fn mc_layer_norm_kernel(int level) { return mc_kernels(level)->norm.layer_norm; }

@@ -3,7 +3,7 @@
  * Design:
  *   a. Each level's files export one table per kernel family (mc_convert_table_<isa>,
  *      mc_scan_table_<isa>, mc_gemm_table_<isa>, mc_act_table_<isa>, mc_conv_table_<isa>,
- *      mc_attn_table_<isa>).  The generic tables are complete; a SIMD
+ *      mc_attn_table_<isa>, mc_norm_table_<isa>).  The generic tables are complete; a SIMD
  *      table holds what its level speeds up and leaves the rest empty.
  *   b. mc_kernels_init() resolves one record per level, lowest first: an empty entry takes the
  *      resolved entry of the level below; GEMM kernels are taken whole (their parts share a
@@ -21,6 +21,7 @@
 #include "mc_conv.h"
 #include "mc_convert.h"
 #include "mc_gemm.h"
+#include "mc_norm.h"
 #include "mc_scan.h"
 
 typedef struct {
@@ -30,6 +31,7 @@ typedef struct {
     mc_act_table act;
     mc_conv_table conv;
     mc_attn_table attn;
+    mc_norm_table norm;
 } mc_level_kernels;
 
 void mc_kernels_init(void);
@@ -43,5 +45,6 @@ mc_act_forward_fn mc_act_forward_kernel(int level);
 mc_act_backward_fn mc_act_backward_kernel(int level);
 mc_softmax_fn mc_softmax_kernel(int level);
 mc_attn_unit_fn mc_attn_unit_kernel(int level);
+mc_layer_norm_fn mc_layer_norm_kernel(int level);
 
 #endif

@@ -1,0 +1,56 @@
+/* Layer normalization over the last axis: y = LN(x [+ residual]) * gamma + beta, row by row.
+ *
+ * Design:
+ *   a. A row is n contiguous elements of x (float16, bfloat16 or float32; codes of
+ *      mc_convert_scalar.h), optionally plus the same row of a residual of any of those types.
+ *      The element s[i] is x[i] converted to float32, plus residual[i] converted to float32, the
+ *      sum rounded once in float32 (no rounding to a 16-bit type in between).
+ *   b. Statistics in float64, two passes: mean = (sum of s[i]) / n, var = (sum of
+ *      (s[i] - mean)**2) / n (the variance of s, not E[s**2] - mean**2), rstd = 1 / sqrt(var +
+ *      eps).  Each sum takes term i into partial sum i % 16, added in index order; the 16
+ *      partial sums are added as a fixed tree (mc_norm_tree_): every level adds the same terms in
+ *      the same order, so every level gives the same bits.  No FMA anywhere (products and sums
+ *      are separate roundings at every level).
+ *   c. y[i] = ((s[i] - mean) * rstd) * gamma[i] + beta[i] in float64 (the product with gamma
+ *      left out when gamma is NULL, the sum with beta when beta is NULL), rounded once to the
+ *      output type (float64 -> float16/bfloat16 directly, not through float32).  A NaN result is
+ *      written as the positive quiet NaN of the output type (0x7E00, 0x7FC0, 0x7FC00000); a row
+ *      holding a NaN or an infinity gives a row of it.
+ *   d. mean and rstd, rounded to float32, are written per row when the pointers are not NULL.
+ *   e. Kernels are named mc_layer_norm_<isa>; each level's file exports mc_norm_table_<isa>
+ *      (mc_kernels.c resolves the levels).  generic and avx2 are the scalar twins of
+ *      mc_norm_scalar.h in a loop (the specification); avx512 works 8 doubles at a time
+ *      (mc_norm_avx512.c); avx512bf16 inherits it.
+ */
+#ifndef MC_NORM_H_
+#define MC_NORM_H_
+
+#include <stdint.h>
+
+typedef struct {
+    const void *x;          /* rows of n elements of x_type */
+    const void *res;        /* NULL, or rows of n elements of res_type */
+    const float *gamma;     /* NULL or n float32 */
+    const float *beta;      /* NULL or n float32 */
+    void *y;                /* rows of n elements of y_type */
+    float *mean;            /* NULL or one float32 per row */
+    float *rstd;            /* NULL or one float32 per row */
+    int64_t n;
+    double eps;
+    int x_type, res_type, y_type;
+} mc_norm_job;
+
+/* Rows [r0, r1) of the job (design a-d). */
+typedef void (*mc_layer_norm_fn)(const mc_norm_job *job, int64_t r0, int64_t r1);
+
+typedef struct {
+    mc_layer_norm_fn layer_norm;
+} mc_norm_table;
+
+extern const mc_norm_table mc_norm_table_generic;
+extern const mc_norm_table mc_norm_table_avx2;
+extern const mc_norm_table mc_norm_table_avx512;
+
+#define MC_NORM_TABLE_(isa) {mc_layer_norm_##isa}
+
+#endif
