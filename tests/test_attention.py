@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mixedcore import layers, models
+from mixedcore import kernels, layers, models
 from mixedcore.policy import policy_scope
 
 from gradcheck import numeric_grad
@@ -190,8 +190,17 @@ def test_16bit_policies_close_to_float64(policy, dtype, tol, rng):
                        v.astype(dtype).astype(np.float64), mask=causal)
     np.testing.assert_allclose(y.astype(np.float64), ref, atol=tol * np.abs(ref).max())
     np.testing.assert_allclose(scores.astype(np.float64), p, atol=tol)
-    # training equals inference (the packed and the cast kernels give the same products)
-    np.testing.assert_array_equal(layer(q, v, training=True), layer(q, v))
+    # training (the batched GEMM) equals inference (the fused kernel) where the two sum the
+    # products the same way (tests/test_attention_kernel.py), and is within a rounding elsewhere
+    trained, inferred = layer(q, v, training=True), layer(q, v)
+    level = kernels.isa()
+    same_sums = (dtype == np.float16 or (dtype == np.float32 and level != "generic")
+                 or level == "avx512bf16")
+    if same_sums:
+        np.testing.assert_array_equal(trained, inferred)
+    else:
+        np.testing.assert_allclose(trained.astype(np.float64), inferred.astype(np.float64),
+                                   atol=tol * np.abs(ref).max())
     yt = layer(q, v, training=True)
     g = layer.backward(np.ones_like(yt))
     assert g["query"].dtype == dtype and g["value"].dtype == dtype
