@@ -62,8 +62,33 @@ def _bench(args):
     return 0
 
 
+def _retain_freed_memory():
+    """Keep freed memory in the process (glibc's malloc only), for the predict command.
+
+    Inference frees each intermediate array as soon as it is read; glibc then hands large blocks
+    back to the kernel and the next batch faults fresh, zeroed pages in again, about a seventh of
+    a transformer encoder's time on the development machine.  A process that runs the same
+    model batch after batch is better off keeping them.  The command owns its process, so it
+    sets this; a server that imports mixedcore can set MALLOC_TRIM_THRESHOLD_ and
+    MALLOC_MMAP_THRESHOLD_ itself (docs/from_keras.md).  Variables already set win."""
+    import ctypes
+    import ctypes.util
+    import os
+    if "MALLOC_TRIM_THRESHOLD_" in os.environ or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return                                       # not glibc: leave the allocator alone
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 64 << 20)
+    mallopt(m_trim_threshold, 512 << 20)
+
+
 def _predict(args):
     from mixedcore import _predict
+    _retain_freed_memory()
     try:
         result = _predict.run(args.model, args.input, args.out, policy=args.policy,
                               batch_size=args.batch_size,
