@@ -13,6 +13,8 @@ import pytest
 import fpenv
 from mixedcore import kernels, layers, models
 
+from levels import at_level
+
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 NAMES = ["linear", "relu", "gelu", "sigmoid", "tanh"]
@@ -29,15 +31,6 @@ def assert_bits_equal(got, want):
     bad = np.flatnonzero(g.ravel() != w.ravel())
     assert bad.size == 0, (f"{bad.size} of {g.size} differ, first at {bad[:5]}: "
                            f"{g.ravel()[bad[:5]]} != {w.ravel()[bad[:5]]}")
-
-
-def at_level(level, fn, *args, **kw):
-    previous = kernels.isa()
-    kernels.set_isa(level)
-    try:
-        return fn(*args, **kw)
-    finally:
-        kernels.set_isa(previous)
 
 
 def sweep_values():

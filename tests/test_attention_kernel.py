@@ -8,6 +8,8 @@ import pytest
 
 from mixedcore import kernels, layers
 
+from levels import at_level
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 LEVELS = kernels.available_isas()
@@ -32,15 +34,6 @@ def assert_same(got, want):
     gb, wb = bits(np.where(nan_g, 0, g).astype(g.dtype)), bits(np.where(nan_w, 0, w).astype(w.dtype))
     bad = np.flatnonzero(gb.ravel() != wb.ravel())
     assert bad.size == 0, f"{bad.size} of {gb.size} differ, first at {bad[:5]}"
-
-
-def at_level(level, fn, *args, **kw):
-    previous = kernels.isa()
-    kernels.set_isa(level)
-    try:
-        return fn(*args, **kw)
-    finally:
-        kernels.set_isa(previous)
 
 
 def gemm_order_matches(level, dtype):

@@ -9,6 +9,8 @@ import pytest
 import fpenv
 from mixedcore import kernels
 
+from levels import at_level
+
 F16 = np.dtype(np.float16)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)
@@ -28,15 +30,6 @@ def assert_bits_equal(got, want):
     bad = np.flatnonzero(g != w)
     assert bad.size == 0, (f"{bad.size} of {g.size} differ, first at {bad[:5]}: "
                            f"{g[bad[:5]]} != {w[bad[:5]]}")
-
-
-def at_level(level, fn, *args, **kw):
-    previous = kernels.isa()
-    kernels.set_isa(level)
-    try:
-        return fn(*args, **kw)
-    finally:
-        kernels.set_isa(previous)
 
 
 def ordered(a):
