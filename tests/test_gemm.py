@@ -7,6 +7,7 @@ normal distribution, so no product or partial sum is subnormal: at the avx512bf1
 VDPBF16PS flushes subnormals, which ``test_bf16_subnormals`` shows separately.
 """
 import math
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -372,8 +373,10 @@ def test_bad_types():
                 np.ones((3, 4), np.float64), np.array([[1]] * 3, dtype=object)):
         with pytest.raises(TypeError, match="matmul: unsupported dtype"):
             kernels.matmul(a, bad)
-    with pytest.raises(TypeError, match="numpy.ndarray"):
+    # array-likes are taken as numpy takes them: a list of Python floats is float64
+    with pytest.raises(TypeError, match="matmul: unsupported dtype float64 for a"):
         kernels.matmul([[1.0, 2.0, 3.0]], b)
+    np.testing.assert_array_equal(kernels.matmul([np.float32(1)] * 3, b), [3.0] * 4)
     with pytest.raises(TypeError, match="out_dtype"):
         kernels.matmul(a, b, out_dtype=np.float64)
     with pytest.raises(TypeError, match="bias"):
@@ -386,6 +389,25 @@ def test_bad_types():
         kernels.matmul(a, b, alpha="2")
     with pytest.raises(TypeError, match="out"):
         kernels.matmul(a, b, out=[[0.0] * 4] * 2)
+
+
+def test_scalars_and_byte_order_as_numpy():
+    a = np.ones((2, 3), F32)
+    b = np.ones((3, 4), F32)
+    with pytest.raises(ValueError, match="matmul: a is 0-d"):
+        kernels.matmul(np.float32(2), b)
+    with pytest.raises(ValueError, match="matmul: b is 0-d"):
+        kernels.matmul(a, np.array(2, F32))
+    out = np.zeros((2, 4), ">f4")
+    assert kernels.matmul(a, b, out=out) is out
+    np.testing.assert_array_equal(out, np.full((2, 4), 3.0))
+    for alpha in (1e300, 10 ** 400, float("nan"), -float("inf")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(ValueError, match="alpha and beta must be finite float32"):
+                kernels.matmul(a, b, alpha=alpha)
+    with pytest.raises(ValueError, match="alpha and beta must be finite float32"):
+        kernels.matmul(a, b, c=np.ones((2, 4), F32), beta=1e39)
 
 
 def test_bad_values():

@@ -213,5 +213,5 @@ def test_matmul_with_packed_errors(rng):
         kernels.matmul(np.ones((3, 7), F32), p)
     with pytest.raises(ValueError, match=r"bias has shape \(4,\), expected \(5,\)"):
         kernels.matmul(np.ones((3, 8), F32), p, bias=np.ones(4, F32))
-    with pytest.raises(TypeError, match="matmul: a must be a numpy.ndarray, got PackedMatrix"):
+    with pytest.raises(TypeError, match=r"matmul: a must be a numpy.ndarray \(only b may be a PackedMatrix\), got PackedMatrix"):
         kernels.matmul(p, p)

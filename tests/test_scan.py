@@ -191,8 +191,16 @@ def test_all_finite_byte_order_and_alignment(isa_level):
     assert not kernels.all_finite(y)
 
 
+def test_all_finite_takes_array_likes_as_numpy():
+    assert kernels.all_finite([1.0, 2.0], 3.0, np.float32(1.0), (np.float16(2),))
+    assert not kernels.all_finite([1.0, float("nan")])
+    assert not kernels.all_finite(np.float32(np.inf))
+    with pytest.raises(TypeError, match="all_finite: argument 0 has unsupported dtype int64"):
+        kernels.all_finite([1, 2])
+
+
 @pytest.mark.parametrize("bad, shown", [
-    ([1.0, 2.0], "list"), (3.0, "float"), (np.float32(1.0), "float32"), (None, "NoneType"),
+    (None, "NoneType"), ("text", "str"), (True, "bool"),
     (np.arange(3), "int64"), (np.array(["a"]), "<U1"), (np.array([1.0], object), "object"),
     (np.ones(2, bool), "bool"), (np.ones(2, np.complex64), "complex64"),
 ])

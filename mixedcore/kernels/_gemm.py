@@ -18,6 +18,8 @@ ACTIVATIONS = {None: 0, "linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh":
 # out_dtype names resolved without numpy's parser (layers pass them on every call)
 _OUT_DTYPES = {"float16": _F16, "bfloat16": _BF16, "float32": _F32}
 
+_F32_MAX = float(np.finfo(np.float32).max)
+
 
 def _env_block(name):
     text = os.environ.get(name, "").strip()
@@ -85,8 +87,18 @@ def _code(x):
 
 
 def _operand(name, x):
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"matmul: {name} must be a numpy.ndarray, got {type(x).__name__}")
+    if isinstance(x, PackedMatrix):
+        raise TypeError(f"matmul: {name} must be a numpy.ndarray (only b may be a "
+                        f"PackedMatrix), got PackedMatrix")
+    if not isinstance(x, np.ndarray):              # array-likes, as numpy.matmul takes them
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"matmul: {name} must be an array, got {type(x).__name__} "
+                            f"({exc})") from None
+    if x.ndim == 0:
+        raise ValueError(f"matmul: {name} is 0-d (a scalar); operands need at least 1 "
+                         f"dimension, as in numpy.matmul (use multiplication for a scalar)")
     if x.dtype in GEMM_CODES and x.flags.aligned:   # the common case: native, aligned
         return x
     if _code(x) is None:
@@ -197,8 +209,15 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
             raise TypeError(f"matmul: {name} must be a real number, got {type(v).__name__}")
     # rounded to float32 (the defaults 1.0 and 0.0 are float32 values already)
     # the compiled core rounds them to float32 (to nearest, whatever the caller's mode)
-    alpha = alpha if type(alpha) is float else float(alpha)
-    beta = beta if type(beta) is float else float(beta)
+    if type(alpha) is not float or type(beta) is not float:
+        try:
+            alpha, beta = float(alpha), float(beta)
+        except OverflowError:
+            raise ValueError(f"matmul: alpha and beta must be finite float32 values, got "
+                             f"alpha={repr(alpha)[:40]}, beta={repr(beta)[:40]}") from None
+    if not (abs(alpha) <= _F32_MAX and abs(beta) <= _F32_MAX):
+        raise ValueError(f"matmul: alpha and beta must be finite float32 values (|v| <= "
+                         f"{_F32_MAX:g}), got alpha={alpha!r}, beta={beta!r}")
     beta32 = 0.0 if beta == 0.0 else _lib.round_f32(beta)
 
     if out_dtype is None:
@@ -261,7 +280,9 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
     else:
         check_out("matmul", out, out_shape, target, inputs)
         result = out
-        work_out = out if out.flags.aligned else np.empty(out_shape, dtype=target)
+        target = target.newbyteorder("=")          # a byte-swapped out is filled from a copy
+        work_out = out if out.flags.aligned and out.dtype.isnative else np.empty(
+            out_shape, dtype=target)
 
     if result.size:
         _run(a2, b2, work_out, c32, bias32, bias_stride, batch, m, n, k, a.ndim == 1,

@@ -18,9 +18,13 @@ def _decode(report):
     return code // 8, code % 8
 
 
-def _operand(fname, what, x):
+def _operand(fname, what, x, array_like=False):
     """``x`` as an array the compiled core takes (a native, aligned copy if it must), or the
-    TypeError that explains why it cannot be scanned."""
+    TypeError that explains why it cannot be scanned.  With ``array_like``, lists, tuples and
+    scalars are taken as ``numpy.asarray`` takes them (for a scan that only reads)."""
+    if array_like and not isinstance(x, np.ndarray) and isinstance(
+            x, (list, tuple, float, int, np.generic)) and not isinstance(x, bool):
+        x = np.asarray(x)
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{fname}: {what} must be a numpy.ndarray of dtype {SUPPORTED_NAMES}; "
                         f"got {type(x).__name__}")
@@ -35,9 +39,10 @@ def all_finite(*arrays):
 
     Parameters
     ----------
-    *arrays : ndarray
+    *arrays : ndarray or array-like
         Any number of arrays of dtype float16, bfloat16 (``ml_dtypes.bfloat16``), float32 or
         float64, in any mix; any shape, any strides (reversed, transposed, strided views).
+        Lists, tuples and Python or numpy scalars are taken as ``numpy.asarray`` takes them.
 
     Returns
     -------
@@ -47,7 +52,7 @@ def all_finite(*arrays):
     Raises
     ------
     TypeError
-        An argument that is not an ndarray, or an ndarray of another dtype.
+        An argument that is not array-like, or an array of another dtype.
 
     Notes
     -----
@@ -60,7 +65,8 @@ def all_finite(*arrays):
     report = _lib.all_finite(arrays)
     if report >= 0:
         return bool(report)
-    ready = [_operand("all_finite", f"argument {i}", x) for i, x in enumerate(arrays)]
+    ready = [_operand("all_finite", f"argument {i}", x, array_like=True)
+             for i, x in enumerate(arrays)]
     report = _lib.all_finite(ready)
     if report < 0:  # every operand is now native and aligned
         raise RuntimeError(f"all_finite: internal error, report {_decode(report)}")
