@@ -117,7 +117,8 @@ def deserialize(config, custom_objects=None):
 
 
 def get(identifier):
-    """The policy a layer's ``dtype`` argument stands for (SPEC 6.1).
+    """The policy a layer's ``dtype`` argument stands for (docs/policies.md, 'Equality, hashing,
+    configs').
 
     Parameters
     ----------

@@ -1,4 +1,5 @@
-"""The deprecated experimental Policy (SPEC 4): names, warnings, loss scale, config, infer hook."""
+"""The deprecated experimental Policy (docs/policies.md, 'The experimental Policy'): names,
+warnings, loss scale, config, infer hook."""
 import re
 import warnings
 
