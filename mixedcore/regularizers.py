@@ -2,7 +2,8 @@
 
 A regularizer is called with a weight array (in the layer's variable dtype, float32 under the mixed
 policies: docs/layers.md, 'Policies and autocasting') and returns the penalty as a Python float;
-``gradient(w)`` returns the penalty's gradient in the same dtype.  Any object with both methods may be passed to a layer.
+``gradient(w)`` returns the penalty's gradient in the same dtype.  Any object with both methods
+may be passed to a layer.
 """
 import numpy as np
 
