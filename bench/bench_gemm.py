@@ -1,6 +1,7 @@
 """GEMM benchmarks: mixedcore.kernels.matmul beside numpy, "upcast then matmul" and torch.
 
-Run (a fair OpenBLAS baseline needs its own core-type detection, see BENCH.md):
+Run (a fair OpenBLAS baseline needs its own core-type detection, see
+docs/benchmarks.md, 'How to run'):
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \\
         python -m pytest bench/bench_gemm.py --benchmark-only --benchmark-group-by=group

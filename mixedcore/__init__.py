@@ -43,7 +43,7 @@ __all__ = [
     "policies",
 ]
 
-# The Keras-like inference and training layer (SPEC.md section 1).
+# The Keras-like inference and training layer (docs/user_guide.md, docs/api.md).
 from mixedcore import datasets, layers, losses, metrics, models, regularizers, utils
 
 __all__ += ["layers", "models", "losses", "metrics", "regularizers", "utils", "datasets"]

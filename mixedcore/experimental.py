@@ -1,4 +1,5 @@
-"""The deprecated experimental policy API of tf.keras 1.15 - 2.4 (SPEC.md section 4).
+"""The deprecated experimental policy API of tf.keras 1.15 - 2.4 (docs/policies.md,
+'The experimental Policy').
 
 ``mixedcore.experimental.Policy`` is the ``tf.keras.mixed_precision.experimental.Policy`` class:
 a :class:`mixedcore.DTypePolicy` that also carries a loss scale and still takes the removed
@@ -107,7 +108,8 @@ def _serialize_loss_scale(loss_scale):
 
 
 def _resolve_loss_scale(loss_scale, name, custom_objects=None):
-    """SPEC 4.3: the LossScale (or None) for a ``loss_scale`` argument."""
+    """The LossScale (or None) for a ``loss_scale`` argument (docs/policies.md, 'The experimental
+    Policy')."""
     if isinstance(loss_scale, str) and loss_scale == "auto":
         loss_scale = "dynamic" if name in _AUTO_DYNAMIC else None
     if loss_scale is None:

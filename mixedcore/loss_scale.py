@@ -2,8 +2,8 @@
 ``LossScaleOptimizer``, is in :mod:`mixedcore.optimizers`).
 
 Semantics are TensorFlow's (``tf.train.experimental.*LossScale`` of TF 2.0-2.3 and
-``tf.keras.mixed_precision.LossScaleOptimizer`` of tf.keras 2.4+); SPEC.md section 5 and
-docs/loss_scaling.md.
+``tf.keras.mixed_precision.LossScaleOptimizer`` of tf.keras 2.4+); docs/loss_scaling.md, 'When a
+step is skipped'.
 
 Design:
   A. The current scale of a DynamicLossScale is held as a float32 value, as TF holds it in a

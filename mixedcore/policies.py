@@ -6,7 +6,7 @@ Decisions (see docs/porting.md):
 
 A. Configs of the deprecated experimental class ("Policy" in tf.keras 2.0-2.3, "PolicyV1" in
    2.4) load as a plain :class:`~mixedcore.DTypePolicy`, dropping the loss scale, as TF 2.4
-   does (seed 003), so saved models outlive the experimental class.  Keras 3's
+   does, so saved models outlive the experimental class.  Keras 3's
    "FloatDTypePolicy" (Keras 3.0-3.5) loads the same way.
 B. The extra keys Keras 3 writes next to "class_name" / "config" ("module",
    "registered_name") are ignored; any other key is an error, as is a missing one.
@@ -117,7 +117,8 @@ def deserialize(config, custom_objects=None):
 
 
 def get(identifier):
-    """The policy a layer's ``dtype`` argument stands for (SPEC 6.1).
+    """The policy a layer's ``dtype`` argument stands for (docs/policies.md, 'Equality, hashing,
+    configs').
 
     Parameters
     ----------

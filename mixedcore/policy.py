@@ -2,7 +2,7 @@
 
 A dtype policy names the two dtypes a layer works with: the *compute* dtype (inputs, outputs
 and arithmetic) and the *variable* dtype (storage of the weights).  The names and semantics are
-those of ``keras.mixed_precision`` (Keras 3), see SPEC.md sections 2 and 3.
+those of ``keras.mixed_precision`` (Keras 3), see docs/policies.md.
 
 Decisions (see docs/policies.md and docs/porting.md):
 
@@ -132,7 +132,8 @@ def _deprecated_name_message(owner, name):
 
 
 def _parse_dtype_policy_name(owner, name):
-    """(compute_dtype, variable_dtype) for a DTypePolicy name, or the SPEC 2 error."""
+    """(compute_dtype, variable_dtype) for a DTypePolicy name, or the error of docs/policies.md,
+    'Refused names and the errors'."""
     if not isinstance(name, str):
         raise TypeError(
             f"{owner}: 'name' must be a string such as 'mixed_float16' or 'float32', got "

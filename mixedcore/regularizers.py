@@ -1,8 +1,9 @@
 """Weight regularizers (``keras.regularizers``): L1, L2, L1L2.
 
 A regularizer is called with a weight array (in the layer's variable dtype, float32 under the mixed
-policies: SPEC 6.5) and returns the penalty as a Python float; ``gradient(w)`` returns the
-penalty's gradient in the same dtype.  Any object with both methods may be passed to a layer.
+policies: docs/layers.md, 'Policies and autocasting') and returns the penalty as a Python float;
+``gradient(w)`` returns the penalty's gradient in the same dtype.  Any object with both methods
+may be passed to a layer.
 """
 import numpy as np
 

@@ -1,4 +1,5 @@
-"""The deprecated experimental Policy (SPEC 4): names, warnings, loss scale, config, infer hook."""
+"""The deprecated experimental Policy (docs/policies.md, 'The experimental Policy'): names,
+warnings, loss scale, config, infer hook."""
 import re
 import warnings
 
@@ -251,7 +252,7 @@ def test_from_config_of_a_tf_keras_2_4_config_with_a_loss_scale():
         warnings.simplefilter("ignore")
         p = experimental.Policy.from_config(legacy)
     assert isinstance(p.loss_scale, FixedLossScale) and float(p.loss_scale()) == 128.0
-    # the same config loads as a plain policy through DTypePolicy / policies (seed 003)
+    # the same config loads as a plain policy through DTypePolicy / policies (tf.keras 2.4)
     assert DTypePolicy.from_config(legacy) == DTypePolicy("mixed_float16")
     plain = policies.deserialize({"class_name": "Policy", "config": legacy})
     assert type(plain) is DTypePolicy and plain.name == "mixed_float16"

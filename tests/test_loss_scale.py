@@ -323,6 +323,50 @@ def test_lso_config_round_trip():
     assert LossScaleOptimizer.from_config(legacy).get_config()["initial_scale"] == 4.0
 
 
+def tf23_lso_config(inner=None, loss_scale=None):
+    """A LossScaleOptimizer config as TensorFlow 2.3 wrote it (docs/loss_scaling.md, 'Configs
+    from TensorFlow 2.3 and Keras 3')."""
+    config = {"name": "SGD", "learning_rate": 0.1, "decay": 0.0, "momentum": 0.9,
+              "nesterov": False}
+    config.update(inner or {})
+    if loss_scale is None:
+        loss_scale = {"class_name": "DynamicLossScale",
+                      "config": {"initial_loss_scale": 512.0, "increment_period": 100,
+                                 "multiplier": 2.0}}
+    return {"optimizer": {"class_name": "SGD", "config": config}, "loss_scale": loss_scale}
+
+
+def test_lso_tf23_configs_that_load():
+    opt = LossScaleOptimizer.from_config(tf23_lso_config())
+    assert opt.dynamic and opt.initial_scale == 512.0 and opt.dynamic_growth_steps == 100
+    assert isinstance(opt.inner_optimizer, optimizers.SGD)
+    assert opt.inner_optimizer.learning_rate == 0.1 and opt.inner_optimizer.momentum == 0.9
+    assert optimizers.deserialize({"class_name": "LossScaleOptimizer",
+                                   "config": tf23_lso_config()}).get_config() == opt.get_config()
+    # tf.keras 2's "lr" spelling and bookkeeping keys
+    old = tf23_lso_config(inner={"lr": 0.25, "is_legacy_optimizer": True, "jit_compile": False})
+    del old["optimizer"]["config"]["learning_rate"]
+    assert LossScaleOptimizer.from_config(old).inner_optimizer.learning_rate == 0.25
+    fixed = LossScaleOptimizer.from_config(tf23_lso_config(
+        loss_scale={"class_name": "FixedLossScale", "config": {"loss_scale_value": 64.0}}))
+    assert not fixed.dynamic and fixed.loss_scale == 64.0 and fixed.dynamic_growth_steps is None
+    assert LossScaleOptimizer.from_config(tf23_lso_config(loss_scale="dynamic")).initial_scale \
+        == 2.0 ** 15
+    assert LossScaleOptimizer.from_config(tf23_lso_config(loss_scale=8)).loss_scale == 8.0
+
+
+def test_lso_tf23_configs_that_do_not_load():
+    with pytest.raises(ValueError, match="decay=0.01"):
+        LossScaleOptimizer.from_config(tf23_lso_config(inner={"decay": 0.01}))
+    with pytest.raises(ValueError, match="only a multiplier of 2 is supported, got 3"):
+        LossScaleOptimizer.from_config(tf23_lso_config(loss_scale={
+            "class_name": "DynamicLossScale",
+            "config": {"initial_loss_scale": 8.0, "increment_period": 10, "multiplier": 3.0}}))
+    schedule = {"class_name": "ExponentialDecay", "config": {"initial_learning_rate": 0.1}}
+    with pytest.raises(ValueError, match="learning-rate schedule is not supported"):
+        LossScaleOptimizer.from_config(tf23_lso_config(inner={"learning_rate": schedule}))
+
+
 def test_lso_refused_arguments():
     with pytest.raises(TypeError, match="cannot wrap another LossScaleOptimizer"):
         LossScaleOptimizer(LossScaleOptimizer(optimizers.SGD()))

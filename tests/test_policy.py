@@ -235,6 +235,21 @@ def test_set_policy_str_policy_and_none():
     assert mc.global_policy() == DTypePolicy("float32")
 
 
+@pytest.mark.keras
+def test_set_global_policy_none_resets_where_keras3_refuses(keras):
+    """A deliberate difference (docs/porting.md, 'Different, and why'): Keras 3 refuses None,
+    mixedcore resets the default to float32 as tf.keras did."""
+    before = keras.mixed_precision.global_policy().name
+    with pytest.raises(ValueError, match="policy"):
+        keras.mixed_precision.set_global_policy(None)
+    assert keras.mixed_precision.global_policy().name == before
+    for reset in (mc.set_global_policy, mc.set_policy, mc.set_dtype_policy,
+                  mc.mixed_precision.set_global_policy):
+        mc.set_global_policy("mixed_bfloat16")
+        reset(None)
+        assert mc.global_policy() == DTypePolicy("float32")
+
+
 @pytest.mark.parametrize("name", ["float16", "bfloat16", "float64", "float8_e4m3fn",
                                   "mixed_float16", "mixed_bfloat16"])
 def test_set_policy_accepts_floating(name):

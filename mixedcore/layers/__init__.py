@@ -2,7 +2,8 @@
 
 Every layer takes ``dtype=`` (None for the global policy at construction, a policy name such as
 "mixed_bfloat16", a policy, a numpy dtype or a serialized policy dict), stores its weights in the
-policy's variable dtype and computes in its compute dtype (SPEC.md section 6).  docs/layers.md
+policy's variable dtype and computes in its compute dtype (docs/layers.md, 'Policies and
+autocasting').  docs/layers.md
 lists them with their arguments and numerics.
 """
 from mixedcore.layers._base import Layer

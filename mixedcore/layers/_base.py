@@ -1,7 +1,8 @@
 """The Layer base class: dtype policies, autocasting, weights and their compute-dtype cache.
 
 Design:
-  A. A layer snapshots its policy at construction (SPEC 3.4): None -> the policy in effect then.
+  A. A layer snapshots its policy at construction (docs/policies.md, 'The global policy and
+     `policy_scope`'): None -> the policy in effect then.
   B. Weights live in the variable dtype (float32 under the mixed policies).  What a training call
      uses is a copy in the compute dtype, made once with ``kernels.cast`` and cached; inference
      products take the weight packed once by ``kernels.pack`` in the compute dtype instead (no
@@ -9,7 +10,7 @@ Design:
      ``set_weights`` and every optimizer step of a model bump (``Layer.weights_updated``); a
      packed weight is made again when the kernels' level or block size changed since.
   C. Floating array inputs (float64 too) are cast to the compute dtype on the way in; integer and
-     bool inputs pass untouched (SPEC 6.2).
+     bool inputs pass untouched (docs/layers.md, 'Policies and autocasting').
   D. The experimental "infer" policies resolve on the first call, from the first input's dtype.
   E. Training: ``call(x, training=True)`` keeps what ``backward`` needs; ``backward(dy)`` returns
      the input gradient in the input's dtype and leaves the weight gradients (variable dtype) in
@@ -110,7 +111,8 @@ def _spec(shape, dtype):
 
 
 def resolve_policy(owner, dtype):
-    """A policy object from what a layer's ``dtype`` argument may be (SPEC 6.1)."""
+    """A policy object from what a layer's ``dtype`` argument may be (docs/layers.md, 'Policies
+    and autocasting')."""
     if dtype is not None and not isinstance(dtype, (str, dict, np.dtype, type)) \
             and not isinstance(dtype, _policy_mod.DTypePolicy):
         raise TypeError(f"{owner}: dtype must be None, a str, a policy, a numpy dtype or a "

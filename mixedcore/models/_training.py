@@ -11,7 +11,7 @@ Design:
   C. When an output's loss is a crossentropy on probabilities and the layer that makes the
      output is a softmax (and nothing else reads it), the loss is taken from the softmax's
      logits (Keras makes the same fusion): stable, gradient p - y.
-  D. Loss scaling (SPEC 5.6): ``compile`` wraps the optimizer in a LossScaleOptimizer when the
+  D. Loss scaling: ``compile`` wraps the optimizer in a LossScaleOptimizer when the
      model's policy is mixed_float16 (or an experimental policy carrying a loss scale).  The
      output gradients are multiplied by the current scale before backprop; the optimizer
      unscales, checks finiteness (skipping the step and backing the scale off on inf/NaN) and

@@ -1,6 +1,6 @@
 """``LossScaleOptimizer``: an optimizer wrapper that applies loss scaling (tf.keras 2.4+).
 
-Semantics are TensorFlow's (SPEC section 5, docs/loss_scaling.md).  The scale itself is a
+Semantics are TensorFlow's (docs/loss_scaling.md, 'LossScaleOptimizer').  The scale itself is a
 :class:`mixedcore.loss_scale.DynamicLossScale` or ``FixedLossScale``.
 
 Design:

@@ -4,8 +4,8 @@
  *   a. Micro-kernel MC_MR x MC_NR = 14 x 32: 28 zmm accumulators, 2 zmm of B per k, A broadcast
  *      from memory for each row.  28 independent accumulators cover the FMA latency (4 cycles)
  *      at two 512-bit FMAs per cycle, the rate measured on the development machine (one core
- *      reaches ~205 GFLOP/s, so its FMA units are 512 bits wide: a Zen 5 class core, although
- *      DESIGN.md says Zen 4; a Zen 4 core double-pumps and does one per cycle, still covered);
+ *      reaches ~205 GFLOP/s, so its FMA units are 512 bits wide: a Zen 5 class core; a Zen 4
+ *      core double-pumps and does one per cycle, still covered);
  *      16 loads per 28 FMAs fit the load ports.  Tiles with fewer rows (the bottom edge, and
  *      small-batch inference) run a copy of the kernel specialised to that many rows, so
  *      batch 1 costs 1/14 of a full tile, not a full tile.  The small-M variant reads rows of B
