@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 # The Keras-like inference and training layer (docs/user_guide.md, docs/api.md).
-from mixedcore import datasets, layers, losses, metrics, models, regularizers, utils
+from mixedcore import callbacks, datasets, layers, losses, metrics, models, regularizers, utils
+from mixedcore.models import Model, Sequential
 
-__all__ += ["layers", "models", "losses", "metrics", "regularizers", "utils", "datasets"]
+__all__ += ["layers", "models", "losses", "metrics", "regularizers", "utils", "datasets",
+            "callbacks", "Model", "Sequential"]

@@ -54,15 +54,37 @@ def _sparse_labels(owner, y_true, y_pred):
     return labels
 
 
+def _sample_weights(owner, sample_weight, values_shape, dtype):
+    """Per-sample weights shaped to multiply the per-element terms, or None.
+
+    ``values_shape`` is the shape of the unreduced losses (the predictions' shape without the
+    last axis); the weights cover its leading axes (``(batch,)`` or ``(batch, steps)``) and the
+    reduction stays Keras's "sum_over_batch_size": the weighted sum over the number of values.
+    """
+    if sample_weight is None:
+        return None
+    w = as_numeric_array(f"{owner} (sample_weight)", sample_weight).astype(dtype, copy=False)
+    if w.ndim == len(values_shape) + 1 and w.shape[-1] == 1:
+        w = w.reshape(w.shape[:-1])
+    if w.ndim > len(values_shape) or w.shape != tuple(values_shape[:w.ndim]):
+        raise ValueError(f"{owner}: sample_weight of shape {w.shape} does not match the losses "
+                         f"of shape {tuple(values_shape)}")
+    return w.reshape(w.shape + (1,) * (len(values_shape) + 1 - w.ndim))
+
+
 class Loss:
-    """Base class: ``loss(y_true, y_pred)`` is the mean loss as a float."""
+    """Base class: ``loss(y_true, y_pred, sample_weight=None)`` is the mean loss as a float.
+
+    With ``sample_weight`` (one weight per sample) each sample's loss is multiplied by its
+    weight and the sum divided by the number of losses, as Keras's "sum_over_batch_size".
+    """
 
     name = "loss"
 
-    def __call__(self, y_true, y_pred):
-        return self.value_and_grad(y_true, y_pred)[0]
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        return self.value_and_grad(y_true, y_pred, sample_weight)[0]
 
-    def value_and_grad(self, y_true, y_pred):
+    def value_and_grad(self, y_true, y_pred, sample_weight=None):
         raise NotImplementedError
 
     def get_config(self):
@@ -89,10 +111,13 @@ class _Crossentropy(Loss):
             return onehot
         return _labels_like(owner, y_true, pred)
 
-    def value_and_grad_logits(self, y_true, logits):
+    def value_and_grad_logits(self, y_true, logits, sample_weight=None):
         """Loss and its gradient with respect to ``logits`` (softmax applied here)."""
         z = _work(self.name, logits)
         t = self._targets(self.name, y_true, z)
+        w = _sample_weights(self.name, sample_weight, z.shape[:-1], z.dtype)
+        if w is not None:
+            t = t * w
         n = max(1, int(np.prod(z.shape[:-1])))
         shifted = z - np.max(z, axis=-1, keepdims=True)
         log_norm = np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
@@ -101,11 +126,14 @@ class _Crossentropy(Loss):
         grad = (np.exp(log_p) * t.sum(axis=-1, keepdims=True) - t) / z.dtype.type(n)
         return value, grad
 
-    def value_and_grad(self, y_true, y_pred):
+    def value_and_grad(self, y_true, y_pred, sample_weight=None):
         if self.from_logits:
-            return self.value_and_grad_logits(y_true, y_pred)
+            return self.value_and_grad_logits(y_true, y_pred, sample_weight)
         p = _work(self.name, y_pred)
         t = self._targets(self.name, y_true, p)
+        w = _sample_weights(self.name, sample_weight, p.shape[:-1], p.dtype)
+        if w is not None:
+            t = t * w
         n = max(1, int(np.prod(p.shape[:-1])))
         eps = p.dtype.type(EPSILON)
         clipped = np.clip(p, eps, 1 - eps)
@@ -140,7 +168,7 @@ class MeanSquaredError(Loss):
         if name is not None:
             self.name = name
 
-    def value_and_grad(self, y_true, y_pred):
+    def value_and_grad(self, y_true, y_pred, sample_weight=None):
         p = _work(self.name, y_pred)
         t = as_numeric_array(self.name, y_true)
         # Keras's rank rule: a trailing axis of 1 on one side is matched on the other
@@ -152,8 +180,12 @@ class MeanSquaredError(Loss):
         t = _labels_like(self.name, t, p)
         diff = p - t
         size = max(1, diff.size)
-        value = float(np.square(diff).sum(dtype=np.float64)) / size
-        return value, diff * diff.dtype.type(2.0 / size)
+        w = _sample_weights(self.name, sample_weight, p.shape[:-1], p.dtype)
+        if w is None:
+            value = float(np.square(diff).sum(dtype=np.float64)) / size
+            return value, diff * diff.dtype.type(2.0 / size)
+        value = float((np.square(diff) * w).sum(dtype=np.float64)) / size
+        return value, diff * w * diff.dtype.type(2.0 / size)
 
 
 def categorical_crossentropy(y_true, y_pred, from_logits=False):

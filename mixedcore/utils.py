@@ -1,7 +1,8 @@
-"""Small utilities: the random seed every mixedcore layer, initializer and ``fit`` draws from."""
+"""Small utilities: the random seed every mixedcore layer, initializer and ``fit`` draws from;
+``to_categorical``."""
 import numpy as np
 
-__all__ = ["set_random_seed"]
+__all__ = ["set_random_seed", "to_categorical"]
 
 _generator = np.random.default_rng()
 
@@ -36,3 +37,44 @@ def _rng(seed=None):
     if seed is not None:
         return np.random.default_rng(seed)
     return _generator
+
+
+def to_categorical(y, num_classes=None):
+    """One-hot float32 rows for integer class labels, as ``keras.utils.to_categorical``.
+
+    Parameters
+    ----------
+    y : array_like of ints
+        Class indices, any shape; a trailing axis of 1 is dropped (labels of shape (n, 1)
+        give (n, num_classes)).
+    num_classes : int, optional
+        Defaults to ``max(y) + 1``.
+
+    Raises
+    ------
+    ValueError
+        Labels that are negative, not whole numbers, or not below ``num_classes``.
+    """
+    arr = np.asarray(y)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"to_categorical: labels must be integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError("to_categorical: labels must be whole numbers (class indices)")
+    labels = arr.astype(np.int64)
+    if labels.ndim > 1 and labels.shape[-1] == 1:
+        labels = labels.reshape(labels.shape[:-1])
+    if labels.size and labels.min() < 0:
+        raise ValueError(f"to_categorical: labels must be >= 0, got {labels.min()}")
+    if num_classes is None:
+        num_classes = int(labels.max()) + 1 if labels.size else 0
+    elif isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) \
+            or num_classes < 1:
+        raise ValueError(f"to_categorical: num_classes must be a positive int, got "
+                         f"{num_classes!r}")
+    if labels.size and labels.max() >= num_classes:
+        raise ValueError(f"to_categorical: label {labels.max()} is out of range for "
+                         f"num_classes={num_classes}")
+    out = np.zeros(labels.shape + (int(num_classes),), dtype=np.float32)
+    np.put_along_axis(out, labels[..., None], 1.0, axis=-1)
+    return out

@@ -22,6 +22,12 @@ Design:
      keyed by output names; the total loss is the ``loss_weights``-weighted sum.  Targets ``y``
      and inputs ``x`` are an array, a list aligned with the outputs / inputs, or a dict keyed by
      names.
+  G. Callbacks (``mixedcore.callbacks``) are called around training, each epoch and each batch;
+     ``fit`` always adds a History last (it sees what earlier callbacks add to the logs).
+     ``model.stop_training = True`` ends training after the current batch.  Sample weights
+     (``sample_weight``, or ``class_weight`` turned into them) weight each sample's loss, the
+     sum divided by the batch size (Keras's "sum_over_batch_size"); metrics are unweighted, as
+     Keras's ``metrics`` (it has ``weighted_metrics`` for weighted ones).
 """
 import sys
 import time
@@ -30,27 +36,11 @@ import numpy as np
 
 from mixedcore import losses as _losses
 from mixedcore import metrics as _metrics
-from mixedcore import utils
 from mixedcore._dtypes import as_numeric_array, to_compute
+from mixedcore.callbacks import CallbackList, History
+from mixedcore.models._data import Batches
 
 __all__ = ["Trainer", "History"]
-
-
-class History:
-    """What ``fit`` returns: ``history`` maps each metric name to its per-epoch values."""
-
-    def __init__(self):
-        self.history = {}
-        self.epoch = []
-        self.params = {}
-
-    def _record(self, epoch, logs):
-        self.epoch.append(epoch)
-        for key, value in logs.items():
-            self.history.setdefault(key, []).append(value)
-
-    def __repr__(self):
-        return f"<History epochs={len(self.epoch)} keys={list(self.history)}>"
 
 
 def _interactive():
@@ -116,10 +106,6 @@ def _batch_size(owner, batch_size):
     return int(batch_size)
 
 
-def _take(arrays, index):
-    return [a[index] for a in arrays]
-
-
 class Trainer:
     """compile / fit / evaluate / predict / train_on_batch for a model with a graph.
 
@@ -139,6 +125,7 @@ class Trainer:
         self._metric_fns = None
         self._compile_config = None
         self.history = None
+        self.stop_training = False
 
     # -- compile --------------------------------------------------------------------------------
     def compile(self, optimizer="adam", loss=None, metrics=None, loss_weights=None):
@@ -261,6 +248,38 @@ class Trainer:
             ys = [y]
         return [None if v is None else as_numeric_array(f"{owner} (targets)", v) for v in ys]
 
+    def _standardize_sample_weight(self, owner, sample_weight, n):
+        """Per-output sample weights: one array for every output, a list aligned with the
+        outputs or a dict keyed by output names; each of length ``n``."""
+        names = list(self.output_names)
+        if sample_weight is None:
+            return [None] * len(names)
+        if isinstance(sample_weight, dict):
+            unknown = sorted(set(sample_weight) - set(names))
+            if unknown:
+                raise ValueError(f"{owner}: sample_weight names {unknown} are not outputs of the "
+                                 f"model; outputs: {names}")
+            sws = [sample_weight.get(nm) for nm in names]
+        elif isinstance(sample_weight, (list, tuple)) and len(names) > 1:
+            if len(sample_weight) != len(names):
+                raise ValueError(f"{owner}: sample_weight is a list of {len(sample_weight)} but "
+                                 f"the model has {len(names)} outputs {names}")
+            sws = list(sample_weight)
+        else:
+            sws = [sample_weight] * len(names)
+        out = []
+        for w in sws:
+            if w is not None:
+                w = as_numeric_array(f"{owner} (sample_weight)", w)
+                if w.ndim == 0 or w.shape[0] != n:
+                    raise ValueError(f"{owner}: sample_weight of shape {w.shape} does not match "
+                                     f"the {n} samples of x")
+                if w.dtype.kind not in "biuf":
+                    raise TypeError(f"{owner}: sample_weight must be numbers, got {w.dtype}")
+                w = w.astype(np.float32, copy=False)
+            out.append(w)
+        return out
+
     def _check_xy(self, owner, x, y):
         xs = self._standardize_inputs(owner, x)
         ys = self._standardize_targets(owner, y)
@@ -272,28 +291,30 @@ class Trainer:
         return xs, ys
 
     # -- one step -------------------------------------------------------------------------------
-    def _losses(self, ys, outs, states, with_grads):
+    def _losses(self, ys, outs, states, with_grads, sws=None):
         """(total loss, per-output losses, output gradients, logits gradients by node id)."""
+        if sws is None:
+            sws = [None] * len(outs)
         total = 0.0
         per_output = []
         grads = [None] * len(outs)
         logits_grads = {}
-        for i, (loss, weight, y, out) in enumerate(zip(self._loss_fns, self._loss_weights,
-                                                       ys, outs)):
+        for i, (loss, weight, y, out, sw) in enumerate(zip(self._loss_fns, self._loss_weights,
+                                                           ys, outs, sws)):
             if loss is None:
                 per_output.append(None)
                 continue
             if not with_grads:
-                value = loss(y, out)
+                value = loss(y, out, sw)
             else:
                 logits, node = None, None
                 if isinstance(loss, _losses._Crossentropy) and not loss.from_logits:
                     logits, node = self._output_logits(i, states)
                 if logits is not None:
-                    value, g = loss.value_and_grad_logits(y, logits)
+                    value, g = loss.value_and_grad_logits(y, logits, sw)
                     logits_grads[id(node)] = g * g.dtype.type(weight) if weight != 1 else g
                 else:
-                    value, g = loss.value_and_grad(y, out)
+                    value, g = loss.value_and_grad(y, out, sw)
                     if weight != 1:
                         g = g * g.dtype.type(weight)
                     grads[i] = to_compute(g, out.dtype) if out.dtype != g.dtype else g
@@ -301,7 +322,7 @@ class Trainer:
             total += weight * value
         return total, per_output, grads, logits_grads
 
-    def _train_step(self, xs, ys):
+    def _train_step(self, xs, ys, sws=None):
         """One step on a batch: returns (loss, per-output losses, predictions).
 
         numpy's floating-point warnings are silenced inside: an overflow to inf in the scaled
@@ -309,7 +330,7 @@ class Trainer:
         """
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             outs, states = self._run(xs, training=True)
-            total, per_output, grads, logits_grads = self._losses(ys, outs, states, True)
+            total, per_output, grads, logits_grads = self._losses(ys, outs, states, True, sws)
             reg_value, reg_grads = self._regularization()
             scaled = self._uses_loss_scale()
             if scaled:
@@ -355,21 +376,24 @@ class Trainer:
             logs[name] = fn(ys[i], outs[i])
         return logs
 
-    def train_on_batch(self, x, y, return_dict=False):
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
+                       return_dict=False):
         """One gradient step on one batch; returns the loss (and metrics) on that batch."""
         self._require_compiled("train_on_batch")
-        xs, ys = self._check_xy("train_on_batch", x, y)
-        loss, per_output, outs = self._train_step(xs, ys)
+        batches = Batches(self, "train_on_batch", x, y, sample_weight, class_weight)
+        xs, ys, sws = batches.arrays
+        loss, per_output, outs = self._train_step(xs, ys, sws)
         logs = self._logs(loss, per_output, ys, outs)
         if return_dict:
             return logs
         return loss if len(logs) == 1 else list(logs.values())
 
-    def test_on_batch(self, x, y, return_dict=False):
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         """Loss (and metrics) on one batch, without updating the weights."""
         self._require_compiled("test_on_batch")
-        xs, ys = self._check_xy("test_on_batch", x, y)
-        logs = self._evaluate_logs(xs, ys, xs[0].shape[0] or 1)
+        batches = Batches(self, "test_on_batch", x, y, sample_weight,
+                          batch_size=max(1, self._num_samples(x)))
+        logs = self._evaluate_logs(batches)
         if return_dict:
             return logs
         return logs["loss"] if len(logs) == 1 else list(logs.values())
@@ -379,132 +403,194 @@ class Trainer:
         return self.predict(x, batch_size=max(1, self._num_samples(x)), verbose=0)
 
     # -- fit / evaluate / predict ---------------------------------------------------------------
-    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", validation_split=0.0,
-            validation_data=None, shuffle=True, initial_epoch=0):
-        """Train for ``epochs`` passes over (x, y); returns a :class:`History`.
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
+            sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
+            validation_batch_size=None, validation_freq=1):
+        """Train for ``epochs`` passes over (x, y); returns a :class:`mixedcore.callbacks.History`.
 
         Parameters
         ----------
         x, y : array_like, list or dict
             Inputs and targets (class indices for the sparse crossentropy); lists or dicts for
-            models with several inputs or outputs.
+            models with several inputs or outputs.  ``x`` may instead be a Sequence-like dataset
+            (``__len__`` / ``__getitem__``, as Keras's PyDataset; its ``on_epoch_end`` is called
+            after each epoch) or an iterable / generator, whose batches are ``(x, y)`` or
+            ``(x, y, sample_weight)``; ``y`` is then not given.
         batch_size : int, default 32
+            For arrays only.
         epochs : int, default 1
+            The index of the last epoch (training runs ``initial_epoch`` .. ``epochs - 1``).
         verbose : "auto", 0, 1 or 2
             1 (and "auto"): a progress bar per epoch with loss, metrics and, under loss scaling,
             the current loss scale; 2: one line per epoch; 0: silent.
+        callbacks : list of :class:`mixedcore.callbacks.Callback`, optional
         validation_split : float in [0, 1)
-            Fraction of the samples, taken from the end before shuffling, held out for validation.
-        validation_data : tuple (x_val, y_val), optional
-            Overrides ``validation_split``.
+            Fraction of the samples (arrays only), taken from the end before shuffling, held out
+            for validation.
+        validation_data : tuple (x_val, y_val) or (x_val, y_val, sample_weight_val), or a
+            dataset / generator; overrides ``validation_split``.
         shuffle : bool, default True
-            Shuffle the training samples before each epoch (``mixedcore.utils.set_random_seed``
-            makes it reproducible).
+            Shuffle the training samples (or a dataset's batch order) before each epoch
+            (``mixedcore.utils.set_random_seed`` makes it reproducible).
+        class_weight : dict, optional
+            Class index -> weight, turned into sample weights from the targets (one output
+            only; not with ``sample_weight``).
+        sample_weight : array_like (samples,), optional
+            Weights of each sample's loss; a list or dict per output for several outputs.
+        initial_epoch : int, default 0
+            The epoch to start at (to resume training).
+        steps_per_epoch : int, optional
+            Batches per epoch; the next epoch continues where the last one stopped.
+        validation_steps : int, optional
+            Batches of ``validation_data`` to evaluate (default: all of it).
+        validation_batch_size : int, optional
+            Batch size of array validation data (default ``batch_size``).
+        validation_freq : int, default 1
+            Validate every ``validation_freq`` epochs.
         """
         self._require_compiled("fit")
-        xs, ys = self._check_xy("fit", x, y)
         batch_size = _batch_size("fit", batch_size)
         for what, v in (("epochs", epochs), ("initial_epoch", initial_epoch)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise ValueError(f"fit: {what} must be a non-negative int, got {v!r}")
+        if isinstance(validation_freq, bool) or not isinstance(validation_freq, (int, np.integer)) \
+                or validation_freq < 1:
+            raise ValueError(f"fit: validation_freq must be a positive int, got "
+                             f"{validation_freq!r}")
         if isinstance(validation_split, bool) or not isinstance(validation_split, (int, float)) \
                 or not 0 <= validation_split < 1:
             raise ValueError(f"fit: validation_split must be a float in [0, 1), got "
                              f"{validation_split!r}")
-        n = xs[0].shape[0]
-        _require_samples("fit", n)
+        train = Batches(self, "fit", x, y, sample_weight, class_weight, batch_size, shuffle,
+                        steps_per_epoch)
+        if train.kind == "arrays":
+            _require_samples("fit", train.n)
+        val_batch = _batch_size("fit", validation_batch_size or batch_size)
+        val = None
         if validation_data is not None:
-            if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-                raise ValueError("fit: validation_data must be a tuple (x_val, y_val)")
-            xv, yv = self._check_xy("fit (validation_data)", *validation_data)
+            if isinstance(validation_data, (tuple, list)):
+                if len(validation_data) not in (2, 3):
+                    raise ValueError(f"fit: validation_data must be (x_val, y_val) or (x_val, "
+                                     f"y_val, sample_weight_val), got {len(validation_data)} items")
+                val = Batches(self, "fit (validation_data)", *validation_data,
+                              batch_size=val_batch, steps=validation_steps)
+            else:
+                val = Batches(self, "fit (validation_data)", validation_data,
+                              batch_size=val_batch, steps=validation_steps)
         elif validation_split:
-            split = int(n * (1 - validation_split))
-            if split == 0 or split == n:
-                raise ValueError(f"fit: validation_split={validation_split} leaves no training or "
-                                 f"no validation samples out of {n}")
-            xv = _take(xs, slice(split, None))
-            yv = [None if a is None else a[split:] for a in ys]
-            xs = _take(xs, slice(None, split))
-            ys = [None if a is None else a[:split] for a in ys]
-            n = split
-        else:
-            xv = yv = None
+            val = train.split(validation_split, val_batch)
         verbose = _verbosity("fit", verbose)
-        steps = -(-n // batch_size)
+        steps = train.steps()
         history = History()
-        history.params = {"epochs": epochs, "steps": steps, "verbose": verbose}
-        rng = utils._rng()
+        cbs = CallbackList(callbacks, owner="fit")
+        cbs.append(history)
+        for cb in cbs:
+            cb.set_model(self)
+            cb.set_params({"epochs": epochs, "steps": steps, "verbose": verbose})
         scaled = self._uses_loss_scale()
-        logs = {}
+        self.stop_training = False
+        self.history = history
+        cbs.on_train_begin()
+        epoch_logs = {}
         for epoch in range(initial_epoch, epochs):
-            order = rng.permutation(n) if shuffle else None
+            cbs.on_epoch_begin(epoch)
             bar = _progress(steps, f"Epoch {epoch + 1}/{epochs}", verbose)
             start_time = time.perf_counter()
             totals = {}
             seen = 0
             try:
-                for step in range(steps):
-                    idx = slice(step * batch_size, min(n, (step + 1) * batch_size))
-                    if order is not None:
-                        idx = np.sort(order[idx])
-                    xb = _take(xs, idx)
-                    yb = [None if a is None else a[idx] for a in ys]
-                    loss, per_output, outs = self._train_step(xb, yb)
+                for step, (xb, yb, swb) in enumerate(train.epoch()):
+                    cbs.on_train_batch_begin(step)
+                    loss, per_output, outs = self._train_step(xb, yb, swb)
                     m = xb[0].shape[0]
                     seen += m
                     for k, v in self._logs(loss, per_output, yb, outs).items():
                         totals[k] = totals.get(k, 0.0) + v * m
+                    running = {k: v / seen for k, v in totals.items()}
                     if bar is not None:
-                        post = {k: _fmt(v / seen) for k, v in totals.items()}
+                        post = {k: _fmt(v) for k, v in running.items()}
                         if scaled:
                             post["loss_scale"] = _fmt(_loss_scale_value(self.optimizer),
                                                       "loss_scale")
                         bar.set_postfix(post, refresh=False)
                         bar.update(1)
-                logs = {k: v / seen for k, v in totals.items()}
+                    cbs.on_train_batch_end(step, running)
+                    if self.stop_training:
+                        break
+                if train.exhausted and not seen:
+                    break
+                epoch_logs = {k: v / seen for k, v in totals.items()} if seen else {}
                 if scaled:
-                    logs["loss_scale"] = _loss_scale_value(self.optimizer)
-                if xv is not None:
-                    val = self._evaluate_logs(xv, yv, batch_size)
-                    logs.update({f"val_{k}": v for k, v in val.items()})
+                    epoch_logs["loss_scale"] = _loss_scale_value(self.optimizer)
+                if val is not None and (epoch + 1) % validation_freq == 0:
+                    val_logs = self._evaluate_logs(val, cbs)
+                    epoch_logs.update({f"val_{k}": v for k, v in val_logs.items()})
                 if bar is not None:
-                    bar.set_postfix({k: _fmt(v, k) for k, v in logs.items()}, refresh=True)
+                    bar.set_postfix({k: _fmt(v, k) for k, v in epoch_logs.items()},
+                                    refresh=True)
             finally:
                 if bar is not None:
                     bar.close()
+            train.end_epoch()
+            cbs.on_epoch_end(epoch, epoch_logs)
             if verbose == 2:
                 elapsed = time.perf_counter() - start_time
-                parts = " - ".join(f"{k}: {_fmt(v, k)}" for k, v in logs.items())
+                parts = " - ".join(f"{k}: {_fmt(v, k)}" for k, v in epoch_logs.items())
                 print(f"Epoch {epoch + 1}/{epochs} - {elapsed:.2f}s - {parts}", flush=True)
-            history._record(epoch, logs)
-        self.history = history
+            if self.stop_training or train.exhausted:
+                break
+        cbs.on_train_end(epoch_logs)
         return history
 
-    def _evaluate_logs(self, xs, ys, batch_size):
-        n = xs[0].shape[0]
+    def _evaluate_logs(self, batches, cbs=None, bar=None):
+        """Loss and metrics over ``batches`` (each batch's values weighted by its size)."""
+        if cbs is not None:
+            cbs.on_test_begin()
         totals = {}
-        for start in range(0, n, batch_size):
-            idx = slice(start, start + batch_size)
-            xb = _take(xs, idx)
-            yb = [None if a is None else a[idx] for a in ys]
+        seen = 0
+        for step, (xb, yb, swb) in enumerate(batches.epoch()):
+            if cbs is not None:
+                cbs.on_test_batch_begin(step)
             outs, _ = self._run(xb, training=False)
-            total, per_output, _, _ = self._losses(yb, outs, None, False)
+            total, per_output, _, _ = self._losses(yb, outs, None, False, swb)
             m = xb[0].shape[0]
+            seen += m
             for k, v in self._logs(total, per_output, yb, outs).items():
                 totals[k] = totals.get(k, 0.0) + v * m
+            if bar is not None:
+                bar.update(1)
+            if cbs is not None:
+                cbs.on_test_batch_end(step, {k: v / seen for k, v in totals.items()})
+        batches.end_epoch()
         reg = self._regularization()[0]
-        logs = {k: v / max(n, 1) for k, v in totals.items()}
+        logs = {k: v / max(seen, 1) for k, v in totals.items()}
         logs["loss"] = logs.get("loss", 0.0) + reg
+        if cbs is not None:
+            cbs.on_test_end(logs)
         return logs
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", return_dict=False):
-        """Loss (and metrics) on (x, y), batch by batch, without updating the weights."""
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
+                 steps=None, callbacks=None, return_dict=False):
+        """Loss (and metrics) on (x, y), batch by batch, without updating the weights.
+
+        ``x`` may be a dataset or generator of ``(x, y)`` / ``(x, y, sample_weight)`` batches
+        (``steps`` limits how many are read); ``sample_weight`` weights each sample's loss.
+        """
         self._require_compiled("evaluate")
-        xs, ys = self._check_xy("evaluate", x, y)
         batch_size = _batch_size("evaluate", batch_size)
         verbose = _verbosity("evaluate", verbose)
-        _require_samples("evaluate", xs[0].shape[0] if xs[0].ndim else 0)
-        logs = self._evaluate_logs(xs, ys, batch_size)
+        batches = Batches(self, "evaluate", x, y, sample_weight, None, batch_size, False, steps)
+        if batches.kind == "arrays":
+            _require_samples("evaluate", batches.n)
+        cbs = CallbackList(callbacks, model=self, owner="evaluate", verbose=verbose,
+                           steps=batches.steps())
+        bar = _progress(batches.steps(), "evaluate", verbose)
+        try:
+            logs = self._evaluate_logs(batches, cbs, bar)
+        finally:
+            if bar is not None:
+                bar.close()
         if verbose:
             print(" - ".join(f"{k}: {_fmt(v)}" for k, v in logs.items()), flush=True)
         if return_dict:
@@ -515,35 +601,47 @@ class Trainer:
         xs = self._standardize_inputs("predict", x)
         return xs[0].shape[0] if xs and xs[0].ndim else 0
 
-    def predict(self, x, batch_size=None, verbose="auto"):
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Outputs for ``x``, computed ``batch_size`` samples at a time (default 32).
+
+        ``x`` may be a dataset or generator of batches (``x`` or tuples whose first item is
+        ``x``); ``steps`` limits how many are read.
 
         Returns
         -------
         ndarray, or a list / dict of them for several outputs (as the model's outputs)
             Each in its output layer's compute dtype (float32 with a float32 softmax on top).
         """
-        xs = self._standardize_inputs("predict", x)
         batch_size = _batch_size("predict", batch_size)
-        n = xs[0].shape[0]
+        batches = Batches(self, "predict", x, batch_size=batch_size, steps=steps,
+                          with_targets=False)
         verbose = _verbosity("predict", verbose)
-        bar = _progress(-(-n // batch_size), "predict", verbose)
-        results = None
+        total = batches.steps()
+        cbs = CallbackList(callbacks, model=self, owner="predict", verbose=verbose, steps=total)
+        bar = _progress(total, "predict", verbose)
+        pieces = None
+        cbs.on_predict_begin()
         try:
-            for start in range(0, n, batch_size):
-                outs, _ = self._run(_take(xs, slice(start, start + batch_size)), training=False)
-                if results is None:
-                    results = [np.empty((n,) + o.shape[1:], dtype=o.dtype) for o in outs]
-                for r, o in zip(results, outs):
-                    r[start:start + o.shape[0]] = o
+            for step, (xb, _, _) in enumerate(batches.epoch()):
+                cbs.on_predict_batch_begin(step)
+                outs, _ = self._run(xb, training=False)
+                if pieces is None:
+                    pieces = [[] for _ in outs]
+                for r, o in zip(pieces, outs):
+                    r.append(o)
                 if bar is not None:
                     bar.update(1)
+                cbs.on_predict_batch_end(step, {"outputs": self._pack_outputs(list(outs))})
         finally:
             if bar is not None:
                 bar.close()
-        if results is None:   # zero samples
+        batches.end_epoch()
+        if pieces is None:   # zero samples
             results = [np.empty((0,) + tuple(d or 0 for d in t.shape[1:]), dtype=np.float32)
                        for t in self.outputs]
+        else:
+            results = [r[0] if len(r) == 1 else np.concatenate(r, axis=0) for r in pieces]
+        cbs.on_predict_end()
         return self._pack_outputs(results)
 
 
