@@ -298,3 +298,41 @@ def test_saved_loss_keeps_its_settings(tmp_path):
     assert loaded.optimizer.learning_rate.get_config() == \
         model.optimizer.learning_rate.get_config()
     assert loaded._metric_ids == ["mae"]
+
+
+@pytest.mark.keras
+def test_keras_file_with_schedule_and_new_loss_loads(keras, tmp_path):
+    kmodel = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(3, activation="relu"),
+                               keras.layers.Dense(1, activation="sigmoid")])
+    sched = keras.optimizers.schedules.CosineDecay(0.01, decay_steps=50, alpha=0.1,
+                                                   warmup_target=0.02, warmup_steps=5)
+    kmodel.compile(optimizer=keras.optimizers.RMSprop(learning_rate=sched, momentum=0.5),
+                   loss=keras.losses.BinaryCrossentropy(label_smoothing=0.1),
+                   metrics=["mae", "binary_accuracy"])
+    kmodel.save(tmp_path / "k.keras")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = models.load_model(tmp_path / "k.keras")
+    assert isinstance(model.optimizer, optimizers.RMSprop) and model.optimizer.momentum == 0.5
+    assert model.optimizer.learning_rate.get_config() == sched.get_config()
+    assert isinstance(model.loss, losses.BinaryCrossentropy)
+    assert model.loss.label_smoothing == pytest.approx(0.1)
+    assert model._metric_ids == ["mae", "binary_accuracy"]
+    x = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    y = (x[:, :1] > 0).astype(np.float32)
+    # loss, mae, binary_accuracy
+    assert model.evaluate(x, y, verbose=0) == pytest.approx(kmodel.evaluate(x, y, verbose=0),
+                                                            rel=1e-5)
+
+
+@pytest.mark.keras
+def test_mixedcore_file_with_schedule_and_huber_loads_in_keras(keras, tmp_path):
+    model = _binary_model()
+    sched = optimizers.schedules.PiecewiseConstantDecay([10, 20], [0.01, 0.005, 0.001])
+    model.compile(optimizers.Nadam(learning_rate=sched), loss=losses.Huber(delta=0.3),
+                  metrics=["top_k_categorical_accuracy", "mse"])
+    model.save(tmp_path / "m.keras")
+    again = keras.models.load_model(tmp_path / "m.keras")
+    assert type(again.optimizer).__name__ == "Nadam"
+    assert again.optimizer.get_config()["learning_rate"]["config"] == sched.get_config()
+    assert type(again.loss).__name__ == "Huber"
