@@ -320,3 +320,16 @@ def test_get_names_and_default_names():
 def test_bad_hyperparameters(make, error, match):
     with pytest.raises(error, match=match):
         make()
+
+
+# -- inside LossScaleOptimizer ------------------------------------------------------------------
+
+def test_loss_scale_optimizer_keeps_inner_schedule_in_config():
+    inner = optimizers.RMSprop(learning_rate=schedules.ExponentialDecay(0.01, 5, 0.5),
+                               centered=True)
+    lso = optimizers.LossScaleOptimizer(inner)
+    again = optimizers.deserialize(json.loads(json.dumps(optimizers.serialize(lso))))
+    assert isinstance(again, optimizers.LossScaleOptimizer)
+    assert isinstance(again.inner_optimizer, optimizers.RMSprop)
+    assert again.inner_optimizer.get_config() == inner.get_config()
+
