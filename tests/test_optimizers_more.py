@@ -270,6 +270,7 @@ def test_base_schedule_must_be_subclassed():
 @pytest.mark.parametrize("make, error, match", [
     (lambda: schedules.ExponentialDecay(0.1, 0, 0.5), ValueError, "decay_steps must be"),
     (lambda: schedules.ExponentialDecay(0.1, 10, 0.5, staircase=1), TypeError, "staircase"),
+    (lambda: schedules.ExponentialDecay(0.1, 10, -0.5), ValueError, "decay_rate must be"),
     (lambda: schedules.ExponentialDecay("a", 10, 0.5), TypeError, "initial_learning_rate"),
     (lambda: schedules.CosineDecay(0.1, -1), ValueError, "decay_steps"),
     (lambda: schedules.CosineDecay(0.1, 10, warmup_steps=-2), ValueError, "warmup_steps"),

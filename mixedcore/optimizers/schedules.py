@@ -73,7 +73,7 @@ class ExponentialDecay(LearningRateSchedule):
     ----------
     initial_learning_rate : float
     decay_steps : number > 0
-    decay_rate : float
+    decay_rate : float >= 0
     staircase : bool, default False
     name : str, default "ExponentialDecay"
     """
@@ -84,7 +84,7 @@ class ExponentialDecay(LearningRateSchedule):
         self.initial_learning_rate = _number(owner, "initial_learning_rate",
                                              initial_learning_rate)
         self.decay_steps = _number(owner, "decay_steps", decay_steps, low=0, low_open=True)
-        self.decay_rate = _number(owner, "decay_rate", decay_rate)
+        self.decay_rate = _number(owner, "decay_rate", decay_rate, low=0)
         if not isinstance(staircase, (bool, np.bool_)):
             raise TypeError(f"{owner}: staircase must be a bool, got {staircase!r}")
         self.staircase = bool(staircase)
