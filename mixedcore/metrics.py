@@ -1,9 +1,15 @@
-"""Accuracy metrics (``keras.metrics``), as functions counting correct predictions."""
+"""Metrics (``keras.metrics``) as functions of a batch: accuracies (the fraction of correct
+predictions) and the regression errors ``mae`` / ``mse``."""
+import numbers
+
 import numpy as np
 
+from mixedcore import losses as _losses
 from mixedcore._dtypes import as_numeric_array
 
-__all__ = ["sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy", "get"]
+__all__ = ["sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy",
+           "top_k_categorical_accuracy", "mean_absolute_error", "mean_squared_error", "mae",
+           "mse", "get"]
 
 
 def _argmax(p):
@@ -32,10 +38,48 @@ def binary_accuracy(y_true, y_pred, threshold=0.5):
     return float(np.mean((p > threshold) == (y > 0.5)))
 
 
+def top_k_categorical_accuracy(y_true, y_pred, k=5):
+    """Fraction of samples whose true class (the arg-max of the one-hot label) is among the
+    ``k`` highest predictions; a tie with the k-th highest counts as a hit (as Keras)."""
+    owner = "top_k_categorical_accuracy"
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"{owner}: k must be an int >= 1, got {k!r}")
+    p = as_numeric_array(owner, y_pred)
+    p = p.astype(np.float32) if p.dtype.itemsize == 2 or p.dtype.kind != "f" else p
+    y = as_numeric_array(owner, y_true)
+    if y.shape != p.shape or p.ndim < 1:
+        raise ValueError(f"{owner}: y_true shape {y.shape} does not match y_pred shape "
+                         f"{p.shape} (one-hot labels are expected)")
+    classes = p.shape[-1]
+    target = np.take_along_axis(p, _argmax(y)[..., None], axis=-1)[..., 0]
+    if k >= classes:
+        return 1.0 if target.size else float("nan")
+    kth = np.partition(p, classes - k, axis=-1)[..., classes - k]
+    return float(np.mean(target >= kth))
+
+
+def mean_absolute_error(y_true, y_pred):
+    """Mean of |y_true - y_pred| over all entries (Keras's rank rule for a trailing 1)."""
+    return _losses.MeanAbsoluteError(name="mean_absolute_error")(y_true, y_pred)
+
+
+def mean_squared_error(y_true, y_pred):
+    """Mean of (y_true - y_pred)**2 over all entries (Keras's rank rule for a trailing 1)."""
+    return _losses.MeanSquaredError(name="mean_squared_error")(y_true, y_pred)
+
+
+mae = mean_absolute_error
+mse = mean_squared_error
+
 _BY_NAME = {
     "sparse_categorical_accuracy": sparse_categorical_accuracy,
     "categorical_accuracy": categorical_accuracy,
     "binary_accuracy": binary_accuracy,
+    "top_k_categorical_accuracy": top_k_categorical_accuracy,
+    "mean_absolute_error": mean_absolute_error,
+    "mae": mean_absolute_error,
+    "mean_squared_error": mean_squared_error,
+    "mse": mean_squared_error,
 }
 
 
@@ -44,7 +88,10 @@ def get(identifier, loss=None, output_shape=None):
 
     "accuracy" / "acc" picks, as Keras does, from the loss: sparse categorical accuracy for the
     sparse crossentropy, categorical accuracy for the categorical one, else binary accuracy for a
-    single output and categorical accuracy for several.
+    single output and categorical accuracy for several; for the binary crossentropy, binary
+    accuracy.  The other names: "sparse_categorical_accuracy", "categorical_accuracy",
+    "binary_accuracy", "top_k_categorical_accuracy" (k=5), "mae" / "mean_absolute_error",
+    "mse" / "mean_squared_error"; the log name is the name given.
     """
     if callable(identifier):
         return getattr(identifier, "__name__", "metric"), identifier
@@ -57,6 +104,8 @@ def get(identifier, loss=None, output_shape=None):
             return identifier, sparse_categorical_accuracy
         if name == "categorical_crossentropy":
             return identifier, categorical_accuracy
+        if isinstance(loss, _losses.BinaryCrossentropy):
+            return identifier, binary_accuracy
         if output_shape is not None and output_shape[-1] == 1:
             return identifier, binary_accuracy
         return identifier, categorical_accuracy

@@ -363,8 +363,11 @@ def test_lso_tf23_configs_that_do_not_load():
             "class_name": "DynamicLossScale",
             "config": {"initial_loss_scale": 8.0, "increment_period": 10, "multiplier": 3.0}}))
     schedule = {"class_name": "ExponentialDecay", "config": {"initial_learning_rate": 0.1}}
-    with pytest.raises(ValueError, match="learning-rate schedule is not supported"):
+    with pytest.raises(ValueError, match="the ExponentialDecay config .* does not fit"):
         LossScaleOptimizer.from_config(tf23_lso_config(inner={"learning_rate": schedule}))
+    schedule["config"].update(decay_steps=10, decay_rate=0.5)
+    opt = LossScaleOptimizer.from_config(tf23_lso_config(inner={"learning_rate": schedule}))
+    assert type(opt.inner_optimizer.learning_rate).__name__ == "ExponentialDecay"
 
 
 def test_lso_refused_arguments():

@@ -1436,9 +1436,15 @@ def _loss_to_keras(loss):
     if loss is None:
         return None
     name = getattr(loss, "name", None)
-    if not getattr(loss, "from_logits", False) and isinstance(name, str):
-        return name
     config = loss.get_config()
+    # the short string form only for a loss with its default settings, under a name Keras reads
+    try:
+        default = type(loss)().get_config()
+    except TypeError:
+        default = None
+    if not getattr(loss, "from_logits", False) and isinstance(name, str) \
+            and name != "huber_loss" and config == default:
+        return name
     return {"module": "keras.losses", "class_name": type(loss).__name__, "config": config,
             "registered_name": None}
 

@@ -128,23 +128,26 @@ class Trainer:
         self.stop_training = False
 
     # -- compile --------------------------------------------------------------------------------
-    def compile(self, optimizer="adam", loss=None, metrics=None, loss_weights=None):
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None):
         """Configure training.
 
         Parameters
         ----------
         optimizer : str or optimizer
-            "sgd", "adam" or an optimizer object.  Under a mixed_float16 model policy it is wrapped
-            in a :class:`mixedcore.LossScaleOptimizer` (dynamic loss scaling), unless it already is
-            one.  The default is "adam" (Keras's is "rmsprop", which mixedcore does not have).
+            "rmsprop" (the default, as in Keras), "sgd", "adam", "adamw", "adagrad", "nadam" or
+            an optimizer object.  Under a mixed_float16 model policy it is wrapped in a
+            :class:`mixedcore.LossScaleOptimizer` (dynamic loss scaling), unless it already is
+            one.
         loss : str, Loss, list or dict
-            "categorical_crossentropy", "sparse_categorical_crossentropy", "mean_squared_error"
-            ("mse") or a :mod:`mixedcore.losses` object; for several outputs one loss for all, a
+            "categorical_crossentropy", "sparse_categorical_crossentropy", "binary_crossentropy",
+            "mean_squared_error" ("mse"), "mean_absolute_error" ("mae"), "huber",
+            "kl_divergence" ("kld") or a :mod:`mixedcore.losses` object; for several outputs one loss for all, a
             list aligned with the outputs, or a dict keyed by output names (None: no loss for
             that output).
         metrics : list of str, optional
             "accuracy" (chosen from the loss, as Keras does), "sparse_categorical_accuracy",
-            "categorical_accuracy", "binary_accuracy"; applied to every output that has a loss.
+            "categorical_accuracy", "binary_accuracy", "top_k_categorical_accuracy", "mae",
+            "mse" (and their long names); applied to every output that has a loss.
         loss_weights : list or dict, optional
             Weights of the outputs' losses in the total (default 1 each).
         """

@@ -1,4 +1,5 @@
-"""Optimizers that update numpy arrays in place: ``SGD`` and ``Adam`` (Keras update rules).
+"""Optimizers that update numpy arrays in place: ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``,
+``Adagrad`` and ``Nadam`` (Keras update rules).
 
 Design:
   A. A variable is a writable numpy array; ``apply_gradients`` updates it in place, so layers
@@ -13,6 +14,17 @@ Design:
        Adam      t = iterations + 1;  alpha = lr * sqrt(1 - beta_2**t) / (1 - beta_1**t)
                  m += (g - m) * (1 - beta_1);  v += (g*g - v) * (1 - beta_2)
                  w -= alpha * m / (sqrt(v) + epsilon)
+       AdamW     Adam with weight_decay (default 0.004) applied as below
+       RMSprop   v = rho * v + (1 - rho) * g*g;  centered: a = rho * a + (1 - rho) * g,
+                 d = v - a*a + epsilon, else d = v + epsilon;  inc = lr * g / sqrt(d)
+                 momentum > 0: m = momentum * m + inc; w -= m, else w -= inc
+       Adagrad   acc += g*g (acc starts at initial_accumulator_value);
+                 w -= lr * g / sqrt(acc + epsilon)
+       Nadam     u_t = beta_1 * (1 - 0.5 * 0.96**t), the momentum cache
+                 U_t = u_1 * ... * u_t (``u_product``, updated once per step);
+                 m, v as Adam;  m_hat = u_{t+1} m / (1 - U_t u_{t+1}) + (1 - u_t) g / (1 - U_t)
+                 v_hat = v / (1 - beta_2**t);  w -= lr * m_hat / (sqrt(v_hat) + epsilon)
+     Weight decay (every optimizer): w -= w * weight_decay * lr before the update.
   C. Slots (momentum, m, v) are keyed by the variable object itself and created on first use.
   D. None gradients are skipped (Keras warns and skips them); a call where every gradient is
      None is an error, as in Keras.  ``iterations`` counts the calls of ``apply_gradients``.
@@ -24,7 +36,10 @@ import re
 import ml_dtypes
 import numpy as np
 
-__all__ = ["Optimizer", "SGD", "Adam", "get", "serialize", "deserialize"]
+from mixedcore.optimizers import schedules as _schedules
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Nadam", "get",
+           "serialize", "deserialize"]
 
 _FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32),
                  np.dtype(np.float64))
@@ -58,6 +73,7 @@ class Optimizer:
     """
 
     _slot_names = ()
+    _slot_fill = {}     # slot name -> initial value (zeros otherwise)
 
     def __init__(self, learning_rate, weight_decay=None, clipnorm=None, clipvalue=None,
                  global_clipnorm=None, use_ema=False, ema_momentum=0.99,
@@ -116,7 +132,8 @@ class Optimizer:
 
     @property
     def learning_rate(self):
-        """The learning rate: a float, or a callable of ``iterations`` (a schedule)."""
+        """The learning rate: a float, or a callable of ``iterations`` (a
+        :class:`~mixedcore.optimizers.schedules.LearningRateSchedule` or any function)."""
         return self._learning_rate
 
     @learning_rate.setter
@@ -199,6 +216,7 @@ class Optimizer:
         """
         pairs = _check_pairs(type(self).__name__, grads_and_vars)
         lr = self._current_learning_rate()
+        self._begin_step()
         works, grads = [], []
         for grad, var in pairs:
             work = var if var.dtype in _WIDE else var.astype(np.float32)
@@ -217,10 +235,14 @@ class Optimizer:
         self._iterations += 1
         return self._iterations
 
+    def _begin_step(self):
+        """Called once per step, before the variables are updated (state shared by all)."""
+
     def _slots_for(self, var, dtype):
         entry = self._slots.get(id(var))
         if entry is None or entry[0] is not var:
-            entry = (var, {name: np.zeros(var.shape, dtype) for name in self._slot_names})
+            entry = (var, {name: np.full(var.shape, self._slot_fill.get(name, 0.0), dtype)
+                           for name in self._slot_names})
             self._slots[id(var)] = entry
         return entry[1]
 
@@ -246,8 +268,12 @@ class Optimizer:
     # -- configs --------------------------------------------------------------------------------
 
     def get_config(self):
-        """Keras 3's optimizer config: the common keys, then the subclass's hyperparameters."""
-        return {"name": self.name, "learning_rate": self._learning_rate,
+        """Keras 3's optimizer config: the common keys, then the subclass's hyperparameters.
+        A learning-rate schedule is given as its ``schedules.serialize`` dict."""
+        lr = self._learning_rate
+        if isinstance(lr, _schedules.LearningRateSchedule):
+            lr = _schedules.serialize(lr)
+        return {"name": self.name, "learning_rate": lr,
                 "weight_decay": self.weight_decay, "clipnorm": self.clipnorm,
                 "global_clipnorm": self.global_clipnorm, "clipvalue": self.clipvalue,
                 "use_ema": self.use_ema, "ema_momentum": self.ema_momentum,
@@ -258,7 +284,9 @@ class Optimizer:
     @classmethod
     def from_config(cls, config, custom_objects=None):
         """A new optimizer from ``get_config()`` output, or from a config Keras 3 or tf.keras
-        wrote (tf.keras 2's ``lr`` is read as ``learning_rate``; ``decay`` must be 0)."""
+        wrote (tf.keras 2's ``lr`` is read as ``learning_rate``; ``decay`` must be 0).  A
+        learning rate given as a dict is a serialized schedule, read by
+        ``schedules.deserialize`` with ``custom_objects``."""
         config = dict(config)
         for key in ("is_legacy_optimizer", "jit_compile"):     # tf.keras bookkeeping
             config.pop(key, None)
@@ -266,8 +294,7 @@ class Optimizer:
             config["learning_rate"] = config.pop("lr")
         lr = config.get("learning_rate")
         if isinstance(lr, dict):
-            raise ValueError(f"{cls.__name__}.from_config: a serialized learning-rate schedule "
-                             f"is not supported: {lr!r}")
+            config["learning_rate"] = _schedules.deserialize(lr, custom_objects=custom_objects)
         return cls(**config)
 
     def __repr__(self):
@@ -421,9 +448,198 @@ class Adam(Optimizer):
         return config
 
 
-_BY_NAME = {"sgd": SGD, "adam": Adam}
+class AdamW(Adam):
+    """Adam with decoupled weight decay (``keras.optimizers.AdamW``).
+
+    Parameters
+    ----------
+    learning_rate : float or callable, default 0.001
+    weight_decay : float, default 0.004
+        >= 0; ``w -= w * weight_decay * lr`` before each Adam update.  None is an error (as in
+        Keras).
+    beta_1, beta_2, epsilon, amsgrad
+        As for :class:`Adam`.
+    """
+
+    def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-7, amsgrad=False, **kwargs):
+        if weight_decay is None:
+            raise ValueError("AdamW: weight_decay must be a float, got None")
+        super().__init__(learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+                         amsgrad=amsgrad, weight_decay=weight_decay, **kwargs)
+
+
+class RMSprop(Optimizer):
+    """RMSprop (``keras.optimizers.RMSprop``), Keras's default optimizer.
+
+    Parameters
+    ----------
+    learning_rate : float or callable, default 0.001
+    rho : float, default 0.9
+        Decay of the mean square of the gradients, in [0, 1].
+    momentum : float, default 0.0
+        In [0, 1]; > 0 accumulates the increments in a "momentum" slot.
+    epsilon : float, default 1e-7
+        >= 0, added to the mean square inside the square root.
+    centered : bool, default False
+        Divide by the estimated variance (mean square minus the squared mean gradient) instead.
+
+    Notes
+    -----
+    ``v = rho * v + (1 - rho) * g**2``; centered: ``a = rho * a + (1 - rho) * g``,
+    ``inc = lr * g / sqrt(v - a**2 + epsilon)``, else ``inc = lr * g / sqrt(v + epsilon)``;
+    with momentum ``m = momentum * m + inc; w -= m``, else ``w -= inc``.  Slots: "velocity",
+    "momentum", "average_gradient" (Keras's names).
+    """
+
+    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
+                 **kwargs):
+        super().__init__(learning_rate, **kwargs)
+        self.rho = _real("rho", "RMSprop", rho, low=0.0, high=1.0)
+        self.momentum = _real("momentum", "RMSprop", momentum, low=0.0, high=1.0)
+        self.epsilon = _real("epsilon", "RMSprop", epsilon, low=0.0)
+        if not isinstance(centered, (bool, np.bool_)):
+            raise TypeError(f"RMSprop: centered must be a bool, got {centered!r}")
+        self.centered = bool(centered)
+        names = ["velocity"]
+        if self.momentum > 0:
+            names.append("momentum")
+        if self.centered:
+            names.append("average_gradient")
+        self._slot_names = tuple(names)
+
+    def _update(self, grad, var, lr, slots):
+        t = var.dtype.type
+        rho = t(self.rho)
+        v = slots["velocity"]
+        v *= rho
+        v += t(1.0 - self.rho) * np.square(grad)
+        if self.centered:
+            a = slots["average_gradient"]
+            a *= rho
+            a += t(1.0 - self.rho) * grad
+            denom = v - np.square(a)
+            denom += t(self.epsilon)
+        else:
+            denom = v + t(self.epsilon)
+        increment = (grad * t(lr)) / np.sqrt(denom)
+        if self.momentum > 0:
+            m = slots["momentum"]
+            m *= t(self.momentum)
+            m += increment
+            var -= m
+        else:
+            var -= increment
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"rho": self.rho, "momentum": self.momentum, "epsilon": self.epsilon,
+                       "centered": self.centered})
+        return config
+
+
+class Adagrad(Optimizer):
+    """Adagrad (``keras.optimizers.Adagrad``).
+
+    Parameters
+    ----------
+    learning_rate : float or callable, default 0.001
+    initial_accumulator_value : float, default 0.1
+        >= 0, the starting value of the "accumulator" slot.
+    epsilon : float, default 1e-7
+        >= 0.
+
+    Notes
+    -----
+    ``acc += g**2; w -= lr * g / sqrt(acc + epsilon)``.
+    """
+
+    _slot_names = ("accumulator",)
+
+    def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7,
+                 **kwargs):
+        super().__init__(learning_rate, **kwargs)
+        self.initial_accumulator_value = _real("initial_accumulator_value", "Adagrad",
+                                               initial_accumulator_value, low=0.0)
+        self.epsilon = _real("epsilon", "Adagrad", epsilon, low=0.0)
+        self._slot_fill = {"accumulator": self.initial_accumulator_value}
+
+    def _update(self, grad, var, lr, slots):
+        t = var.dtype.type
+        acc = slots["accumulator"]
+        acc += np.square(grad)
+        var -= (grad * t(lr)) / np.sqrt(acc + t(self.epsilon))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"initial_accumulator_value": self.initial_accumulator_value,
+                       "epsilon": self.epsilon})
+        return config
+
+
+class Nadam(Optimizer):
+    """Adam with Nesterov momentum (``keras.optimizers.Nadam``, Keras 3's formula).
+
+    Parameters
+    ----------
+    learning_rate : float or callable, default 0.001
+    beta_1 : float, default 0.9
+        In [0, 1).
+    beta_2 : float, default 0.999
+        In [0, 1).
+    epsilon : float, default 1e-7
+        >= 0.
+
+    Notes
+    -----
+    At step ``t = iterations + 1`` the momentum cache is ``u_t = beta_1 * (1 - 0.5 * 0.96**t)``
+    and ``u_product`` (1 before the first step) is multiplied by ``u_t`` once per step.  Then
+    ``m += (g - m) * (1 - beta_1)``, ``v += (g*g - v) * (1 - beta_2)``,
+    ``m_hat = u_{t+1} * m / (1 - u_product * u_{t+1}) + (1 - u_t) * g / (1 - u_product)``,
+    ``v_hat = v / (1 - beta_2**t)``, ``w -= lr * m_hat / (sqrt(v_hat) + epsilon)``.
+    Slots: "momentum", "velocity".
+    """
+
+    _slot_names = ("momentum", "velocity")
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, **kwargs):
+        super().__init__(learning_rate, **kwargs)
+        self.beta_1 = _real("beta_1", "Nadam", beta_1, low=0.0, high=1.0, high_open=True)
+        self.beta_2 = _real("beta_2", "Nadam", beta_2, low=0.0, high=1.0, high_open=True)
+        self.epsilon = _real("epsilon", "Nadam", epsilon, low=0.0)
+        self.u_product = 1.0
+
+    def _cache(self, step):
+        return self.beta_1 * (1.0 - 0.5 * 0.96 ** step)
+
+    def _begin_step(self):
+        self.u_product *= self._cache(self._iterations + 1)
+
+    def _update(self, grad, var, lr, slots):
+        t = var.dtype.type
+        step = self._iterations + 1
+        u_t, u_next = self._cache(step), self._cache(step + 1)
+        u_prod = self.u_product
+        m, v = slots["momentum"], slots["velocity"]
+        m += (grad - m) * t(1.0 - self.beta_1)
+        v += (grad * grad - v) * t(1.0 - self.beta_2)
+        m_hat = m * t(u_next / (1.0 - u_prod * u_next))
+        m_hat += grad * t((1.0 - u_t) / (1.0 - u_prod))
+        denom = np.sqrt(v * t(1.0 / (1.0 - self.beta_2 ** step)))
+        denom += t(self.epsilon)
+        var -= (m_hat * t(lr)) / denom
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon})
+        return config
+
+
+_BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop, "adagrad": Adagrad,
+            "nadam": Nadam}
 # Classes ``deserialize`` knows by name; LossScaleOptimizer adds itself when its module loads.
-_CLASSES = {"SGD": SGD, "Adam": Adam}
+_CLASSES = {"SGD": SGD, "Adam": Adam, "AdamW": AdamW, "RMSprop": RMSprop, "Adagrad": Adagrad,
+            "Nadam": Nadam}
 
 
 def serialize(optimizer):
@@ -487,7 +703,8 @@ def get(identifier):
     Parameters
     ----------
     identifier : str, dict or Optimizer
-        "sgd" or "adam" (any case) for a new optimizer with default arguments; a
+        "sgd", "adam", "adamw", "rmsprop", "adagrad" or "nadam" (any case) for a new optimizer
+        with default arguments; a
         ``serialize()`` dict; or an optimizer instance (a LossScaleOptimizer included).
 
     Raises
