@@ -110,7 +110,7 @@ def run(data=None, epochs=5, batch_size=64, hidden=512, samples=16000, seed=0, v
     steps_per_epoch = -(-x.shape[0] // batch_size)
     opt = LossScaleOptimizer(Adam(learning_rate=1e-3),
                              dynamic_growth_steps=max(50, steps_per_epoch))
-    model.compile(opt, "sparse_categorical_crossentropy", ["accuracy"])
+    model.compile(opt, "sparse_categorical_crossentropy", metrics=["accuracy"])
     out("training under mixed_float16: float16 compute, float32 weights, dynamic loss scaling "
         f"(initial scale {opt.loss_scale:g}, doubles after {opt.dynamic_growth_steps} finite "
         f"steps, halves and skips the step on overflow)")

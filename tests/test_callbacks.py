@@ -14,7 +14,7 @@ def _model(seed=0, optimizer="sgd", units=3):
     mixedcore.utils.set_random_seed(seed)
     model = mixedcore.Sequential([layers.Input(shape=(4,)),
                                   layers.Dense(units, activation="softmax")])
-    model.compile(optimizer, "sparse_categorical_crossentropy", ["accuracy"])
+    model.compile(optimizer, "sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
 
 

@@ -258,7 +258,8 @@ def test_float32_and_mixed_float16_reach_same_accuracy(demo_data):
     for policy in ("float32", "mixed_float16", "mixed_bfloat16"):
         utils.set_random_seed(0)
         model = _demo_model(policy)
-        model.compile(Adam(learning_rate=3e-3), "sparse_categorical_crossentropy", ["accuracy"])
+        model.compile(Adam(learning_rate=3e-3), "sparse_categorical_crossentropy",
+                      metrics=["accuracy"])
         history = model.fit(x, y, batch_size=64, epochs=4, verbose=0)
         accuracy[policy] = model.evaluate(xt, yt, verbose=0)[1]
         assert history.history["loss"][-1] < history.history["loss"][0]
@@ -270,7 +271,7 @@ def test_float32_and_mixed_float16_reach_same_accuracy(demo_data):
 def test_fit_history_validation_and_progress(demo_data, capsys):
     (x, y), _ = demo_data
     model = _demo_model("mixed_float16")
-    model.compile("adam", "sparse_categorical_crossentropy", ["accuracy"])
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
     history = model.fit(x[:640], y[:640], batch_size=64, epochs=2, validation_split=0.25,
                         verbose=1)
     assert set(history.history) == {"loss", "accuracy", "loss_scale", "val_loss",
@@ -292,7 +293,7 @@ def test_one_hot_targets_and_mse():
     x = rng.normal(size=(200, 6)).astype(np.float32)
     labels = (x[:, 0] > 0).astype(int) + (x[:, 1] > 0)
     model = mlp()
-    model.compile(SGD(0.5), "categorical_crossentropy", ["accuracy"])
+    model.compile(SGD(0.5), "categorical_crossentropy", metrics=["accuracy"])
     h = model.fit(x, np.eye(3)[labels], epochs=15, verbose=0)
     assert h.history["accuracy"][-1] > 0.8
     reg = models.Sequential([layers.Input(shape=(6,)), layers.Dense(1)])
@@ -535,3 +536,25 @@ def test_dtype_policy_is_settable_as_in_keras3():
         dense.dtype_policy = "float16"
     with pytest.raises(ValueError, match="Cannot convert 'mixed_float8'"):
         dense.dtype_policy = "mixed_float8"
+
+
+def test_compile_takes_keras3_arguments_in_keras3_order():
+    import mixedcore
+    with mixedcore.policy_scope("mixed_float16"):
+        model = models.Sequential([layers.Input((3,)), layers.Dense(2)])
+    model.compile("sgd", "mse", [0.5], ["mae"])                 # loss_weights, then metrics
+    assert type(model.optimizer).__name__ == "LossScaleOptimizer"
+    logs = model.evaluate(np.ones((4, 3), np.float32), np.zeros((4, 2), np.float32), verbose=0,
+                          return_dict=True)
+    assert set(logs) == {"loss", "mae"}
+    model.compile("sgd", "mse", auto_scale_loss=False, run_eagerly=True, jit_compile=False,
+                  steps_per_execution=4)
+    assert type(model.optimizer).__name__ == "SGD"
+    with pytest.raises(TypeError, match="metrics is compile's fourth argument"):
+        model.compile("sgd", "mse", ["accuracy"])
+    with pytest.raises(ValueError, match="weighted_metrics"):
+        model.compile("sgd", "mse", weighted_metrics=["mae"])
+    with pytest.raises(TypeError, match="auto_scale_loss must be a bool"):
+        model.compile("sgd", "mse", auto_scale_loss="yes")
+    with pytest.raises(ValueError, match="steps_per_execution"):
+        model.compile("sgd", "mse", steps_per_execution=0)

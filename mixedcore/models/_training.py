@@ -128,8 +128,10 @@ class Trainer:
         self.stop_training = False
 
     # -- compile --------------------------------------------------------------------------------
-    def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None):
-        """Configure training.
+    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None,
+                weighted_metrics=None, run_eagerly=False, steps_per_execution=1,
+                jit_compile="auto", auto_scale_loss=True):
+        """Configure training (Keras 3's signature and argument order).
 
         Parameters
         ----------
@@ -150,10 +152,31 @@ class Trainer:
             "mse" (and their long names); applied to every output that has a loss.
         loss_weights : list or dict, optional
             Weights of the outputs' losses in the total (default 1 each).
+        weighted_metrics : None
+            Keras's metrics weighted by sample_weight: not supported (a ValueError otherwise).
+        run_eagerly, steps_per_execution, jit_compile
+            Keras's execution options, accepted for its signature: mixedcore always runs each
+            step eagerly, one at a time, compiled ahead.
+        auto_scale_loss : bool, default True
+            Wrap the optimizer in a LossScaleOptimizer under a mixed_float16 policy (Keras 3);
+            False leaves it as given.
         """
         from mixedcore import optimizers as _optimizers
+        if weighted_metrics is not None:
+            raise ValueError(f"compile: weighted_metrics={weighted_metrics!r} is not supported; "
+                             f"metrics are not weighted by sample_weight")
+        for what, value in (("run_eagerly", run_eagerly), ("auto_scale_loss", auto_scale_loss)):
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"compile: {what} must be a bool, got {value!r}")
+        if (isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int)
+                or steps_per_execution < 1):
+            raise ValueError(f"compile: steps_per_execution must be a positive int, got "
+                             f"{steps_per_execution!r}")
+        if jit_compile not in ("auto", True, False):
+            raise ValueError(f"compile: jit_compile must be 'auto', True or False, got "
+                             f"{jit_compile!r}")
         opt = _optimizers.get(optimizer)
-        if not isinstance(opt, _optimizers.LossScaleOptimizer):
+        if auto_scale_loss and not isinstance(opt, _optimizers.LossScaleOptimizer):
             policy = self._dtype_policy
             policy_scale = getattr(policy, "loss_scale", "no loss scale attribute")
             if policy_scale == "no loss scale attribute":
@@ -650,8 +673,10 @@ class Trainer:
 
 def _loss_weight(value):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        hint = (" (metrics is compile's fourth argument, after loss_weights, as in Keras 3: "
+                "pass metrics=[...])" if isinstance(value, str) else "")
         raise TypeError(f"compile: loss_weights must be numbers, got {type(value).__name__}: "
-                        f"{value!r}")
+                        f"{value!r}{hint}")
     return float(value)
 
 
