@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -174,3 +175,19 @@ def test_cli_without_command_is_a_usage_error():
     r = run(["-m", "mixedcore"])
     assert r.returncode == 2
     assert "usage" in r.stderr
+
+
+def test_set_num_threads_beyond_the_budget_warns():
+    from mixedcore.kernels._dispatch import cpu_budget
+    budget, _ = cpu_budget()
+    previous = kernels.get_num_threads()
+    try:
+        with pytest.warns(RuntimeWarning, match=rf"may use {budget} CPUs"):
+            kernels.set_num_threads(budget + 1000)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            kernels.set_num_threads(budget)
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kernels.set_num_threads(previous)

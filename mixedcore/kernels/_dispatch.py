@@ -2,6 +2,7 @@
 import contextlib
 import os
 import threading
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -207,6 +208,8 @@ def set_num_threads(n):
     n : int
         At least 1 (values above 256 count as 256).  A thread's own setting (``threads(n)``)
         takes precedence for calls from that thread.  Small problems always run on one thread.
+        More than the CPUs the process may use (its affinity, capped by a cgroup quota) is
+        accepted with a RuntimeWarning: no call uses more threads than that budget.
 
     Returns
     -------
@@ -225,7 +228,13 @@ def set_num_threads(n):
     The default is ``MIXEDCORE_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the CPUs this
     process may use (its affinity mask, capped by a cgroup CPU quota).
     """
+    asked = n
     n = _check_count("set_num_threads", n)
+    budget, source = cpu_budget()
+    if asked > budget:
+        warnings.warn(f"set_num_threads({asked}): this process may use {budget} CPUs (from its "
+                      f"{source}); calls run on at most {budget} threads, helpers joining only "
+                      f"while CPUs are free", RuntimeWarning, stacklevel=2)
     with _threads_lock:
         previous = _lib.get_process_threads()
         _lib.set_process_threads(n)
