@@ -516,3 +516,15 @@ def test_unscale_random_views(shape, steps, dtype_index, seed, scale):
     expected = before.copy()
     expected[index] = reference_unscale(before[index], scale)
     assert_bits_equal(full, expected)
+
+
+@pytest.mark.parametrize("dtype, stride", [(np.float16, 1), (">f4", 2), ("<f4", 2)])
+def test_unscale_refuses_self_overlap_through_the_copy_path_too(dtype, stride):
+    """Swapped and unaligned arrays are unscaled through a copy; one that reaches an element
+    through two indices is refused first, and nothing is written."""
+    buf = np.arange(40, dtype=np.uint8)
+    x = np.ndarray((6,), dtype=dtype, buffer=buf, offset=1, strides=(stride,))
+    before = buf.copy()
+    with pytest.raises(ValueError, match="unscale_and_check: array 0 reaches some elements"):
+        kernels.unscale_and_check([x], 2.0)
+    np.testing.assert_array_equal(buf, before)

@@ -186,6 +186,11 @@ def _unscale_slow(arrays, scale):
         if not x.flags.writeable:
             raise ValueError(f"unscale_and_check: array {i} is read-only (shape {x.shape}, "
                              f"dtype {x.dtype})")
+        # a swapped or unaligned array goes through a copy, which cannot show that the array
+        # itself reaches some elements twice: check it here (a contiguous array cannot)
+        if (y is not x and x.size > 1 and not (x.flags.c_contiguous or x.flags.f_contiguous)
+                and _internal_overlap(x)):
+            raise ValueError(_self_overlap_message(i, x))
         ready.append(y)
     for i in range(len(arrays)):
         for j in range(i):
