@@ -470,3 +470,21 @@ def test_lso_warns_once_when_the_loss_was_not_scaled():
         fresh.get_scaled_loss(np.float32(2.0))
         (g,) = fresh.get_unscaled_gradients([np.float32(4) * g])
         fresh.apply_gradients([(g, w)])            # the tf.keras steps: no warning
+
+
+def test_fit_warns_naming_the_weight_when_steps_keep_overflowing():
+    import mixedcore
+    from mixedcore import layers, models
+    with mixedcore.policy_scope("mixed_float16"):
+        model = models.Sequential([layers.Input((4,)), layers.Dense(3, name="big"),
+                                   layers.Dense(1, name="out", dtype="float32")])
+    # a target of 1e6: the float16 backward pass overflows at every scale
+    model.compile("sgd", "mse")
+    x = np.ones((8, 4), np.float32)
+    y = np.full((8, 1), 1e6, np.float32)
+    with pytest.warns(RuntimeWarning, match=r"steps in a row were skipped .*'big/"):
+        model.fit(x, y, epochs=30, batch_size=8, verbose=0)
+    assert model.optimizer.loss_scale == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        model.fit(x, y, epochs=2, batch_size=8, verbose=0)       # once per model

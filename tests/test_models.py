@@ -157,6 +157,7 @@ def test_experimental_policy_loss_scale_is_used():
     assert not isinstance(model.optimizer, LossScaleOptimizer)
 
 
+@pytest.mark.filterwarnings("ignore:fit. .* steps in a row were skipped")
 def test_forced_overflow_skips_step_and_halves_scale():
     rng = np.random.default_rng(5)
     x = rng.normal(size=(32, 6)).astype(np.float32)

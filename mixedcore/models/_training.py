@@ -31,9 +31,11 @@ Design:
 """
 import sys
 import time
+import warnings
 
 import numpy as np
 
+from mixedcore import kernels
 from mixedcore import losses as _losses
 from mixedcore import metrics as _metrics
 from mixedcore._dtypes import as_numeric_array, to_compute
@@ -376,9 +378,33 @@ class Trainer:
                         grads[k] = rg if grads[k] is None else grads[k] + rg
                 pairs = [(g, v) for g, v in zip(grads, variables)]
                 if any(g is not None for g, _ in pairs):
-                    self.optimizer.apply_gradients(pairs)
+                    applied = self.optimizer.apply_gradients(pairs)
+                    if scaled:
+                        self._watch_overflow(applied, pairs)
                 self.weights_updated()
         return total + reg_value, per_output, outs
+
+    def _watch_overflow(self, applied, pairs):
+        """Warn once per model, naming the first weight whose gradient is not finite, when
+        _SKIPPED_WARNING steps in a row were skipped or the dynamic loss scale sits at its floor
+        of 1 and still overflows (then the model overflows in float16 whatever the scale)."""
+        if applied:
+            self._skipped_run = 0
+            return
+        self._skipped_run = getattr(self, "_skipped_run", 0) + 1
+        scale = _loss_scale_value(self.optimizer)
+        if getattr(self, "_overflow_warned", False) or not (
+                self._skipped_run >= _SKIPPED_WARNING or scale <= 1.0):
+            return
+        self._overflow_warned = True
+        names = _weight_names(self)
+        first = next((names.get(id(v), "?") for g, v in pairs
+                      if g is not None and not kernels.all_finite(g)), None)
+        where = (f"the first non-finite gradient is that of {first!r}" if first else
+                 "every gradient was finite after unscaling")
+        warnings.warn(f"fit: {self._skipped_run} steps in a row were skipped because the "
+                      f"scaled gradients overflowed (loss scale now {scale:g}); {where}",
+                      RuntimeWarning, stacklevel=4)
 
     def _regularization(self):
         """(total penalty, {id(weight): gradient}) over the model's layers."""
@@ -669,6 +695,22 @@ class Trainer:
             results = [r[0] if len(r) == 1 else np.concatenate(r, axis=0) for r in pieces]
         cbs.on_predict_end()
         return self._pack_outputs(results)
+
+
+# consecutive skipped steps after which fit warns (docs/loss_scaling.md)
+_SKIPPED_WARNING = 20
+
+
+def _weight_names(model):
+    """{id(weight array): "layer/weight"} over the model's layers, nested models included."""
+    names = {}
+    for layer in model.layers:
+        if hasattr(layer, "layers") and layer is not model:
+            names.update(_weight_names(layer))
+            continue
+        for name, w in zip(layer.weight_names(), layer.weights):
+            names.setdefault(id(w), name)
+    return names
 
 
 def _loss_weight(value):
