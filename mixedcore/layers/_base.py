@@ -120,6 +120,26 @@ def resolve_policy(owner, dtype):
     return _policies.get(dtype)
 
 
+def fold_affine(layer, kernel, norm, pack):
+    """The operands of ``layer`` (a Dense or convolution: its bias is weight 1 when
+    ``use_bias``) with the affine normalization ``norm`` after it folded in, for inference:
+    ``(pack(kernel * scale, compute dtype), bias * scale + shift)``, the products and the bias in
+    float32, ``(scale, shift) = norm.inference_affine()`` over the last axis of ``kernel``.
+    Cached on the layer per weight version of both layers and per compute dtype
+    (docs/models.md, "Folding")."""
+    cd = layer._compute_np()
+    key = (layer._version, cd, id(norm), norm._version)
+    entry = layer._folded
+    if entry is None or entry[0] != key or entry[1].stale:
+        f32 = np.dtype(np.float32)
+        scale, shift = norm.inference_affine()
+        bias = shift if not layer.use_bias else to_compute(layer._values[1], f32) * scale + shift
+        entry = (key, pack(to_compute(kernel, f32) * scale, cd),
+                 np.ascontiguousarray(bias, dtype=f32))
+        layer._folded = entry
+    return entry[1], entry[2]
+
+
 class Layer:
     """Base class of mixedcore's layers (``keras.layers.Layer``).
 

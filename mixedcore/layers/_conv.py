@@ -23,7 +23,7 @@ from mixedcore import kernels
 from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import dtype_name, is_floating, to_compute, work_dtype
 from mixedcore.layers import _args, _initializers
-from mixedcore.layers._base import Layer
+from mixedcore.layers._base import Layer, fold_affine
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
 _F32 = np.dtype(np.float32)
@@ -319,15 +319,8 @@ class _Conv(_ConvBase):
         both layers (docs/models.md, "Folding").  ``x`` is in a GEMM compute dtype."""
         x4 = self._prepare(x)
         cd = x4.dtype
-        key = (self._version, cd, id(norm), norm._version, activation)
-        if self._folded is None or self._folded[0] != key or self._folded[1].stale:
-            scale, shift = norm.inference_affine()
-            kernel = to_compute(self._kernel4(self._values[0]), _F32) * scale
-            bias = shift if not self.use_bias else (
-                to_compute(self._values[1], _F32) * scale + shift)
-            self._folded = (key, kernels.pack_conv(kernel, self.groups, dtype=cd),
-                            np.ascontiguousarray(bias, dtype=_F32))
-        _, packed, bias = self._folded
+        packed, bias = fold_affine(self, self._kernel4(self._values[0]), norm,
+                                   lambda w, dtype: kernels.pack_conv(w, self.groups, dtype=dtype))
         y = _conv_forward(x4, packed, bias, self.groups, self._opts(), activation=activation,
                           out_dtype=dtype_name(cd) if cd.itemsize == 2 else None)
         return self._from4(y)

@@ -7,7 +7,7 @@ from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import (as_numeric_array, dtype_name, is_floating, np_dtype, to_compute,
                                work_dtype)
 from mixedcore.layers import _args, _initializers, _node
-from mixedcore.layers._base import Layer
+from mixedcore.layers._base import Layer, fold_affine
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
 
@@ -270,15 +270,8 @@ class Dense(Layer):
         ``x`` is already in the compute dtype, a GEMM dtype (float16, bfloat16, float32); the
         result is in the compute dtype."""
         cd = self._compute_np()
-        key = (self._version, cd, id(norm), norm._version, activation)
-        if self._folded is None or self._folded[0] != key or self._folded[1].stale:
-            scale, shift = norm.inference_affine()
-            kernel = to_compute(self._values[0], np.dtype(np.float32)) * scale
-            bias = shift if not self.use_bias else (
-                to_compute(self._values[1], np.dtype(np.float32)) * scale + shift)
-            self._folded = (key, kernels.pack(kernel, dtype=cd),
-                            np.ascontiguousarray(bias, dtype=np.float32))
-        _, kernel, bias = self._folded
+        kernel, bias = fold_affine(self, self._values[0], norm,
+                                   lambda w, dtype: kernels.pack(w, dtype=dtype))
         lead = x.shape[:-1]
         sixteen = cd.itemsize == 2
         y = kernels.matmul(x.reshape(-1, x.shape[-1]), kernel, bias=bias,

@@ -120,12 +120,18 @@ class _Merge(Layer):
             expanded.append(e)
         return xs, expanded, cd
 
-    def call(self, inputs, training=False):
+    def _merged(self, inputs):
+        """(inputs in the compute dtype, the inputs and the merge in the work dtype, the
+        compute dtype)."""
         xs, expanded, cd = self._inputs(inputs)
         w = work_dtype(cd)
         xw = [to_compute(x, w) for x in expanded]
         with np.errstate(over="ignore", invalid="ignore"):
             yw = self._merge(xw)
+        return xs, xw, yw, cd
+
+    def call(self, inputs, training=False):
+        xs, xw, yw, cd = self._merged(inputs)
         if training:
             self._train_cache = (xw, yw, [x.shape for x in xs], cd)
         return to_compute(yw, cd)
@@ -134,10 +140,7 @@ class _Merge(Layer):
         """Inference of ``activation(self(inputs))`` with one rounding to the compute dtype: the
         activation (relu, gelu, sigmoid or tanh) is applied to the merged values in the work
         dtype (a model runs an Add followed by a ReLU so, docs/models.md "Folding")."""
-        xs, expanded, cd = self._inputs(inputs)
-        w = work_dtype(cd)
-        with np.errstate(over="ignore", invalid="ignore"):
-            yw = self._merge([to_compute(x, w) for x in expanded])
+        _, _, yw, cd = self._merged(inputs)
         return to_compute(_activations.forward(activation, yw), cd)
 
     def backward(self, dy, need_input_grad=True):
