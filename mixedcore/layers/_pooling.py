@@ -29,7 +29,24 @@ def _floating(layer, x):
     return to_compute(x, cd) if is_floating(x.dtype) else x.astype(cd)
 
 
-class _Pooling(Layer):
+class _ChannelsLast(Layer):
+    """What the pooling layers share: an input check (``_check``) run at build and on every
+    call, and the channel count fixed by a declared input shape."""
+
+    def _check(self, shape):
+        raise NotImplementedError
+
+    def build(self, input_shape):
+        self._check(input_shape)
+
+    def check_input_shape(self, shape):
+        self._check(shape)
+        if self.input_shape is not None and shape[-1] != self.input_shape[-1]:
+            raise ValueError(f"{type(self).__name__} '{self.name}': expected "
+                             f"{self.input_shape[-1]} channels, received shape {tuple(shape)}")
+
+
+class _Pooling(_ChannelsLast):
     _rank = 2
     _mode = "max"
 
@@ -58,15 +75,6 @@ class _Pooling(Layer):
     def _spatial_out(self, spatial):
         return tuple(output_length(s, p, st, 1, self.padding)
                      for s, p, st in zip(spatial, self.pool_size, self.strides))
-
-    def build(self, input_shape):
-        self._check(input_shape)
-
-    def check_input_shape(self, shape):
-        self._check(shape)
-        if self.input_shape is not None and shape[-1] != self.input_shape[-1]:
-            raise ValueError(f"{type(self).__name__} '{self.name}': expected "
-                             f"{self.input_shape[-1]} channels, received shape {tuple(shape)}")
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0],) + self._spatial_out(tuple(input_shape[1:-1])) + \
@@ -157,7 +165,7 @@ class AveragePooling1D(_Pooling):
 
 # -- global pooling --------------------------------------------------------------------------------
 
-class _GlobalPooling(Layer):
+class _GlobalPooling(_ChannelsLast):
     _rank = 2
 
     def __init__(self, data_format=None, keepdims=False, **kwargs):
@@ -172,15 +180,6 @@ class _GlobalPooling(Layer):
                 "(batch, height, width, channels)"
             raise ValueError(f"{type(self).__name__} '{self.name}': input must have shape {kind}, "
                              f"received {tuple(shape)}")
-
-    def build(self, input_shape):
-        self._check(input_shape)
-
-    def check_input_shape(self, shape):
-        self._check(shape)
-        if self.input_shape is not None and shape[-1] != self.input_shape[-1]:
-            raise ValueError(f"{type(self).__name__} '{self.name}': expected "
-                             f"{self.input_shape[-1]} channels, received shape {tuple(shape)}")
 
     def compute_output_shape(self, input_shape):
         if self.keepdims:
