@@ -609,3 +609,37 @@ def test_gaussian_noise(rng):
     assert round_trip(layer).stddev == 0.5
     with pytest.raises(ValueError, match="GaussianNoise: stddev must be"):
         layers.GaussianNoise(-1.0)
+
+
+class _ScalarGain(layers.Layer):
+    """A user's layer written the Keras 3 way: keywords only, a scalar weight, a named regularizer."""
+
+    def build(self, input_shape):
+        self.gain = self.add_weight(shape=(), initializer="ones", regularizer="l2")
+        self.offset = self.add_weight(shape=(input_shape[-1],))
+
+    def call(self, inputs):
+        return inputs * self.gain + self.offset
+
+
+def test_add_weight_takes_keras_keywords_and_keeps_a_scalar_shape():
+    layer = _ScalarGain()
+    y = layer(np.ones((2, 3), np.float32))
+    assert layer.gain.shape == () and layer.offset.shape == (3,)
+    assert layer.weight_names() == [f"{layer.name}/variable", f"{layer.name}/variable_1"]
+    # no initializer: glorot_uniform as Keras 3, so the offset is not all zeros
+    assert np.any(layer.offset != 0) and np.all(np.abs(layer.offset) <= np.sqrt(6 / 6))
+    np.testing.assert_array_equal(y, 1 + layer.offset[None, :].repeat(2, 0))
+    value, _ = layer.regularization_losses()
+    assert value == pytest.approx(0.01)             # l2 default factor on gain == 1
+
+
+def test_add_weight_rejects_bad_shape_and_regularizer():
+    layer = layers.Layer(name="w_checks")
+    with pytest.raises(ValueError, match=r"add_weight: shape must not have negative .*\(2, -1\)"):
+        layer.add_weight(shape=(2, -1))
+    with pytest.raises(TypeError, match=r"add_weight: shape must be a tuple of ints, got 'ab'"):
+        layer.add_weight(shape="ab")
+    with pytest.raises(ValueError, match="unknown regularizer 'l3'"):
+        layer.add_weight(shape=(2,), regularizer="l3")
+    assert layer.weights == []

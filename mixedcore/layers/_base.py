@@ -25,6 +25,7 @@ from mixedcore import kernels
 from mixedcore._dtypes import as_numeric_array, is_floating, np_dtype, to_compute
 from mixedcore import policies as _policies
 from mixedcore import policy as _policy_mod
+from mixedcore import regularizers as _regularizers
 from mixedcore.layers import _initializers, _node
 
 _name_counts = {}
@@ -237,11 +238,32 @@ class Layer:
         return np_dtype(self.compute_dtype)
 
     # -- weights --------------------------------------------------------------------------------
-    def add_weight(self, name, shape, initializer="zeros", regularizer=None, trainable=True,
-                   seed=None):
-        """Create a weight in the variable dtype and return the array."""
-        vd = self.variable_dtype or "float32"
-        value = _initializers.initialize(initializer, shape, np_dtype(vd), seed=seed)
+    def add_weight(self, name=None, shape=None, initializer=None, regularizer=None,
+                   trainable=True, seed=None, dtype=None):
+        """Create a weight and return the array, as Keras's ``add_weight`` (keywords as Keras).
+
+        ``shape`` defaults to ``()``; ``initializer`` to "glorot_uniform" for floating weights
+        (Keras 3's default); ``regularizer`` is anything ``regularizers.get`` takes; ``dtype``
+        defaults to the policy's variable dtype; ``name`` to "variable", "variable_1", ...
+        """
+        owner = f"{type(self).__name__} '{self.name}'.add_weight"
+        shape = () if shape is None else shape
+        try:
+            shape = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise TypeError(f"{owner}: shape must be a tuple of ints, got {shape!r}") from None
+        if any(d < 0 for d in shape):
+            raise ValueError(f"{owner}: shape must not have negative dimensions, got {shape}")
+        vd = np_dtype(dtype) if dtype is not None else np_dtype(self.variable_dtype or "float32")
+        if initializer is None:
+            initializer = "glorot_uniform" if np.issubdtype(vd, np.floating) else "zeros"
+        if name is None:
+            name, n = "variable", 0
+            while name in self._names:
+                n += 1
+                name = f"variable_{n}"
+        regularizer = _regularizers.get(regularizer)
+        value = _initializers.initialize(initializer, shape, vd, seed=seed)
         self._names.append(name)
         self._values.append(value)
         self._trainable_flags.append(bool(trainable))
