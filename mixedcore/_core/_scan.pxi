@@ -20,11 +20,16 @@
 #      huge array and many small ones balance alike; about eight per thread, taken dynamically
 #      by the team (mc_run).  all_finite units share a stop flag, polled between chunks of
 #      SCAN_CHUNK bytes, and all stop at the first non-finite block any of them finds.
+#   e. stats (the numerics report) walks the same descriptor table and byte-range units; each
+#      unit keeps its own tally (mc_stats), summed when the team is done.  Its callers pass
+#      arrays without stride-0 dimensions (normalisation would drop them, and every element
+#      counts).
 #   d. unscale first validates every array (writable, no overlap between arrays by a sort of
 #      their byte extents), then writes: nothing is modified when something is refused.
 
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.stdlib cimport qsort
+from libc.string cimport memset
 import numpy as _np
 
 cdef extern from "mc_scan.h" nogil:
@@ -33,9 +38,16 @@ cdef extern from "mc_scan.h" nogil:
     int mc_all_finite_strided(int type, const char *p, int64_t stride, int64_t n)
     int mc_unscale_strided(int type, char *p, int64_t stride, int64_t n, float inv32, double inv64)
 
+    ctypedef struct mc_stats:
+        int64_t count[9]
+        uint64_t max_bits
+    ctypedef void (*mc_stats_fn)(const void *p, int64_t n, mc_stats *tally) noexcept nogil
+    void mc_stats_strided(int type, const char *p, int64_t stride, int64_t n, mc_stats *tally)
+
 cdef extern from "mc_kernels.h" nogil:
     mc_all_finite_fn mc_all_finite_kernel(int level, int type)
     mc_unscale_fn mc_unscale_kernel(int level, int type)
+    mc_stats_fn mc_stats_kernel(int level, int type)
 
 ctypedef struct _scan_desc:
     char *data
@@ -450,3 +462,117 @@ def unscale_check(arrays, double scale, bint check_extents=True):
         if report >= 0:
             return -report - 1
     return _scan_execute(table, True, inv32, inv64)
+
+
+ctypedef struct _stats_job:
+    const _scan_desc *desc
+    int count
+    int64_t total
+    int64_t chunk
+    mc_stats_fn *fns
+    mc_stats *tallies
+
+
+cdef void _stats_elements(const _scan_desc *d, int64_t e0, int64_t e1, mc_stats_fn *fns,
+                          mc_stats *tally) noexcept nogil:
+    """Elements [e0, e1) of one array in its normalised order added to ``tally``."""
+    cdef int64_t idx[64]
+    cdef int64_t inner = d.shape[d.nd - 1], row, col, off = 0, e = e0, cnt, rem
+    cdef int64_t s = d.stride[d.nd - 1]
+    cdef int j
+    if e0 >= e1:
+        return
+    row = e0 // inner
+    col = e0 - row * inner
+    rem = row
+    for j in range(d.nd - 2, -1, -1):
+        idx[j] = rem % d.shape[j]
+        rem = rem // d.shape[j]
+        off += idx[j] * d.stride[j]
+    while e < e1:
+        cnt = inner - col
+        if cnt > e1 - e:
+            cnt = e1 - e
+        if s == d.itemsize:
+            fns[d.type](d.data + off + col * s, cnt, tally)
+        else:
+            mc_stats_strided(d.type, d.data + off + col * s, s, cnt, tally)
+        e += cnt
+        col = 0
+        for j in range(d.nd - 2, -1, -1):
+            idx[j] += 1
+            off += d.stride[j]
+            if idx[j] < d.shape[j]:
+                break
+            off -= d.stride[j] * d.shape[j]
+            idx[j] = 0
+
+
+cdef void _stats_unit(void *ctx, int64_t c) noexcept nogil:
+    """Byte range c of the concatenation into tally c (design e)."""
+    cdef _stats_job *job = <_stats_job *>ctx
+    cdef int64_t b0 = c * job.chunk
+    cdef int64_t b1 = min(b0 + job.chunk, job.total)
+    cdef int i, lo_i = 0, hi_i = job.count, mid
+    cdef const _scan_desc *d
+    cdef int64_t lo, hi, nbytes
+    while hi_i - lo_i > 1:
+        mid = (lo_i + hi_i) // 2
+        if job.desc[mid].start <= b0:
+            lo_i = mid
+        else:
+            hi_i = mid
+    for i in range(lo_i, job.count):
+        d = &job.desc[i]
+        nbytes = d.size * d.itemsize
+        if d.start >= b1:
+            break
+        if d.start + nbytes <= b0:
+            continue
+        lo = b0 - d.start
+        hi = b1 - d.start
+        lo = _ceil_div(lo, d.itemsize) if lo > 0 else 0
+        hi = _ceil_div(hi, d.itemsize) if hi < nbytes else d.size
+        _stats_elements(d, lo, hi, job.fns, &job.tallies[c])
+
+
+def stats(arr):
+    """Numerics statistics over every element of one array (design e): a tuple of the nine
+    counts (NaN, Inf, zero, float16 overflow / subnormal / underflow, bfloat16 overflow /
+    subnormal / underflow) and the bit pattern of the largest finite magnitude (0 when none),
+    or a negative report as all_finite when the fast path cannot take the array."""
+    cdef _ScanTable table = _ScanTable.__new__(_ScanTable)
+    cdef int report, k, nthreads, level = mc_rt_level()
+    cdef mc_stats_fn fns[4]
+    cdef _stats_job job
+    cdef int64_t units, u
+    cdef mc_stats total
+    arrays = (arr,)
+    report = _scan_build(table, arrays, False)
+    if report >= 0:
+        return -report - 1
+    for k in range(4):
+        fns[k] = mc_stats_kernel(level, k)
+    memset(&total, 0, sizeof(mc_stats))
+    job.desc = table.desc
+    job.count = table.count
+    job.total = table.total_bytes
+    job.fns = fns
+    nthreads = mc_rt_threads_for(job.total, SCAN_PARALLEL_MIN)
+    job.chunk = max(job.total // (8 * nthreads), SCAN_PIECE_MIN) & ~(<int64_t>63)
+    units = (job.total + job.chunk - 1) // job.chunk
+    job.tallies = <mc_stats *>PyMem_Malloc(max(units, 1) * sizeof(mc_stats))
+    if job.tallies == NULL:
+        raise MemoryError()
+    try:
+        memset(job.tallies, 0, max(units, 1) * sizeof(mc_stats))
+        with nogil:
+            mc_run(_stats_unit, &job, units, nthreads)
+        for u in range(units):
+            for k in range(9):
+                total.count[k] += job.tallies[u].count[k]
+            if job.tallies[u].max_bits > total.max_bits:
+                total.max_bits = job.tallies[u].max_bits
+    finally:
+        PyMem_Free(job.tallies)
+    return tuple(total.count[k] for k in range(9)), total.max_bits

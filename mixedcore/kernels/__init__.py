@@ -9,7 +9,7 @@ CPU dispatch: the best instruction-set level of this CPU is chosen at import.  T
 variable ``MIXEDCORE_ISA`` (``generic``, ``avx2``, ``avx512`` or ``avx512bf16``) forces a lower one.
 """
 from mixedcore.kernels._cast import cast
-from mixedcore.kernels._scan import all_finite, unscale_and_check
+from mixedcore.kernels._scan import all_finite, numerics_stats, unscale_and_check
 from mixedcore.kernels._gemm import PackedMatrix, matmul, pack, set_gemm_blocks
 from mixedcore.kernels._act import activation, activation_grad, softmax
 from mixedcore.kernels._attn import attention
@@ -23,6 +23,7 @@ __all__ = [
     "cast",
     "all_finite",
     "unscale_and_check",
+    "numerics_stats",
     "matmul",
     "pack",
     "PackedMatrix",

@@ -214,3 +214,57 @@ def _unscale_slow(arrays, scale):
         if y is not x:
             x[...] = y
     return bool(report)
+
+
+# the classes numerics_stats counts, in the order of the compiled tally (mc_scan.h, design e)
+STAT_KEYS = ("nan", "inf", "zero", "float16_overflow", "float16_subnormal",
+             "float16_underflow", "bfloat16_overflow", "bfloat16_subnormal",
+             "bfloat16_underflow")
+_MAGNITUDE_VIEW = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def numerics_stats(x):
+    """What a tensor holds, as seen from float16 and bfloat16, in one pass.
+
+    Parameters
+    ----------
+    x : ndarray or array-like
+        float16, bfloat16 (``ml_dtypes.bfloat16``), float32 or float64; any shape and strides.
+        Lists, tuples and scalars are taken as ``numpy.asarray`` takes them.
+
+    Returns
+    -------
+    dict
+        ``dtype`` (name), ``size`` (elements), ``max_abs`` (the largest finite magnitude, 0.0
+        when there is none), and the counts ``nan``, ``inf``, ``zero``; then, for the finite
+        nonzero elements, how each would fare converted to float16 and to bfloat16 with round
+        to nearest even (what ``cast`` does): ``float16_overflow`` (becomes infinite),
+        ``float16_subnormal`` (becomes a nonzero subnormal, losing precision),
+        ``float16_underflow`` (becomes zero), and the same three for bfloat16.  Elements
+        already float16 count as subnormal when they are; nothing in float16 overflows or
+        underflows its own dtype.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not array-like, or has another dtype.
+
+    Notes
+    -----
+    Every class is an integer compare of the magnitude bits with limits that are the first bit
+    patterns converting differently, so no floating-point flag is raised and counts are exact.
+    The scan is vectorised at every instruction-set level and split across threads for large
+    arrays; broadcast (stride-0), byte-swapped and unaligned arrays go through a copy.
+    """
+    x = _operand("numerics_stats", "x", x, array_like=True)
+    if any(s == 0 and n > 1 for s, n in zip(x.strides, x.shape)):
+        x = np.ascontiguousarray(x)
+    report = _lib.stats(x)
+    if not isinstance(report, tuple):           # the operand is native and aligned by now
+        raise RuntimeError(f"numerics_stats: internal error, report {_decode(report)}")
+    counts, max_bits = report
+    magnitude = np.array(max_bits, dtype=_MAGNITUDE_VIEW[x.dtype.itemsize])
+    stats = {"dtype": str(x.dtype), "size": int(x.size),
+             "max_abs": float(magnitude.view(x.dtype))}
+    stats.update(zip(STAT_KEYS, (int(c) for c in counts)))
+    return stats

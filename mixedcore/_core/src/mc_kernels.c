@@ -17,6 +17,8 @@ static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
             k->scan.all_finite[s] = below->scan.all_finite[s];
         if (k->scan.unscale[s] == NULL)
             k->scan.unscale[s] = below->scan.unscale[s];
+        if (k->scan.stats[s] == NULL)
+            k->scan.stats[s] = below->scan.stats[s];
     }
     if (k->act.forward == NULL)
         k->act = below->act;
@@ -107,6 +109,11 @@ mc_all_finite_fn mc_all_finite_kernel(int level, int type)
 mc_unscale_fn mc_unscale_kernel(int level, int type)
 {
     return mc_kernels(level)->scan.unscale[type];
+}
+
+mc_stats_fn mc_stats_kernel(int level, int type)
+{
+    return mc_kernels(level)->scan.stats[type];
 }
 
 mc_act_forward_fn mc_act_forward_kernel(int level) { return mc_kernels(level)->act.forward; }

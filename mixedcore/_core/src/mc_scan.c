@@ -93,6 +93,8 @@ static int mc_unscale_f64_generic(void *p, int64_t n, float inv32, double inv64)
     return !(acc >> 63);
 }
 
+MC_STATS_KERNELS_(generic)
+
 /* --- strided reference loops --------------------------------------------------------------- */
 
 #define MC_STRIDED_FINITE_(T, twin)                                                   \
@@ -134,6 +136,27 @@ int mc_unscale_strided(int type, char *p, int64_t stride, int64_t n, float inv32
     case MC_F32: MC_STRIDED_UNSCALE_(uint32_t, mc_f32_finite_bits, mc_f32_unscale_bits, inv32)
     case MC_F64: MC_STRIDED_UNSCALE_(uint64_t, mc_f64_finite_bits, mc_f64_unscale_bits, inv64)
     default: return 1;
+    }
+}
+
+void mc_stats_strided(int type, const char *p, int64_t stride, int64_t n, mc_stats *tally)
+{
+    const mc_stat_limits *l = &mc_stat_limits_of[type];
+    for (int64_t i = 0; i < n; ++i) {
+        const char *e = p + i * stride;
+        uint16_t h;
+        uint32_t f;
+        uint64_t d;
+        switch (type) {
+        case MC_F16:
+        case MC_BF16: memcpy(&h, e, 2); mc_stats_add(tally, l, h & 0x7FFFu); break;
+        case MC_F32: memcpy(&f, e, 4); mc_stats_add(tally, l, f & 0x7FFFFFFFu); break;
+        case MC_F64:
+            memcpy(&d, e, 8);
+            mc_stats_add(tally, l, d & UINT64_C(0x7FFFFFFFFFFFFFFF));
+            break;
+        default: return;
+        }
     }
 }
 

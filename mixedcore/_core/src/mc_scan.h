@@ -18,6 +18,14 @@
  *      the reference and serve non-contiguous data.
  *   d. all_finite may stop at the first block holding a non-finite value; unscale always
  *      processes every element (the caller relies on all of them being unscaled).
+ *   e. stats (the numerics report's scan) reads n elements once and adds to a running tally:
+ *      counts of NaN, Inf and zero, of finite values that round to Inf, to a nonzero subnormal
+ *      or to zero when converted to float16 and to bfloat16 (round to nearest even, the
+ *      conversions of mc_convert_scalar.h), and the largest finite magnitude.  Every test is an
+ *      integer compare of the magnitude bits a = |x| against per-dtype limits (the magnitude
+ *      order of IEEE values is that of their bits): a value is in a class exactly when a lies
+ *      in a range whose ends are the first bit patterns that convert differently.  The ranges
+ *      are in mc_stat_limits below; the tests derive them from the conversions themselves.
  */
 #ifndef MC_SCAN_H_
 #define MC_SCAN_H_
@@ -61,14 +69,138 @@ static inline uint64_t mc_f64_unscale_bits(uint64_t d, double inv)
     return mc_f64_bits_(mc_bits_f64_(d) * inv);
 }
 
+/* --- numerics statistics (design e) --------------------------------------------------------- */
+
+enum {
+    MC_STAT_NAN, MC_STAT_INF, MC_STAT_ZERO,
+    MC_STAT_F16_OVERFLOW, MC_STAT_F16_SUBNORMAL, MC_STAT_F16_UNDERFLOW,
+    MC_STAT_BF16_OVERFLOW, MC_STAT_BF16_SUBNORMAL, MC_STAT_BF16_UNDERFLOW,
+    MC_NSTATS
+};
+
+typedef struct {
+    int64_t count[MC_NSTATS];
+    uint64_t max_bits;          /* magnitude bits of the largest finite |x|; 0 when none */
+} mc_stats;
+
+/* Magnitude-bit limits of one dtype.  With a = |x| as bits:
+ *   NaN a > inf;  Inf a == inf;  zero a == 0;
+ *   overflows to Inf in T        over <= a < inf
+ *   rounds to zero in T          0 < a <= flush
+ *   rounds to a subnormal of T   flush < a < sub, a != 0
+ * A class that cannot happen for the dtype has over = inf, or flush = 0 and sub = 1. */
+typedef struct {
+    uint64_t inf, f16_over, f16_flush, f16_sub, bf16_over, bf16_flush, bf16_sub;
+} mc_stat_limits;
+
+/* float16 data: its own subnormals; every finite float16 is a normal bfloat16 */
+#define MC_STAT_LIMITS_F16_ 0x7C00u, 0x7C00u, 0u, 0x0400u, 0x7C00u, 0u, 1u
+/* bfloat16 data: 65536 (0x4780) is the first value float16 cannot hold, 2**-25 (0x3300) the
+ * last that rounds to zero, 2**-14 (0x3880) the first normal; its own subnormals below 0x0080 */
+#define MC_STAT_LIMITS_BF16_ 0x7F80u, 0x4780u, 0x3300u, 0x3880u, 0x7F80u, 0u, 0x0080u
+/* float32 data: 65520 = 65504 + half an ulp (ties round to Inf), 2**-25 (ties to zero),
+ * 2**-14 - 2**-25 (ties to 2**-14); bfloat16: (2 - 2**-8) * 2**127, 2**-134, 2**-126 - 2**-134 */
+#define MC_STAT_LIMITS_F32_ 0x7F800000u, 0x477FF000u, 0x33000000u, 0x387FE000u, 0x7F7F8000u, \
+    0x00008000u, 0x007F8000u
+/* float64 data: the same real limits as float32's */
+#define MC_STAT_LIMITS_F64_ UINT64_C(0x7FF0000000000000), UINT64_C(0x40EFFE0000000000),        \
+    UINT64_C(0x3E60000000000000), UINT64_C(0x3F0FFC0000000000), UINT64_C(0x47EFF00000000000), \
+    UINT64_C(0x3790000000000000), UINT64_C(0x380FE00000000000)
+
+static const mc_stat_limits mc_stat_limits_of[MC_NDTYPES] = {
+    {MC_STAT_LIMITS_F16_}, {MC_STAT_LIMITS_BF16_}, {MC_STAT_LIMITS_F32_}, {MC_STAT_LIMITS_F64_}};
+
+/* The scalar twin: one element's magnitude bits added to the tally. */
+static inline void mc_stats_add(mc_stats *t, const mc_stat_limits *l, uint64_t a)
+{
+    if (a > l->inf) {
+        t->count[MC_STAT_NAN] += 1;
+        return;
+    }
+    if (a == l->inf) {
+        t->count[MC_STAT_INF] += 1;
+        return;
+    }
+    if (a > t->max_bits)
+        t->max_bits = a;
+    if (a == 0) {
+        t->count[MC_STAT_ZERO] += 1;
+        return;
+    }
+    t->count[MC_STAT_F16_OVERFLOW] += a >= l->f16_over;
+    t->count[MC_STAT_F16_UNDERFLOW] += a <= l->f16_flush;
+    t->count[MC_STAT_F16_SUBNORMAL] += a > l->f16_flush && a < l->f16_sub;
+    t->count[MC_STAT_BF16_OVERFLOW] += a >= l->bf16_over;
+    t->count[MC_STAT_BF16_UNDERFLOW] += a <= l->bf16_flush;
+    t->count[MC_STAT_BF16_SUBNORMAL] += a > l->bf16_flush && a < l->bf16_sub;
+}
+
+/* A block of contiguous elements, written for the compiler to vectorise under the flags of the
+ * file that expands it (each level's file does): one counter per class in the element's own
+ * width (BLOCK elements at most, so a 16-bit counter cannot wrap), added to the tally per block.
+ * Same classes as mc_stats_add, without branches; a range test lo < a < hi is the one unsigned
+ * compare a - lo - 1 < hi - lo - 1, and the finite magnitude is a AND-ed with the all-ones
+ * mask of a < inf (GCC leaves the loop scalar when that is a conditional expression). */
+#define MC_STATS_KERNEL_(name, T, BLOCK, isa, LIMITS)                                           \
+    static void mc_stats_##name##_##isa(const void *p, int64_t n, mc_stats *t)                  \
+    {                                                                                           \
+        enum { INF, F16O, F16F, F16S, BFO, BFF, BFS };                                          \
+        static const T L[7] = {LIMITS};                                                         \
+        const T inf = L[INF], f16o = L[F16O], f16f = L[F16F], f16s = L[F16S], bfo = L[BFO],     \
+                bff = L[BFF], bfs = L[BFS];                                                     \
+        const T mask = (T)((T)~(T)0 >> 1);                                                      \
+        const T *s = (const T *)p;                                                              \
+        uint64_t mx = t->max_bits;                                                              \
+        for (int64_t i0 = 0; i0 < n; i0 += (BLOCK)) {                                           \
+            const int64_t m = n - i0 < (BLOCK) ? n - i0 : (BLOCK);                              \
+            T c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0, c8 = 0, bm = 0;   \
+            const T *b = s + i0;                                                                \
+            for (int64_t j = 0; j < m; ++j) {                                                   \
+                const T a = (T)(b[j] & mask);                                                   \
+                c0 += (T)(a > inf);                                                             \
+                c1 += (T)(a == inf);                                                            \
+                c2 += (T)(a == 0);                                                              \
+                c3 += (T)((T)(a - f16o) < (T)(inf - f16o));                                     \
+                c4 += (T)((T)(a - f16f - 1) < (T)(f16s - f16f - 1));                            \
+                c5 += (T)((T)(a - 1) < f16f);                                                   \
+                c6 += (T)((T)(a - bfo) < (T)(inf - bfo));                                       \
+                c7 += (T)((T)(a - bff - 1) < (T)(bfs - bff - 1));                               \
+                c8 += (T)((T)(a - 1) < bff);                                                    \
+                const T f = (T)(a & (T)((T)0 - (T)(a < inf)));                                  \
+                bm = bm > f ? bm : f;                                                           \
+            }                                                                                   \
+            t->count[MC_STAT_NAN] += c0;                                                        \
+            t->count[MC_STAT_INF] += c1;                                                        \
+            t->count[MC_STAT_ZERO] += c2;                                                       \
+            t->count[MC_STAT_F16_OVERFLOW] += c3;                                               \
+            t->count[MC_STAT_F16_SUBNORMAL] += c4;                                              \
+            t->count[MC_STAT_F16_UNDERFLOW] += c5;                                              \
+            t->count[MC_STAT_BF16_OVERFLOW] += c6;                                              \
+            t->count[MC_STAT_BF16_SUBNORMAL] += c7;                                             \
+            t->count[MC_STAT_BF16_UNDERFLOW] += c8;                                             \
+            if (bm > mx)                                                                        \
+                mx = bm;                                                                        \
+        }                                                                                       \
+        t->max_bits = mx;                                                                       \
+    }
+
+/* The four stats kernels of a level, expanded in that level's file. */
+#define MC_STATS_KERNELS_(isa)                                                                  \
+    MC_STATS_KERNEL_(f16, uint16_t, 16384, isa, MC_STAT_LIMITS_F16_)                            \
+    MC_STATS_KERNEL_(bf16, uint16_t, 16384, isa, MC_STAT_LIMITS_BF16_)                          \
+    MC_STATS_KERNEL_(f32, uint32_t, 16384, isa, MC_STAT_LIMITS_F32_)                            \
+    MC_STATS_KERNEL_(f64, uint64_t, 16384, isa, MC_STAT_LIMITS_F64_)
+
 /* --- kernels ------------------------------------------------------------------------------- */
 
 typedef int (*mc_all_finite_fn)(const void *p, int64_t n);
 typedef int (*mc_unscale_fn)(void *p, int64_t n, float inv32, double inv64);
+typedef void (*mc_stats_fn)(const void *p, int64_t n, mc_stats *tally);
 
 typedef struct {
     mc_all_finite_fn all_finite[MC_NDTYPES];
     mc_unscale_fn unscale[MC_NDTYPES];
+    mc_stats_fn stats[MC_NDTYPES];
 } mc_scan_table;
 
 extern const mc_scan_table mc_scan_table_generic;
@@ -78,12 +210,14 @@ extern const mc_scan_table mc_scan_table_avx512bf16;
 
 int mc_all_finite_strided(int type, const char *p, int64_t stride, int64_t n);
 int mc_unscale_strided(int type, char *p, int64_t stride, int64_t n, float inv32, double inv64);
+void mc_stats_strided(int type, const char *p, int64_t stride, int64_t n, mc_stats *tally);
 
 /* The table of a level whose kernels are named mc_all_finite_<type>_<isa> / mc_unscale_<...>. */
 #define MC_SCAN_TABLE_(isa)                                                           \
     {{mc_all_finite_f16_##isa, mc_all_finite_bf16_##isa, mc_all_finite_f32_##isa,     \
       mc_all_finite_f64_##isa},                                                       \
      {mc_unscale_f16_##isa, mc_unscale_bf16_##isa, mc_unscale_f32_##isa,              \
-      mc_unscale_f64_##isa}}
+      mc_unscale_f64_##isa},                                                          \
+     {mc_stats_f16_##isa, mc_stats_bf16_##isa, mc_stats_f32_##isa, mc_stats_f64_##isa}}
 
 #endif

@@ -163,4 +163,7 @@ static int mc_unscale_f64_avx2(void *p, int64_t n, float inv32, double inv64)
     return !_mm256_movemask_epi8(_mm256_cmpgt_epi32(acc, _mm256_set1_epi32(0x7FF00000 - 1)));
 }
 
+/* the numerics statistics: mc_scan.h design e, vectorised for this level by the compiler */
+MC_STATS_KERNELS_(avx2)
+
 const mc_scan_table mc_scan_table_avx2 = MC_SCAN_TABLE_(avx2);

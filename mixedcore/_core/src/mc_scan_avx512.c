@@ -210,4 +210,7 @@ static int mc_unscale_f64_avx512(void *p, int64_t n, float inv32, double inv64)
     return !_mm512_cmpge_epi32_mask(_mm512_max_epi32(acc0, acc1), _mm512_set1_epi32(0x7FF00000));
 }
 
+/* the numerics statistics: mc_scan.h design e, vectorised for this level by the compiler */
+MC_STATS_KERNELS_(avx512)
+
 const mc_scan_table mc_scan_table_avx512 = MC_SCAN_TABLE_(avx512);
