@@ -101,6 +101,19 @@ def _predict(args):
     return 0
 
 
+def _report(args):
+    from mixedcore import _predict
+    try:
+        result = _predict.report(args.model, args.input, labels_path=args.labels,
+                                 policy=args.policy, batch_size=args.batch_size,
+                                 json_path=args.json)
+    except _predict.CommandError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(result.table())
+    return 0
+
+
 def _positive_int(text):
     value = int(text)
     if value < 1:
@@ -160,9 +173,26 @@ def main(argv=None):
     predict.add_argument("--batch-size", type=_positive_int, default=32,
                          help="samples per batch (default 32)")
     predict.add_argument("--quiet", action="store_true", help="no progress display")
+    report = sub.add_parser(
+        "report", help="per layer: max |x|, NaN/Inf, float16/bfloat16 overflow, subnormals and "
+                       "underflow of a saved model over an array file",
+        description="Run a saved model over INPUT (.npy, or .npz with one array per input "
+                    "name) and print, per layer, the output's dtype, largest magnitude, and "
+                    "counts of NaN, Inf, and values that overflow, become subnormal or flush "
+                    "to zero in float16 and bfloat16.  With --labels, also the gradients "
+                    "(the model must have been saved compiled).")
+    report.add_argument("model", metavar="MODEL", help="a .keras or .h5 model file")
+    report.add_argument("input", metavar="INPUT", help="a .npy or .npz file")
+    report.add_argument("--labels", metavar="Y.npy", help="targets: report gradients too")
+    report.add_argument("--policy", metavar="NAME",
+                        help="report the model under this dtype policy, e.g. mixed_float16 "
+                             "(default: the policies stored in the file)")
+    report.add_argument("--batch-size", type=_positive_int, default=32,
+                        help="samples per batch (default 32)")
+    report.add_argument("--json", metavar="OUT.json", help="also write the numbers as JSON")
     args = parser.parse_args(argv)
-    return {"info": _info, "demo": _demo, "bench": _bench,
-            "predict": _predict}[args.command](args)
+    return {"info": _info, "demo": _demo, "bench": _bench, "predict": _predict,
+            "report": _report}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Small utilities: the random seed every mixedcore layer, initializer and ``fit`` draws from;
-``to_categorical``."""
+``to_categorical``; ``numerics_report`` (defined with the models, which import this module)."""
 import numpy as np
 
-__all__ = ["set_random_seed", "to_categorical"]
+__all__ = ["set_random_seed", "to_categorical", "numerics_report", "NumericsReport"]
 
 _generator = np.random.default_rng()
 
@@ -78,3 +78,10 @@ def to_categorical(y, num_classes=None):
     out = np.zeros(labels.shape + (int(num_classes),), dtype=np.float32)
     np.put_along_axis(out, labels[..., None], 1.0, axis=-1)
     return out
+
+
+def __getattr__(name):
+    if name in ("numerics_report", "NumericsReport"):
+        from mixedcore.models import _report
+        return getattr(_report, name)
+    raise AttributeError(f"module 'mixedcore.utils' has no attribute {name!r}")

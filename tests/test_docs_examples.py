@@ -89,3 +89,22 @@ def test_layer_takes_the_policy_in_effect_at_construction():
     assert dense(x).dtype == np.float16
     assert dense.kernel.dtype == np.float32
     assert dense(np.ones((1, 3), np.int32)).dtype == np.float16
+
+
+def test_numerics_report_example_finds_the_planted_overflow(capsys):
+    blocks = python_blocks("numerics_report.md", "A planted overflow, found")
+    assert len(blocks) == 1
+    namespace = {}
+    exec(blocks[0], namespace)
+    printed = capsys.readouterr().out
+    page = (DOCS / "numerics_report.md").read_text()
+    shown = re.search(r"prints\n\n```\n(.*?)```", page, flags=re.S).group(1)
+    # the table on the page is the one the example prints
+    assert printed.strip() == shown.strip()
+    report = namespace["report"]
+    assert report.as_dict()["wide"]["output"]["inf"] == 47
+    what_if = namespace["utils"].numerics_report(namespace["model"], namespace["x"])
+    assert what_if.first_problem() == ("wide", "output", "float16 overflow")
+    assert what_if.as_dict()["wide"]["output"]["float16_overflow"] == 47
+    grads = python_blocks("numerics_report.md", "Gradients")
+    exec(grads[0], namespace)

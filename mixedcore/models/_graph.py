@@ -26,8 +26,14 @@ Design:
      sigmoid, tanh) is applied in the same epilogue.  The three calls become one product and
      one rounding.  Likewise a merge (``Add``...) whose result only such an activation reads
      applies it before its one rounding, and the sum of two tensors that only a
-     LayerNormalization reads is normalized in the same pass (``call_with_residual``).  Training, masks and anything that reads the
-     intermediate tensors run the layers one by one.
+     LayerNormalization reads is normalized in the same pass (``call_with_residual``).
+     Training, masks and anything that reads the intermediate tensors run the layers one by
+     one.
+  F. Observation.  An observer set on the graph (``graph.observer``, the numerics report's)
+     sees every node's outputs as they are made (``forward(node, outputs)``) and, in a
+     backward pass, the gradient reaching each node's outputs together with its layer's weight
+     gradients (``backward(node, output_grads, weight_grads)``).  Folding is off while one
+     is set, so every layer's own output exists.
 """
 import numpy as np
 
@@ -81,6 +87,7 @@ class Graph:
             self._steps.append((node, single, [id(t) for t in node.input_tensors],
                                 [id(t) for t in node.output_tensors], _masking(node.layer)))
         self._folds = self._find_folds()
+        self.observer = None            # F
 
     # -- structure ------------------------------------------------------------------------------
     def _walk(self):
@@ -230,11 +237,13 @@ class Graph:
         states = {} if training else None
         masks = {}
         folded = set()
+        observer = self.observer
         for node, single, in_ids, out_ids, masking in self._steps:
             layer = node.layer
             if folded and id(node) in folded:
                 continue
-            fold = self._folds.get(id(node)) if not training and self._folds else None
+            fold = (self._folds.get(id(node))
+                    if not training and self._folds and observer is None else None)
             if (fold is not None and layer.built
                     and not (masks and any(key in masks for key in in_ids))):
                 run_fused, skipped, out_key = fold
@@ -270,6 +279,8 @@ class Graph:
                                  f"outputs where its graph call made {len(out_ids)}")
             for key, v in zip(out_ids, outs):
                 env[key] = v
+            if observer is not None:
+                observer.forward(node, outs)
             if masking[0] or mask_kwargs is not None:
                 in_mask = _first_mask(node, masks)
                 out_mask = layer.compute_mask(first, in_mask)
@@ -338,6 +349,9 @@ class Graph:
                 for w, gw in zip(layer.trainable_weights, layer.gradients):
                     if gw is not None:
                         _accumulate(weight_grads, id(w), gw)
+            if self.observer is not None:
+                self.observer.backward(node, dys if special is None else [special],
+                                       layer.gradients if layer.trainable_weights else None)
             if need_input and g is not None:
                 by_param = g if isinstance(g, dict) else {node.input_paths[0][0]: g} \
                     if node.input_paths else {}

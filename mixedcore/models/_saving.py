@@ -1239,6 +1239,30 @@ def _model_from_dict(owner, source, model_dict, custom, policy):
     return model
 
 
+def clone_with_policy(owner, model, policy):
+    """A copy of a built ``model`` whose policy ``policy`` replaces its own as
+    ``load_model(dtype_policy=)`` does (G), with the same weights."""
+    policy = _as_policy(owner, policy)
+    model_dict = _model_dict(owner, model)
+    model_dict.pop("compile_config", None)
+    custom = {}
+
+    def collect(m):
+        custom.setdefault(type(m).__name__, type(m))
+        for layer in m.layers:
+            if _is_model(layer):
+                collect(layer)
+            else:
+                custom.setdefault(type(layer).__name__, type(layer))
+
+    collect(model)
+    builtin = set(_layer_classes()) | set(_MODEL_CLASSES)
+    custom = {k: v for k, v in custom.items() if k not in builtin}
+    clone = _model_from_dict(owner, f"model '{model.name}'", model_dict, custom, policy)
+    clone.set_weights(model.get_weights())
+    return clone
+
+
 def _set_model_policies(model, policy):
     """Functional configs carry no policy of the model itself: under ``dtype_policy=`` the
     model and its nested functional models take it (compile reads it for loss scaling)."""
