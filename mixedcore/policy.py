@@ -314,7 +314,13 @@ def _as_global_policy(owner, policy):
     if policy is None:
         return _DEFAULT_POLICY
     if isinstance(policy, str):
-        policy = DTypePolicy(policy)
+        try:
+            policy = DTypePolicy(policy)
+        except ValueError as exc:           # keep Keras's wording, say who was called
+            message = str(exc)
+            if message.startswith("DTypePolicy: "):
+                message = message[len("DTypePolicy: "):]
+            raise ValueError(f"{owner}: {message}") from None
     elif not isinstance(policy, DTypePolicy):
         raise TypeError(
             f"{owner}: expected a policy name such as 'mixed_float16', a DTypePolicy or None, "

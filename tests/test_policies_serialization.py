@@ -156,6 +156,9 @@ def test_global_policy_setters_name_themselves():
     for fn in (mixedcore.set_global_policy, mixedcore.set_dtype_policy, mixedcore.set_policy):
         with pytest.raises(TypeError, match=f"^{fn.__name__}: "):
             fn(3)
+        with pytest.raises(ValueError, match=f"^{fn.__name__}: Cannot convert 'mixed_float8' "
+                                             f"to a mixed precision DTypePolicy"):
+            fn("mixed_float8")
     assert mixedcore.global_policy().name == "float32"
 
 
