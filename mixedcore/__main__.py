@@ -128,6 +128,17 @@ def _positive_float(text):
     return value
 
 
+def _model_over_array_arguments(parser, verb):
+    """MODEL, INPUT, --policy and --batch-size: what predict and report share."""
+    parser.add_argument("model", metavar="MODEL", help="a .keras or .h5 model file")
+    parser.add_argument("input", metavar="INPUT", help="a .npy or .npz file")
+    parser.add_argument("--policy", metavar="NAME",
+                        help=f"{verb} under this dtype policy, e.g. float32, mixed_float16, "
+                             f"mixed_bfloat16 (default: the policies stored in the file)")
+    parser.add_argument("--batch-size", type=_positive_int, default=32,
+                        help="samples per batch (default 32)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m mixedcore",
                                      description="mixedcore command line")
@@ -164,14 +175,8 @@ def main(argv=None):
                     ".npy array (one input) or a .npz with one array per input name; --out is "
                     ".npy (one output) or .npz (one array per output name).  bfloat16 outputs "
                     "are written as float32.")
-    predict.add_argument("model", metavar="MODEL", help="a .keras or .h5 model file")
-    predict.add_argument("input", metavar="INPUT", help="a .npy or .npz file")
+    _model_over_array_arguments(predict, "serve")
     predict.add_argument("--out", required=True, metavar="OUT", help="where to write the outputs")
-    predict.add_argument("--policy", metavar="NAME",
-                         help="serve under this dtype policy, e.g. float32, mixed_float16, "
-                              "mixed_bfloat16 (default: the policies stored in the file)")
-    predict.add_argument("--batch-size", type=_positive_int, default=32,
-                         help="samples per batch (default 32)")
     predict.add_argument("--quiet", action="store_true", help="no progress display")
     report = sub.add_parser(
         "report", help="per layer: max |x|, NaN/Inf, float16/bfloat16 overflow, subnormals and "
@@ -181,14 +186,8 @@ def main(argv=None):
                     "counts of NaN, Inf, and values that overflow, become subnormal or flush "
                     "to zero in float16 and bfloat16.  With --labels, also the gradients "
                     "(the model must have been saved compiled).")
-    report.add_argument("model", metavar="MODEL", help="a .keras or .h5 model file")
-    report.add_argument("input", metavar="INPUT", help="a .npy or .npz file")
+    _model_over_array_arguments(report, "report the model")
     report.add_argument("--labels", metavar="Y.npy", help="targets: report gradients too")
-    report.add_argument("--policy", metavar="NAME",
-                        help="report the model under this dtype policy, e.g. mixed_float16 "
-                             "(default: the policies stored in the file)")
-    report.add_argument("--batch-size", type=_positive_int, default=32,
-                        help="samples per batch (default 32)")
     report.add_argument("--json", metavar="OUT.json", help="also write the numbers as JSON")
     args = parser.parse_args(argv)
     return {"info": _info, "demo": _demo, "bench": _bench, "predict": _predict,
