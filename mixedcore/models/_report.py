@@ -22,7 +22,6 @@ Design:
 import numpy as np
 
 from mixedcore import kernels
-from mixedcore._dtypes import is_floating
 from mixedcore.kernels._scan import STAT_KEYS
 
 __all__ = ["NumericsReport", "numerics_report"]
@@ -33,7 +32,8 @@ _COLUMNS = (("dtype", "dtype"), ("size", "size"), ("max_abs", "max |x|"), ("nan"
             ("float16_subnormal", "f16 subn"), ("float16_underflow", "f16 ->0"),
             ("bfloat16_overflow", "bf16 over"), ("bfloat16_subnormal", "bf16 subn"),
             ("bfloat16_underflow", "bf16 ->0"))
-_KINDS = ("output", "gradient", "weight gradient")
+# the dtypes kernels.numerics_stats reads; other outputs (integer ids, masks) have no row
+_SCANNED = ("float16", "bfloat16", "float32", "float64")
 
 
 def _merge(total, stats):
@@ -147,7 +147,7 @@ class _Observer:
             self.names[id(node)] = prefix + name
 
     def record(self, node, kind, arrays):
-        arrays = [a for a in arrays if isinstance(a, np.ndarray) and is_floating(a.dtype)]
+        arrays = [a for a in arrays if isinstance(a, np.ndarray) and a.dtype.name in _SCANNED]
         if not arrays:
             return
         key = (self.names[id(node)], kind)
