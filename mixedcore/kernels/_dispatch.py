@@ -277,6 +277,92 @@ def thread_info():
             "team": _lib.pool_workers(), "enabled": _lib.threads_enabled()}
 
 
+_ROUNDING = ("to nearest even", "toward -inf", "toward +inf", "toward zero")
+
+
+def describe_mxcsr(value):
+    """An x86 MXCSR value in words: rounding mode, FTZ, DAZ and the exceptions left unmasked.
+
+    Parameters
+    ----------
+    value : int
+        The register, 0 <= value < 2**32.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"describe_mxcsr: value must be an int, got {type(value).__name__}")
+    if not 0 <= value < 1 << 32:
+        raise ValueError(f"describe_mxcsr: value must be in [0, 2**32), got {value}")
+    value = int(value)
+    names = ("invalid", "denormal", "divide-by-zero", "overflow", "underflow", "inexact")
+    unmasked = [n for i, n in enumerate(names) if not value >> (7 + i) & 1]
+    raised = [n for i, n in enumerate(names) if value >> i & 1]
+    return (f"MXCSR {value:#06x}: round {_ROUNDING[value >> 13 & 3]}, "
+            f"FTZ {'on' if value >> 15 & 1 else 'off'}, DAZ {'on' if value >> 6 & 1 else 'off'}, "
+            + (f"exceptions unmasked: {', '.join(unmasked)}" if unmasked
+               else "all exceptions masked")
+            + (f" (flags raised: {', '.join(raised)})" if raised else ""))
+
+
+def fp_environment():
+    """The floating-point environment every kernel call runs under, and the caller's.
+
+    Returns
+    -------
+    dict
+        ``engine`` and ``caller``: descriptions (x86: of the MXCSR, see ``describe_mxcsr``;
+        elsewhere the engine installs the C library's default environment, FE_DFL_ENV, and
+        ``caller`` is None); ``engine_mxcsr`` and ``caller_mxcsr``: the raw registers or None.
+    """
+    regs = _lib.fpenv_mxcsr()
+    if regs is None:
+        return {"engine": "the C library's default environment (FE_DFL_ENV): round to nearest, "
+                          "no flush to zero", "caller": None,
+                "engine_mxcsr": None, "caller_mxcsr": None}
+    engine, caller = regs
+    return {"engine": describe_mxcsr(engine), "caller": describe_mxcsr(caller),
+            "engine_mxcsr": engine, "caller_mxcsr": caller}
+
+
+CPUINFO_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+                 "avx512_bf16")
+
+
+def _cpuinfo_flags(path="/proc/cpuinfo"):
+    """The first processor's flags in ``path``, or None when it cannot be read or has none."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return set(value.split())
+    except OSError:
+        return None
+    return None
+
+
+def cpu_detection(cpuinfo="/proc/cpuinfo"):
+    """The engine's CPUID detection beside the operating system's view of the same features.
+
+    Returns
+    -------
+    dict
+        ``detected`` (feature -> bool, from CPUID), ``cpuinfo`` (feature -> bool, or None when
+        ``cpuinfo`` is unreadable) and ``disagree`` (the features on which they differ).
+    """
+    detected = _lib.cpu_features()
+    flags = _cpuinfo_flags(cpuinfo)
+    if flags is None:
+        return {"detected": detected, "cpuinfo": None, "disagree": []}
+    seen = {name: name in flags for name in CPUINFO_FLAGS}
+    return {"detected": detected, "cpuinfo": seen,
+            "disagree": [n for n in CPUINFO_FLAGS if detected[n] != seen[n]]}
+
+
+def build_info():
+    """What this build of the compiled core holds: compiler, flags, ISA levels and threads."""
+    return _lib.build_info()
+
+
 def _register_threadpoolctl():
     """Let threadpoolctl see and limit the team: ``threadpool_limits(n)`` and
     ``threadpool_limits(n, user_api="openmp")`` set the calling thread's count, as they do for

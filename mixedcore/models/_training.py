@@ -72,11 +72,45 @@ def _require_samples(owner, n):
                          f"sample")
 
 
+class _PlainProgress:
+    """Progress as plain lines on stdout, for verbose=1 when tqdm is not installed: a line at
+    every tenth of the steps and one at the end, with the latest logs."""
+
+    def __init__(self, total, desc):
+        self.total, self.desc, self.done, self.post = total, desc, 0, {}
+        self.next_report = 0.1
+        self.closed = False
+
+    def set_postfix(self, post, refresh=False):
+        self.post = dict(post)
+
+    def _line(self):
+        logs = "".join(f" - {k}: {v}" for k, v in self.post.items())
+        total = "?" if self.total is None else self.total
+        print(f"{self.desc}: {self.done}/{total} steps{logs}", file=sys.stdout, flush=True)
+
+    def update(self, n):
+        self.done += n
+        if self.total and self.done < self.total and self.done >= self.next_report * self.total:
+            self._line()
+            while self.next_report * self.total <= self.done:
+                self.next_report += 0.1
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self._line()
+
+
 def _progress(total, desc, verbose):
-    """A tqdm progress bar on stdout (Keras's verbose=1), or None."""
+    """Keras's verbose=1 display on stdout: a tqdm bar when tqdm is installed (the "progress"
+    extra), else plain lines (_PlainProgress); None for verbose 0 and 2."""
     if verbose != 1:
         return None
-    from tqdm.auto import tqdm
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _PlainProgress(total, desc)
     return tqdm(total=total, desc=desc, unit="step", file=sys.stdout, leave=True,
                 dynamic_ncols=True, mininterval=0.2)
 
