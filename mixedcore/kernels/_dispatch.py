@@ -422,7 +422,7 @@ def overlaps(a, b):
     except np.exceptions.TooHardError:
         return True
 
-_resolved = {}
+_resolved: dict = {}
 
 
 def resolve_dtype(fname, dtype):

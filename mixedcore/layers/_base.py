@@ -28,7 +28,7 @@ from mixedcore import policy as _policy_mod
 from mixedcore import regularizers as _regularizers
 from mixedcore.layers import _initializers, _node
 
-_name_counts = {}
+_name_counts: dict = {}
 
 
 def _snake(name):
@@ -51,7 +51,7 @@ _UNSUPPORTED_UNLESS_NONE = {
     "activity_regularizer": "activity regularizers", "quantization_config": "quantized layers",
     "lora_rank": "LoRA layers", "lora_alpha": "LoRA layers",
 }
-_TAKES_TRAINING = {}
+_TAKES_TRAINING: dict = {}
 
 
 def _takes_training(cls):
