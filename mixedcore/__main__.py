@@ -26,8 +26,8 @@ def _info(args):
         ("threads", _threads_row()),
         ("thread team", "the project's own (POSIX threads); no OpenMP runtime"
          if build["threads"] else "none (built without threads: every call runs on its caller)"),
-        ("FP env (calls)", fpenv["engine"] + "; the caller's is restored after each call"),
-        ("FP env (caller)", fpenv["caller"] if fpenv["caller"] is not None
+        ("FP environment", fpenv["engine"] + " in every call; the caller's is restored after it"),
+        ("caller's FP env", fpenv["caller"] if fpenv["caller"] is not None
          else "not shown (no MXCSR on this platform)"),
         ("compiler", build["compiler"]),
         ("flags", build["flags"]),

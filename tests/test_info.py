@@ -104,9 +104,9 @@ def test_fp_environment_engine_and_caller(capsys):
         assert env.mxcsr() & 0xFFC0 == 0x1F80 | 0x8000 | 0x40 | (3 << 13)   # info restored it
     finally:
         env.set_mxcsr(before)
-    assert rows["FP env (calls)"].startswith("MXCSR 0x1f80: round to nearest even, FTZ off, "
+    assert rows["FP environment"].startswith("MXCSR 0x1f80: round to nearest even, FTZ off, "
                                              "DAZ off")
-    assert rows["FP env (caller)"].startswith("MXCSR 0xffc0: round toward zero, FTZ on, DAZ on")
+    assert rows["caller's FP env"].startswith("MXCSR 0xffc0: round toward zero, FTZ on, DAZ on")
 
 
 def test_cpu_detection_against_a_cpuinfo_file(tmp_path):

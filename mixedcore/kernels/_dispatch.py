@@ -1,8 +1,11 @@
 """Dispatch levels, threads, and the validation helpers every kernel shares."""
+from __future__ import annotations
+
 import contextlib
 import os
 import threading
 import warnings
+from typing import Any, Iterator
 
 import ml_dtypes
 import numpy as np
@@ -21,7 +24,7 @@ FLOAT_CODES = {
 }
 SUPPORTED_NAMES = "float16, bfloat16, float32, float64"
 
-def available_isas():
+def available_isas() -> tuple[str, ...]:
     """The instruction-set levels usable on this machine, lowest first.
 
     Returns
@@ -33,11 +36,11 @@ def available_isas():
     top = min(_lib.supported_level(), _lib.built_level())
     return ISA_LEVELS[: top + 1]
 
-def isa():
+def isa() -> str:
     """The instruction-set level the kernels run at now (a name from ``available_isas()``)."""
     return ISA_LEVELS[_lib.get_level()]
 
-def set_isa(level):
+def set_isa(level: str) -> None:
     """Run the kernels at ``level`` from now on, process-wide.
 
     Parameters
@@ -148,7 +151,7 @@ def _cgroup_cpu_limit(proc_cgroup="/proc/self/cgroup", root="/sys/fs/cgroup"):
     return min(limits) if limits else None
 
 
-def cpu_budget():
+def cpu_budget() -> tuple[int, str]:
     """CPUs this process may use: its CPU affinity, capped by a cgroup CPU quota.
 
     Returns
@@ -191,7 +194,7 @@ def _check_count(fname, n):
     return int(min(n, _lib.THREADS_MAX))
 
 
-def get_num_threads():
+def get_num_threads() -> int:
     """The number of threads a kernel called from this thread may use.
 
     The calling thread's own setting (``threads(n)``, threadpoolctl) when it has one, else the
@@ -200,7 +203,7 @@ def get_num_threads():
     return _lib.get_num_threads()
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> int:
     """Set the number of threads the kernels may use, process-wide.
 
     Parameters
@@ -242,7 +245,7 @@ def set_num_threads(n):
 
 
 @contextlib.contextmanager
-def threads(n):
+def threads(n: int) -> Iterator[None]:
     """Context manager: kernels called from this thread use ``n`` threads inside the block.
 
     The setting belongs to the calling thread only: other threads, and the process-wide
@@ -262,7 +265,7 @@ def threads(n):
         _lib.set_thread_override(previous)
 
 
-def thread_info():
+def thread_info() -> dict[str, Any]:
     """How the thread count was decided, for ``python -m mixedcore info``.
 
     Returns
@@ -280,7 +283,7 @@ def thread_info():
 _ROUNDING = ("to nearest even", "toward -inf", "toward +inf", "toward zero")
 
 
-def describe_mxcsr(value):
+def describe_mxcsr(value: int) -> str:
     """An x86 MXCSR value in words: rounding mode, FTZ, DAZ and the exceptions left unmasked.
 
     Parameters
@@ -303,7 +306,7 @@ def describe_mxcsr(value):
             + (f" (flags raised: {', '.join(raised)})" if raised else ""))
 
 
-def fp_environment():
+def fp_environment() -> dict[str, Any]:
     """The floating-point environment every kernel call runs under, and the caller's.
 
     Returns
@@ -340,7 +343,7 @@ def _cpuinfo_flags(path="/proc/cpuinfo"):
     return None
 
 
-def cpu_detection(cpuinfo="/proc/cpuinfo"):
+def cpu_detection(cpuinfo: str = "/proc/cpuinfo") -> dict[str, Any]:
     """The engine's CPUID detection beside the operating system's view of the same features.
 
     Returns
@@ -358,7 +361,7 @@ def cpu_detection(cpuinfo="/proc/cpuinfo"):
             "disagree": [n for n in CPUINFO_FLAGS if detected[n] != seen[n]]}
 
 
-def build_info():
+def build_info() -> dict[str, Any]:
     """What this build of the compiled core holds: compiler, flags, ISA levels and threads."""
     return _lib.build_info()
 
