@@ -17,7 +17,10 @@ Design:
   f. What was built (compiler, flags, levels) is compiled into the module as string macros and
      read back by ``_mixedcore.build_info()``: nothing is written into the source tree, so a
      read-only tree builds and an in-place build carries its own description.
+  g. A source tree that is not writable builds in a temporary directory (Cython's C and
+     setuptools' build/), removed at exit.
 """
+import atexit
 import os
 import platform
 import shutil
@@ -143,6 +146,17 @@ def _c_sources():
     return sorted(os.path.join(SRC, f) for f in os.listdir(os.path.join(HERE, SRC)) if f.endswith(".c"))
 
 
+def _out_of_tree_build_dir():
+    """A temporary build directory when the source tree is read-only, else None (build/)."""
+    if os.access(HERE, os.W_OK):
+        return None
+    path = tempfile.mkdtemp(prefix="mixedcore-build-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+BUILD_DIR = _out_of_tree_build_dir()
+
 extensions = [
     Extension(
         "mixedcore._core._mixedcore",
@@ -157,6 +171,9 @@ setup(
         extensions,
         compiler_directives={"language_level": 3, "boundscheck": False, "wraparound": False,
                              "cdivision": True, "initializedcheck": False},
+        build_dir=os.path.join(BUILD_DIR, "cython") if BUILD_DIR else None,
     ),
     cmdclass={"build_ext": BuildExt},
+    options={"build": {"build_base": BUILD_DIR}, "egg_info": {"egg_base": BUILD_DIR}}
+    if BUILD_DIR else {},
 )
