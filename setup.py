@@ -12,7 +12,15 @@ Design:
      call then runs on its caller.
   d. On a platform that is not x86-64 (or a compiler that is not GCC-compatible) only the
      generic level is built.
+  e. Every C object is compiled with -fvisibility=hidden: the module exports PyInit__mixedcore
+     and the two thread-count entry points threadpoolctl calls (marked MC_EXPORT_), nothing else.
+  f. What was built (compiler, flags, levels) is compiled into the module as string macros and
+     read back by ``_mixedcore.build_info()``: nothing is written into the source tree, so a
+     read-only tree builds and an in-place build carries its own description.
+  g. A source tree that is not writable builds in a temporary directory (Cython's C and
+     setuptools' build/), removed at exit.
 """
+import atexit
 import os
 import platform
 import shutil
@@ -26,7 +34,8 @@ from setuptools.command.build_ext import build_ext
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join("mixedcore", "_core", "src")
 
-BASE_FLAGS = ["-O3", "-fno-math-errno", "-ffp-contract=off", "-fno-strict-aliasing"]
+BASE_FLAGS = ["-O3", "-fno-math-errno", "-ffp-contract=off", "-fno-strict-aliasing",
+              "-fvisibility=hidden"]
 ISA_FLAGS = {
     "avx2": ["-mavx2", "-mfma", "-mf16c"],
     "avx512": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl",
@@ -84,13 +93,7 @@ class BuildExt(build_ext):
         threads = os.environ.get("MIXEDCORE_NO_THREADS") != "1" and os.name == "posix"
         thread_flags = ["-pthread"] if threads and gnu else []
         macros = [] if threads else [("MC_NO_THREADS", "1")]
-        info = {
-            "compiler": " ".join(getattr(compiler, "compiler_so", [])[:1]) or compiler.compiler_type,
-            "flags": " ".join(base + thread_flags),
-            "isa_levels": ["generic"] + levels,
-            "threads": bool(threads),
-        }
-        self._write_build_info(info)
+        info_macros = _build_info_macros(compiler, base + thread_flags, ["generic"] + levels)
         for ext in self.extensions:
             isa_sources = [s for s in ext.sources if _source_level(s) is not None]
             ext.sources = [s for s in ext.sources if s not in isa_sources]
@@ -109,21 +112,22 @@ class BuildExt(build_ext):
             # leave a stale module behind
             ext.depends = list(ext.depends or []) + isa_sources + _headers()
             ext.define_macros = list(ext.define_macros) + macros + [
-                ("MC_HAVE_" + lvl.upper(), "1") for lvl in levels]
+                ("MC_HAVE_" + lvl.upper(), "1") for lvl in levels] + info_macros
             ext.extra_compile_args = base + thread_flags
             ext.extra_link_args = thread_flags
         super().build_extensions()
 
-    def _write_build_info(self, info):
-        path = os.path.join(HERE, "mixedcore", "_build_info.py")
-        text = "# Written by setup.py at build time.\nBUILD_INFO = %r\n" % (info,)
-        with open(path, "w") as f:
-            f.write(text)
-        if not self.inplace:
-            out = os.path.join(self.build_lib, "mixedcore", "_build_info.py")
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            with open(out, "w") as f:
-                f.write(text)
+
+def _c_string(text):
+    """``text`` as a C string literal for a -D macro (passed as one argument, no shell)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _build_info_macros(compiler, flags, levels):
+    """The build's description as macros for _mixedcore.build_info()."""
+    cc = " ".join(getattr(compiler, "compiler_so", [])[:1]) or compiler.compiler_type
+    return [("MC_BUILD_COMPILER", _c_string(cc)), ("MC_BUILD_FLAGS", _c_string(" ".join(flags))),
+            ("MC_BUILD_LEVELS", _c_string(",".join(levels)))]
 
 
 def _source_level(path):
@@ -142,6 +146,17 @@ def _c_sources():
     return sorted(os.path.join(SRC, f) for f in os.listdir(os.path.join(HERE, SRC)) if f.endswith(".c"))
 
 
+def _out_of_tree_build_dir():
+    """A temporary build directory when the source tree is read-only, else None (build/)."""
+    if os.access(HERE, os.W_OK):
+        return None
+    path = tempfile.mkdtemp(prefix="mixedcore-build-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+BUILD_DIR = _out_of_tree_build_dir()
+
 extensions = [
     Extension(
         "mixedcore._core._mixedcore",
@@ -156,6 +171,9 @@ setup(
         extensions,
         compiler_directives={"language_level": 3, "boundscheck": False, "wraparound": False,
                              "cdivision": True, "initializedcheck": False},
+        build_dir=os.path.join(BUILD_DIR, "cython") if BUILD_DIR else None,
     ),
     cmdclass={"build_ext": BuildExt},
+    options={"build": {"build_base": BUILD_DIR}, "egg_info": {"egg_base": BUILD_DIR}}
+    if BUILD_DIR else {},
 )

@@ -9,32 +9,50 @@ def _info(args):
 
     import mixedcore
     from mixedcore import kernels
-    from mixedcore._core import _mixedcore as _lib
+    from mixedcore.kernels import _dispatch
 
-    try:
-        from mixedcore._build_info import BUILD_INFO
-    except ImportError:
-        BUILD_INFO = {}
+    build = _dispatch.build_info()
+    fpenv = _dispatch.fp_environment()
     rows = [
         ("mixedcore", mixedcore.__version__),
         ("numpy", np.__version__),
         ("ml_dtypes", ml_dtypes.__version__),
         ("python", sys.version.split()[0]),
-        ("CPU supports", kernels.ISA_LEVELS[_lib.supported_level()]),
-        ("built levels", ", ".join(BUILD_INFO.get("isa_levels", kernels.available_isas()))),
+        ("CPU supports", kernels.ISA_LEVELS[_dispatch._lib.supported_level()]),
+        ("built levels", ", ".join(build["isa_levels"])),
         ("available", ", ".join(kernels.available_isas())),
-        ("selected", kernels.isa()),
+        ("selected", kernels.isa() + _isa_source()),
+        ("CPU detection", _detection_row(_dispatch.cpu_detection())),
         ("threads", _threads_row()),
-        ("thread team", "the project's own (POSIX threads, no OpenMP runtime)"
-         if _lib.threads_enabled() else "none (single-threaded build)"),
-        ("FP environment", "every call: round to nearest, no FTZ/DAZ (the caller's restored)"),
-        ("compiler", BUILD_INFO.get("compiler", "unknown")),
-        ("flags", BUILD_INFO.get("flags", "unknown")),
+        ("thread team", "the project's own (POSIX threads); no OpenMP runtime"
+         if build["threads"] else "none (built without threads: every call runs on its caller)"),
+        ("FP environment", fpenv["engine"] + " in every call; the caller's is restored after it"),
+        ("caller's FP env", fpenv["caller"] if fpenv["caller"] is not None
+         else "not shown (no MXCSR on this platform)"),
+        ("compiler", build["compiler"]),
+        ("flags", build["flags"]),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     return 0
+
+
+def _isa_source():
+    import os
+    text = os.environ.get("MIXEDCORE_ISA", "").strip()
+    return f" (MIXEDCORE_ISA={text})" if text else ""
+
+
+def _detection_row(d):
+    found = ", ".join(n for n, on in d["detected"].items() if on) or "none of the x86 extensions"
+    if d["cpuinfo"] is None:
+        return f"{found} (/proc/cpuinfo not readable: not compared)"
+    if d["disagree"]:
+        diff = ", ".join(f"{n} (CPUID {'yes' if d['detected'][n] else 'no'}, /proc/cpuinfo "
+                         f"{'yes' if d['cpuinfo'][n] else 'no'})" for n in d["disagree"])
+        return f"{found}; DISAGREES with /proc/cpuinfo on {diff}"
+    return f"{found}; agrees with /proc/cpuinfo"
 
 
 def _threads_row():

@@ -11,7 +11,7 @@ from mixedcore import kernels
 BF16 = np.dtype(ml_dtypes.bfloat16)
 _CASTABLE = (np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64))
 _NAMED = {"bfloat16": BF16}
-_FLOATING = {}
+_FLOATING: dict = {}
 
 
 def np_dtype(name):

@@ -16,9 +16,12 @@ Design:
   C. A LossScaleOptimizer is an optimizer (``optimizers.get`` takes it as is), so it cannot be
      wrapped again: TypeError, as in tf.keras.
 """
+from __future__ import annotations
+
 import abc
 import math
 import numbers
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -32,7 +35,7 @@ def _is_real(value):
             not isinstance(value, (bool, np.bool_)) and not isinstance(value, np.complexfloating))
 
 
-def _float(owner, name, value):
+def _float(owner: str, name: str, value: Any) -> float:
     """float(value); a value too large for a float64 is a ValueError."""
     try:
         return float(value)
@@ -40,7 +43,7 @@ def _float(owner, name, value):
         raise ValueError(f"{owner}: {name} is too large: {value!r}") from None
 
 
-def _f32(value):
+def _f32(value: float) -> float:
     """``value`` rounded to float32, as a Python float (inf when it overflows)."""
     with np.errstate(over="ignore"):
         return float(np.float32(value))
@@ -74,20 +77,20 @@ class LossScale(abc.ABC):
     """
 
     @abc.abstractmethod
-    def __call__(self):
+    def __call__(self) -> float:
         """The current loss scale, a float."""
 
     @abc.abstractmethod
-    def update(self, grads):
+    def update(self, grads: Sequence[np.ndarray | None]) -> bool:
         """Update the scale from this step's gradients; return True when the step should be
         applied."""
 
     @abc.abstractmethod
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         """The constructor arguments, a dict."""
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict[str, Any]) -> LossScale:
         """A new loss scale from ``get_config()`` output (in its initial state)."""
         return cls(**config)
 
@@ -106,7 +109,7 @@ class FixedLossScale(LossScale):
         A value that is not an int or float, or below 1 (TF raises ValueError for both).
     """
 
-    def __init__(self, loss_scale_value):
+    def __init__(self, loss_scale_value: float) -> None:
         if not _is_real(loss_scale_value):
             raise ValueError(f"FixedLossScale: loss_scale_value must be a Python int or float, "
                              f"got {type(loss_scale_value).__name__}: {loss_scale_value!r}")
@@ -116,14 +119,14 @@ class FixedLossScale(LossScale):
                              f"got {loss_scale_value!r}")
         self._loss_scale_value = value
 
-    def __call__(self):
+    def __call__(self) -> float:
         return self._loss_scale_value
 
-    def update(self, grads):
+    def update(self, grads: Sequence[np.ndarray | None]) -> bool:
         """Returns True: a fixed scale applies every step, finite or not (as TF)."""
         return True
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"loss_scale_value": self._loss_scale_value}
 
     def __repr__(self):
@@ -153,7 +156,14 @@ class DynamicLossScale(LossScale):
       Returns False: the step must be skipped.
     """
 
-    def __init__(self, initial_loss_scale=2 ** 15, increment_period=2000, multiplier=2.0):
+    _initial_loss_scale: float
+    _increment_period: int
+    _multiplier: float
+    _current_loss_scale: float
+    _num_good_steps: int
+
+    def __init__(self, initial_loss_scale: float = 2 ** 15, increment_period: int = 2000,
+                 multiplier: float = 2.0) -> None:
         if not _is_real(initial_loss_scale):
             raise TypeError(f"DynamicLossScale: initial_loss_scale must be a number, got "
                             f"{type(initial_loss_scale).__name__}")
@@ -182,31 +192,31 @@ class DynamicLossScale(LossScale):
         self._num_good_steps = 0
 
     @property
-    def initial_loss_scale(self):
+    def initial_loss_scale(self) -> float:
         return self._initial_loss_scale
 
     @property
-    def increment_period(self):
+    def increment_period(self) -> int:
         return self._increment_period
 
     @property
-    def multiplier(self):
+    def multiplier(self) -> float:
         return self._multiplier
 
     @property
-    def current_loss_scale(self):
+    def current_loss_scale(self) -> float:
         """The scale now (float)."""
         return self._current_loss_scale
 
     @property
-    def num_good_steps(self):
+    def num_good_steps(self) -> int:
         """Finite steps since the scale last changed (or since the last overflow)."""
         return self._num_good_steps
 
-    def __call__(self):
+    def __call__(self) -> float:
         return self._current_loss_scale
 
-    def update(self, grads):
+    def update(self, grads: Sequence[np.ndarray | None]) -> bool:
         """Check ``grads`` and move the scale; True when the step should be applied.
 
         Parameters
@@ -241,7 +251,7 @@ class DynamicLossScale(LossScale):
             with np.errstate(under="ignore"):
                 self._current_loss_scale = max(float(scale / multiplier), 1.0)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"initial_loss_scale": self._initial_loss_scale,
                 "increment_period": self._increment_period,
                 "multiplier": self._multiplier}
@@ -253,19 +263,20 @@ class DynamicLossScale(LossScale):
                 f"increment_period={self._increment_period}, multiplier={self._multiplier!r})")
 
 
-_LOSS_SCALE_CLASSES = {"FixedLossScale": FixedLossScale, "DynamicLossScale": DynamicLossScale}
+_LOSS_SCALE_CLASSES: dict[str, type[LossScale]] = {"FixedLossScale": FixedLossScale, "DynamicLossScale": DynamicLossScale}
 
 
-def serialize(loss_scale):
+def serialize(loss_scale: LossScale) -> dict[str, Any]:
     """``{"class_name": ..., "config": ...}`` of a loss scale (tf.keras' format)."""
     if not isinstance(loss_scale, LossScale):
         raise TypeError(f"serialize: expected a LossScale, got {type(loss_scale).__name__}")
     return {"class_name": type(loss_scale).__name__, "config": loss_scale.get_config()}
 
 
-def deserialize(config, custom_objects=None):
+def deserialize(config: dict[str, Any],
+                custom_objects: dict[str, Any] | None = None) -> LossScale:
     """The loss scale described by ``serialize()`` output (in its initial state)."""
-    classes = dict(_LOSS_SCALE_CLASSES)
+    classes: dict[str, type[LossScale]] = dict(_LOSS_SCALE_CLASSES)
     if custom_objects:
         classes.update(custom_objects)
     if not isinstance(config, dict) or "class_name" not in config:
@@ -278,7 +289,7 @@ def deserialize(config, custom_objects=None):
     return cls.from_config(config.get("config", {}))
 
 
-def get(identifier):
+def get(identifier: Any) -> LossScale | None:
     """A loss scale from an identifier (tf.keras' ``loss_scale.get``).
 
     An int or float gives a FixedLossScale, "dynamic" a DynamicLossScale with the defaults, a

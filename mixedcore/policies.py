@@ -13,6 +13,10 @@ B. The extra keys Keras 3 writes next to "class_name" / "config" ("module",
 C. ``serialize`` of an experimental policy writes class "PolicyV1" with its loss scale (what
    tf.keras 2.4 writes); ``deserialize`` of that is a plain policy (decision A).
 """
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from mixedcore import policy as _policy
@@ -25,7 +29,7 @@ _PLAIN_CLASSES = ("DTypePolicy", "FloatDTypePolicy", "Policy", "PolicyV1")
 _IGNORED_KEYS = ("module", "registered_name")
 
 
-def serialize(policy):
+def serialize(policy: DTypePolicy) -> dict[str, Any]:
     """The dict form of a policy.
 
     Parameters
@@ -58,7 +62,8 @@ def serialize(policy):
     return {"class_name": name, "config": policy.get_config(), "registered_name": name}
 
 
-def deserialize(config, custom_objects=None):
+def deserialize(config: dict[str, Any] | str,
+                custom_objects: dict[str, Any] | None = None) -> DTypePolicy:
     """A policy from its dict form (or from a policy name).
 
     Parameters
@@ -116,7 +121,7 @@ def deserialize(config, custom_objects=None):
     return DTypePolicy.from_config(inner)
 
 
-def get(identifier):
+def get(identifier: Any) -> DTypePolicy:
     """The policy a layer's ``dtype`` argument stands for (docs/policies.md, 'Equality, hashing,
     configs').
 

@@ -21,12 +21,16 @@ D. The global policy is one module variable, replaced atomically under a lock: e
    local to the thread or asyncio task that entered it (a task created inside a scope starts
    with a copy of the creator's context, as contextvars specify).
 """
+from __future__ import annotations
+
 import contextlib
 import contextvars
 import threading
+from typing import Any, Iterator, Union
 
 import ml_dtypes  # noqa: F401  (registers bfloat16, float8_*, int4, ... with numpy)
 import numpy as np
+from numpy.typing import DTypeLike
 
 __all__ = [
     "DTypePolicy",
@@ -92,7 +96,7 @@ def _build_dtype_table():
 _DTYPE_TABLE = _build_dtype_table()
 
 
-def dtype_names():
+def dtype_names() -> list[str]:
     """Every dtype name a policy accepts on this platform, sorted.
 
     Returns
@@ -105,7 +109,7 @@ def dtype_names():
     return sorted(_DTYPE_TABLE)
 
 
-def policy_names():
+def policy_names() -> list[str]:
     """Every name ``DTypePolicy`` accepts: the two mixed policies, then :func:`dtype_names`."""
     return list(_MIXED) + dtype_names()
 
@@ -191,7 +195,7 @@ class DTypePolicy:
 
     __slots__ = ("_name", "_compute_dtype", "_variable_dtype")
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         compute, variable = self._parse_name(name)
         self._name = str(name)
         self._compute_dtype = compute
@@ -202,27 +206,27 @@ class DTypePolicy:
 
     # -- read-only properties ---------------------------------------------------------
     @property
-    def name(self):
+    def name(self) -> str:
         """The name of this policy (str)."""
         return self._name
 
     @property
-    def compute_dtype(self):
+    def compute_dtype(self) -> str | None:
         """Dtype name the layer computes in: its inputs are cast to it, its outputs have it."""
         return self._compute_dtype
 
     @property
-    def variable_dtype(self):
+    def variable_dtype(self) -> str | None:
         """Dtype name the layer creates its weights in (regularizers run in it too)."""
         return self._variable_dtype
 
     @property
-    def should_cast_variables(self):
+    def should_cast_variables(self) -> bool:
         """True when the variable dtype differs from the compute dtype."""
         return self._compute_dtype != self._variable_dtype
 
     # -- the 'infer' hook -----------------------------------------------------------
-    def infer_from(self, dtype):
+    def infer_from(self, dtype: DTypeLike) -> DTypePolicy:
         """The concrete policy a layer with this policy uses for a first input of `dtype`.
 
         A layer calls this once, on its first call, with the dtype of its first input when
@@ -255,12 +259,13 @@ class DTypePolicy:
         return hash((DTypePolicy, type(self).__name__, self._name))
 
     # -- config ---------------------------------------------------------------------
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         """The policy's config: ``{"name": name}``."""
         return {"name": self._name}
 
     @classmethod
-    def from_config(cls, config, custom_objects=None):
+    def from_config(cls, config: dict[str, Any],
+                    custom_objects: dict[str, Any] | None = None) -> DTypePolicy:
         """Rebuild a policy from :meth:`get_config` output.
 
         A ``"loss_scale"`` key, written by the deprecated experimental policy of tf.keras
@@ -286,6 +291,10 @@ class DTypePolicy:
 
 
 Policy = DTypePolicy
+
+
+# what set_policy, policy_scope and the layers' dtype argument accept: a policy or its name
+PolicyLike = Union["DTypePolicy", str]
 
 
 def _check_config(owner, config, allowed):
@@ -337,7 +346,7 @@ def _as_global_policy(owner, policy):
     return policy
 
 
-def set_policy(policy):
+def set_policy(policy: PolicyLike) -> None:
     """Set the process-wide default dtype policy.
 
     Every thread sees the new policy, except inside a :func:`policy_scope`, whose override
@@ -367,17 +376,17 @@ def _set_global(owner, policy):
         _global = policy
 
 
-def set_global_policy(policy):
+def set_global_policy(policy: PolicyLike) -> None:
     """``set_policy`` under tf.keras's name (its errors name ``set_global_policy``)."""
     _set_global("set_global_policy", policy)
 
 
-def set_dtype_policy(policy):
+def set_dtype_policy(policy: PolicyLike) -> None:
     """``set_policy`` under Keras 3's name (its errors name ``set_dtype_policy``)."""
     _set_global("set_dtype_policy", policy)
 
 
-def global_policy():
+def global_policy() -> DTypePolicy:
     """The dtype policy in effect here.
 
     Returns
@@ -394,7 +403,7 @@ dtype_policy = global_policy
 
 
 @contextlib.contextmanager
-def policy_scope(policy):
+def policy_scope(policy: PolicyLike) -> Iterator[DTypePolicy]:
     """Context manager that overrides the dtype policy inside the block.
 
     The override is local to the current thread or asyncio task (a ``contextvars`` variable):

@@ -6,7 +6,12 @@ import sys
 import numpy as np
 import pytest
 
+import mixedcore
 from mixedcore.__main__ import main
+
+# child processes run beside the package the tests import (the checkout root, or site-packages
+# when the tests of an unpacked sdist run against the installed package)
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(mixedcore.__file__)))
 
 
 def test_demo_fast_variant(capsys):
@@ -62,7 +67,8 @@ def test_bench_quick(capsys):
 def test_module_entry_point_runs():
     result = subprocess.run([sys.executable, "-m", "mixedcore", "demo", "--epochs", "1",
                              "--samples", "500", "--hidden", "16", "--verbose", "0",
-                             "--timing", "0.01"], capture_output=True, text=True, timeout=120)
+                             "--timing", "0.01"], capture_output=True, text=True, timeout=120,
+                            cwd=PACKAGE_ROOT)
     assert result.returncode == 0, result.stderr
     assert "demo finished" in result.stdout
 
@@ -220,10 +226,10 @@ def test_predict_module_entry_point(tmp_path):
     np.save(tmp_path / "x.npy", np.ones((3, 5), np.float32))
     result = subprocess.run([sys.executable, "-m", "mixedcore", "predict", str(tmp_path / "m.h5"),
                              str(tmp_path / "x.npy"), "--out", str(tmp_path / "y.npy")],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=120, cwd=PACKAGE_ROOT)
     assert result.returncode == 0, result.stderr
     assert np.load(tmp_path / "y.npy").shape == (3, 3)
     result = subprocess.run([sys.executable, "-m", "mixedcore", "predict", str(tmp_path / "m.h5"),
                              str(tmp_path / "missing.npy"), "--out", str(tmp_path / "y.npy")],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=120, cwd=PACKAGE_ROOT)
     assert result.returncode == 2 and "does not exist" in result.stderr

@@ -41,11 +41,16 @@ def _within_bound(got, a, b):
     return bool(np.all(np.abs(got.astype(np.float64) - a64 @ b64) <= bound))
 
 
+# child processes run beside the package the tests import (the checkout root, or site-packages
+# when the tests of an unpacked sdist run against the installed package)
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(mixedcore.__file__)))
+
+
 def run_python(code, **env):
     full = dict(os.environ)
     full.update(env)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=full, timeout=300)
+                          text=True, env=full, timeout=300, cwd=PACKAGE_ROOT)
 
 
 # --- fork ---------------------------------------------------------------------------------------
@@ -457,7 +462,7 @@ def test_bad_thread_count_variables(value):
 
 def test_info_reports_the_engine():
     r = subprocess.run([sys.executable, "-m", "mixedcore", "info"], capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=120, cwd=PACKAGE_ROOT)
     assert r.returncode == 0, r.stderr
     assert "thread team" in r.stdout and "FP environment" in r.stdout
     info = _dispatch.thread_info()

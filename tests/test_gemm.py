@@ -521,7 +521,8 @@ def test_block_size_settings():
     env = dict(os.environ, MIXEDCORE_GEMM_KC="abc")
     run = subprocess.run([sys.executable, "-c", "import mixedcore.kernels"], env=env,
                          capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                             os.path.abspath(kernels.__file__)))))
     assert run.returncode != 0 and "MIXEDCORE_GEMM_KC='abc'" in run.stderr
 
 

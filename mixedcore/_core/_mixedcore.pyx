@@ -20,6 +20,25 @@ cdef extern from "mc_cpu.h" nogil:
     int MC_ISA_GENERIC, MC_ISA_AVX2, MC_ISA_AVX512, MC_ISA_AVX512BF16
     int mc_cpu_supported_level()
     int mc_cpu_built_level()
+    unsigned mc_cpu_features()
+    unsigned MC_CPU_AVX2, MC_CPU_FMA, MC_CPU_F16C, MC_CPU_AVX512F, MC_CPU_AVX512BW
+    unsigned MC_CPU_AVX512VL, MC_CPU_AVX512DQ, MC_CPU_AVX512BF16
+
+cdef extern from *:
+    """
+    #ifndef MC_BUILD_COMPILER
+    #define MC_BUILD_COMPILER "unknown"
+    #endif
+    #ifndef MC_BUILD_FLAGS
+    #define MC_BUILD_FLAGS ""
+    #endif
+    #ifndef MC_BUILD_LEVELS
+    #define MC_BUILD_LEVELS "generic"
+    #endif
+    """
+    const char *MC_BUILD_COMPILER
+    const char *MC_BUILD_FLAGS
+    const char *MC_BUILD_LEVELS
 
 cdef extern from "mc_runtime.h" nogil:
     ctypedef void (*mc_unit_fn)(void *ctx, int64_t unit) noexcept nogil
@@ -44,6 +63,7 @@ cdef extern from "mc_runtime.h" nogil:
     void mc_flag_set(int *f)
     int64_t mc_fetch_add(int64_t *p, int64_t v)
     void mc_reciprocal(double x, float *r32, double *r64)
+    int mc_fpenv_mxcsr(unsigned int *engine, unsigned int *current)
     float mc_round_f32(double x)
 
 cdef extern from "mc_kernels.h" nogil:
@@ -66,6 +86,33 @@ def supported_level():
 def built_level():
     """Highest level this build compiled kernels for."""
     return mc_cpu_built_level()
+
+
+def cpu_features():
+    """The instruction-set extensions CPUID reports (empty off x86-64), by /proc/cpuinfo name."""
+    cdef unsigned bits = mc_cpu_features()
+    names = (("avx2", MC_CPU_AVX2), ("fma", MC_CPU_FMA), ("f16c", MC_CPU_F16C),
+             ("avx512f", MC_CPU_AVX512F), ("avx512bw", MC_CPU_AVX512BW),
+             ("avx512vl", MC_CPU_AVX512VL), ("avx512dq", MC_CPU_AVX512DQ),
+             ("avx512_bf16", MC_CPU_AVX512BF16))
+    return {name: bool(bits & flag) for name, flag in names}
+
+
+def build_info():
+    """What setup.py compiled into this module: compiler, flags and the ISA levels built."""
+    return {"compiler": MC_BUILD_COMPILER.decode("utf-8", "replace"),
+            "flags": MC_BUILD_FLAGS.decode("utf-8", "replace"),
+            "isa_levels": MC_BUILD_LEVELS.decode("utf-8", "replace").split(","),
+            "threads": bool(mc_threads_enabled())}
+
+
+def fpenv_mxcsr():
+    """(engine, current): the MXCSR every call runs under and the calling thread's own, or
+    None off x86 (there the engine installs the C library's FE_DFL_ENV)."""
+    cdef unsigned int engine = 0, current = 0
+    if not mc_fpenv_mxcsr(&engine, &current):
+        return None
+    return engine, current
 
 
 def get_level():

@@ -1,5 +1,8 @@
 """Elementwise activation functions and their derivatives on float32 arrays."""
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._dispatch import FLOAT_CODES, as_native, check_out, float_code
@@ -57,7 +60,7 @@ def _finish(result, work, direct, order):
     return result
 
 
-def activation(x, name, *, out=None):
+def activation(x: ArrayLike, name: str, *, out: np.ndarray | None = None) -> np.ndarray:
     """Apply an activation function elementwise to a float32 array.
 
     Parameters
@@ -104,7 +107,8 @@ def activation(x, name, *, out=None):
     return _finish(result, work, direct, order)
 
 
-def activation_grad(dy, x, name, *, out=None):
+def activation_grad(dy: ArrayLike, x: ArrayLike, name: str, *,
+                    out: np.ndarray | None = None) -> np.ndarray:
     """The gradient of an activation function: ``dy * f'(x)`` elementwise, on float32 arrays.
 
     Parameters
@@ -155,7 +159,8 @@ def activation_grad(dy, x, name, *, out=None):
     return _finish(result, work, direct, order)
 
 
-def softmax(x, axis=-1, *, log=False, out=None):
+def softmax(x: ArrayLike, axis: int = -1, *, log: bool = False,
+            out: np.ndarray | None = None) -> np.ndarray:
     """Softmax (or log-softmax) of a float32 array along one axis.
 
     Parameters

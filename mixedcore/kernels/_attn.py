@@ -1,8 +1,11 @@
 """Fused scaled dot-product attention for inference (no scores in memory)."""
+from __future__ import annotations
+
 import math
 import numbers
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._dispatch import as_native, bfloat16, check_out, float_code
@@ -43,7 +46,9 @@ def _out_dtype(out_dtype, default):
     return target
 
 
-def attention(q, k, v, *, scale, mask=None, causal=False, out=None, out_dtype=None):
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, scale: float,
+              mask: ArrayLike | None = None, causal: bool = False, out: np.ndarray | None = None,
+              out_dtype: DTypeLike | None = None) -> np.ndarray:
     """Scaled dot-product attention, ``softmax(scale * q @ k^T + mask) @ v``, per (batch item,
     head), without the (T, S) scores in memory.
 
@@ -140,7 +145,7 @@ def attention(q, k, v, *, scale, mask=None, causal=False, out=None, out_dtype=No
         inputs = (q, k, v) if mask is None else (q, k, v, mask)
         check_out("attention", out, (b, h, t, dv), target_dt, inputs)
     direct = out is not None and out.flags.aligned
-    work = out if direct else np.empty((b, h, t, dv), dtype=target_dt)
+    work = out if direct and out is not None else np.empty((b, h, t, dv), dtype=target_dt)
     _lib.attention(q, k, v, m, work, _CODES[dt], _CODES[target_dt], _lib.round_f32(scale),
                    bool(causal))
     if out is not None and not direct:

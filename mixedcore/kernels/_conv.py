@@ -4,12 +4,20 @@ The product of a convolution runs on the GEMM's micro-kernels against weights pa
 (``pack_conv``), with the im2col rows formed tile by tile in cache (docs/conv.md); depthwise
 convolution and pooling have kernels of their own at every level.
 """
+from __future__ import annotations
+
+from typing import Sequence, Tuple, Union
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._dispatch import FLOAT_CODES, as_native, bfloat16, check_out, resolve_dtype
 from mixedcore.kernels._gemm import ACTIVATIONS, GEMM_CODES, GEMM_NAMES, matmul, pack
+
+# a size, stride or dilation: one int for both spatial axes, or (rows, columns)
+IntPair = Union[int, Tuple[int, int]]
 
 _F16, _BF16, _F32, _F64 = np.dtype(np.float16), bfloat16, np.dtype(np.float32), np.dtype(np.float64)
 _OUT_DTYPES = {"float16": _F16, "bfloat16": _BF16, "float32": _F32}
@@ -148,23 +156,23 @@ class PackedConv:
         self.matrices = matrices
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype:
         return self.matrices[0].dtype
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         return sum(m.nbytes for m in self.matrices)
 
     @property
-    def isa(self):
+    def isa(self) -> str:
         return self.matrices[0].isa
 
     @property
-    def stale(self):
+    def stale(self) -> bool:
         """True when ``pack_conv`` would now make other panels (the level or KC changed)."""
         return self.matrices[0].stale
 
-    def unpack(self):
+    def unpack(self) -> np.ndarray:
         """The kernel again, (kh, kw, cin / groups, filters), bit for bit."""
         kh, kw, cg, f = self.kernel_shape
         parts = [m.unpack().reshape(kh, kw, cg, f // self.groups) for m in self.matrices]
@@ -179,7 +187,7 @@ class PackedConv:
                 f"dtype={self.dtype}, isa={self.isa!r}, nbytes={self.nbytes})")
 
 
-def pack_conv(kernel, groups=1, dtype=None):
+def pack_conv(kernel: ArrayLike, groups: int = 1, dtype: DTypeLike | None = None) -> PackedConv:
     """Pack convolution weights once for ``conv2d``.
 
     Parameters
@@ -215,8 +223,10 @@ def pack_conv(kernel, groups=1, dtype=None):
 
 # -- convolution ---------------------------------------------------------------------------------
 
-def conv2d(x, kernel, *, strides=1, padding="valid", dilation_rate=1, groups=1, bias=None,
-           activation=None, out_dtype=None):
+def conv2d(x: ArrayLike, kernel: ArrayLike | PackedConv, *, strides: IntPair = 1,
+           padding: str = "valid", dilation_rate: IntPair = 1, groups: int = 1,
+           bias: ArrayLike | None = None, activation: str | None = None,
+           out_dtype: DTypeLike | None = None) -> np.ndarray:
     """``activation(conv(x, kernel) + bias)`` over channels-last images, float32 accumulation.
 
     Parameters
@@ -269,7 +279,7 @@ def conv2d(x, kernel, *, strides=1, padding="valid", dilation_rate=1, groups=1, 
     else:
         raise TypeError(f"{fname}: kernel must be a numpy.ndarray or a PackedConv, got "
                         f"{type(kernel).__name__}")
-    kh, kw, cg, f = packed.kernel_shape if packed is not None else kernel.shape
+    kh, kw, cg, f = kernel.kernel_shape if isinstance(kernel, PackedConv) else kernel.shape
     c = x.shape[3]
     if c % groups or c // groups != cg:
         raise ValueError(f"{fname}: x has {c} channels; a kernel of shape "
@@ -281,8 +291,7 @@ def conv2d(x, kernel, *, strides=1, padding="valid", dilation_rate=1, groups=1, 
     out = np.empty((geom[0], geom[12], geom[13], f), dtype=target)
     if out.size == 0:
         return out
-    if packed is None:
-        packed = pack_conv(kernel, groups, dtype=x.dtype)
+    packed = kernel if isinstance(kernel, PackedConv) else pack_conv(kernel, groups, dtype=x.dtype)
     if kh == kw == 1 and groups == 1 and geom[6:8] == (1, 1) and geom[10:12] == (0, 0) \
             and (geom[12], geom[13]) == (geom[1], geom[2]):
         # a pointwise convolution's im2col matrix is x itself: the product is the GEMM's
@@ -307,7 +316,8 @@ def _channels(fname, channels, c):
     return int(c0), int(c1)
 
 
-def im2col(x, kernel_size, *, strides=1, padding="valid", dilation_rate=1, channels=None):
+def im2col(x: ArrayLike, kernel_size: IntPair, *, strides: IntPair = 1, padding: str = "valid",
+           dilation_rate: IntPair = 1, channels: tuple[int, int] | None = None) -> np.ndarray:
     """The im2col matrix of channels-last images: row (n, oh, ow) holds the kernel window's
     taps in row-major order, each with the channels [start, stop) (all by default), zeros for
     padding.  Shape (batch * out_height * out_width, kh * kw * (stop - start)), x's dtype
@@ -323,8 +333,9 @@ def im2col(x, kernel_size, *, strides=1, padding="valid", dilation_rate=1, chann
     return out
 
 
-def col2im(cols, input_shape, kernel_size, *, strides=1, padding="valid", dilation_rate=1,
-           channels=None, out=None):
+def col2im(cols: ArrayLike, input_shape: Sequence[int], kernel_size: IntPair, *,
+           strides: IntPair = 1, padding: str = "valid", dilation_rate: IntPair = 1,
+           channels: tuple[int, int] | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """The adjoint of ``im2col``: every element of ``cols`` added to the input position it was
     taken from (float32 or float64, the dtype of ``cols``).  ``out`` (input_shape, cols'
     dtype, C-contiguous) is added to in place; by default a zeroed array.  Each image's sums
@@ -358,8 +369,10 @@ def col2im(cols, input_shape, kernel_size, *, strides=1, padding="valid", dilati
 
 # -- depthwise -----------------------------------------------------------------------------------
 
-def depthwise_conv2d(x, kernel, *, strides=1, padding="valid", dilation_rate=1, bias=None,
-                     activation=None, out_dtype=None):
+def depthwise_conv2d(x: ArrayLike, kernel: ArrayLike, *, strides: IntPair = 1,
+                     padding: str = "valid", dilation_rate: IntPair = 1,
+                     bias: ArrayLike | None = None, activation: str | None = None,
+                     out_dtype: DTypeLike | None = None) -> np.ndarray:
     """Depthwise convolution (``keras.layers.DepthwiseConv2D``): output channel
     ``c * depth_multiplier + m`` is input channel c convolved with ``kernel[:, :, c, m]``.
 
@@ -424,7 +437,8 @@ def _pool_mode(fname, mode):
     return code
 
 
-def pool2d(x, pool_size, *, strides=None, padding="valid", mode="max"):
+def pool2d(x: ArrayLike, pool_size: IntPair, *, strides: IntPair | None = None,
+           padding: str = "valid", mode: str = "max") -> np.ndarray:
     """Max or average pooling over windows of channels-last images (Keras's pooling layers).
 
     Parameters
@@ -459,7 +473,9 @@ def pool2d(x, pool_size, *, strides=None, padding="valid", mode="max"):
     return out
 
 
-def pool2d_grad(x, dy, pool_size, *, strides=None, padding="valid", mode="max"):
+def pool2d_grad(x: ArrayLike, dy: ArrayLike, pool_size: IntPair, *,
+                strides: IntPair | None = None, padding: str = "valid",
+                mode: str = "max") -> np.ndarray:
     """The gradient of ``pool2d`` with respect to x for an output gradient ``dy``: float32
     (float64 for float64 x).  A maximum's gradient goes to the input the forward pass chose
     (the first maximum of the window); an average's is spread evenly over the real pixels."""

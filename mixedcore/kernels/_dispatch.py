@@ -1,8 +1,11 @@
 """Dispatch levels, threads, and the validation helpers every kernel shares."""
+from __future__ import annotations
+
 import contextlib
 import os
 import threading
 import warnings
+from typing import Any, Iterator
 
 import ml_dtypes
 import numpy as np
@@ -21,7 +24,7 @@ FLOAT_CODES = {
 }
 SUPPORTED_NAMES = "float16, bfloat16, float32, float64"
 
-def available_isas():
+def available_isas() -> tuple[str, ...]:
     """The instruction-set levels usable on this machine, lowest first.
 
     Returns
@@ -33,11 +36,11 @@ def available_isas():
     top = min(_lib.supported_level(), _lib.built_level())
     return ISA_LEVELS[: top + 1]
 
-def isa():
+def isa() -> str:
     """The instruction-set level the kernels run at now (a name from ``available_isas()``)."""
     return ISA_LEVELS[_lib.get_level()]
 
-def set_isa(level):
+def set_isa(level: str) -> None:
     """Run the kernels at ``level`` from now on, process-wide.
 
     Parameters
@@ -148,7 +151,7 @@ def _cgroup_cpu_limit(proc_cgroup="/proc/self/cgroup", root="/sys/fs/cgroup"):
     return min(limits) if limits else None
 
 
-def cpu_budget():
+def cpu_budget() -> tuple[int, str]:
     """CPUs this process may use: its CPU affinity, capped by a cgroup CPU quota.
 
     Returns
@@ -191,7 +194,7 @@ def _check_count(fname, n):
     return int(min(n, _lib.THREADS_MAX))
 
 
-def get_num_threads():
+def get_num_threads() -> int:
     """The number of threads a kernel called from this thread may use.
 
     The calling thread's own setting (``threads(n)``, threadpoolctl) when it has one, else the
@@ -200,7 +203,7 @@ def get_num_threads():
     return _lib.get_num_threads()
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> int:
     """Set the number of threads the kernels may use, process-wide.
 
     Parameters
@@ -242,7 +245,7 @@ def set_num_threads(n):
 
 
 @contextlib.contextmanager
-def threads(n):
+def threads(n: int) -> Iterator[None]:
     """Context manager: kernels called from this thread use ``n`` threads inside the block.
 
     The setting belongs to the calling thread only: other threads, and the process-wide
@@ -262,7 +265,7 @@ def threads(n):
         _lib.set_thread_override(previous)
 
 
-def thread_info():
+def thread_info() -> dict[str, Any]:
     """How the thread count was decided, for ``python -m mixedcore info``.
 
     Returns
@@ -275,6 +278,92 @@ def thread_info():
     return {"threads": _lib.get_num_threads(), "process": _lib.get_process_threads(),
             "source": THREADS_SOURCE, "cpu_budget": _budget, "budget_source": _budget_source,
             "team": _lib.pool_workers(), "enabled": _lib.threads_enabled()}
+
+
+_ROUNDING = ("to nearest even", "toward -inf", "toward +inf", "toward zero")
+
+
+def describe_mxcsr(value: int) -> str:
+    """An x86 MXCSR value in words: rounding mode, FTZ, DAZ and the exceptions left unmasked.
+
+    Parameters
+    ----------
+    value : int
+        The register, 0 <= value < 2**32.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"describe_mxcsr: value must be an int, got {type(value).__name__}")
+    if not 0 <= value < 1 << 32:
+        raise ValueError(f"describe_mxcsr: value must be in [0, 2**32), got {value}")
+    value = int(value)
+    names = ("invalid", "denormal", "divide-by-zero", "overflow", "underflow", "inexact")
+    unmasked = [n for i, n in enumerate(names) if not value >> (7 + i) & 1]
+    raised = [n for i, n in enumerate(names) if value >> i & 1]
+    return (f"MXCSR {value:#06x}: round {_ROUNDING[value >> 13 & 3]}, "
+            f"FTZ {'on' if value >> 15 & 1 else 'off'}, DAZ {'on' if value >> 6 & 1 else 'off'}, "
+            + (f"exceptions unmasked: {', '.join(unmasked)}" if unmasked
+               else "all exceptions masked")
+            + (f" (flags raised: {', '.join(raised)})" if raised else ""))
+
+
+def fp_environment() -> dict[str, Any]:
+    """The floating-point environment every kernel call runs under, and the caller's.
+
+    Returns
+    -------
+    dict
+        ``engine`` and ``caller``: descriptions (x86: of the MXCSR, see ``describe_mxcsr``;
+        elsewhere the engine installs the C library's default environment, FE_DFL_ENV, and
+        ``caller`` is None); ``engine_mxcsr`` and ``caller_mxcsr``: the raw registers or None.
+    """
+    regs = _lib.fpenv_mxcsr()
+    if regs is None:
+        return {"engine": "the C library's default environment (FE_DFL_ENV): round to nearest, "
+                          "no flush to zero", "caller": None,
+                "engine_mxcsr": None, "caller_mxcsr": None}
+    engine, caller = regs
+    return {"engine": describe_mxcsr(engine), "caller": describe_mxcsr(caller),
+            "engine_mxcsr": engine, "caller_mxcsr": caller}
+
+
+CPUINFO_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+                 "avx512_bf16")
+
+
+def _cpuinfo_flags(path="/proc/cpuinfo"):
+    """The first processor's flags in ``path``, or None when it cannot be read or has none."""
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return set(value.split())
+    except OSError:
+        return None
+    return None
+
+
+def cpu_detection(cpuinfo: str = "/proc/cpuinfo") -> dict[str, Any]:
+    """The engine's CPUID detection beside the operating system's view of the same features.
+
+    Returns
+    -------
+    dict
+        ``detected`` (feature -> bool, from CPUID), ``cpuinfo`` (feature -> bool, or None when
+        ``cpuinfo`` is unreadable) and ``disagree`` (the features on which they differ).
+    """
+    detected = _lib.cpu_features()
+    flags = _cpuinfo_flags(cpuinfo)
+    if flags is None:
+        return {"detected": detected, "cpuinfo": None, "disagree": []}
+    seen = {name: name in flags for name in CPUINFO_FLAGS}
+    return {"detected": detected, "cpuinfo": seen,
+            "disagree": [n for n in CPUINFO_FLAGS if detected[n] != seen[n]]}
+
+
+def build_info() -> dict[str, Any]:
+    """What this build of the compiled core holds: compiler, flags, ISA levels and threads."""
+    return _lib.build_info()
 
 
 def _register_threadpoolctl():
@@ -336,7 +425,7 @@ def overlaps(a, b):
     except np.exceptions.TooHardError:
         return True
 
-_resolved = {}
+_resolved: dict = {}
 
 
 def resolve_dtype(fname, dtype):

@@ -1,9 +1,13 @@
 """Matrix products of float16 / bfloat16 / float32 operands with float32 accumulation."""
+from __future__ import annotations
+
 import math
 import numbers
 import os
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore._core._mixedcore import PackedMatrix
@@ -35,7 +39,8 @@ def _env_block(name):
     return value
 
 
-def set_gemm_blocks(mc=None, kc=None, nc=None):
+def set_gemm_blocks(mc: int | None = None, kc: int | None = None,
+                    nc: int | None = None) -> None:
     """Override the GEMM block sizes, process-wide, from the next call on (tuning and tests).
 
     Parameters
@@ -117,8 +122,10 @@ def _batch_offsets(x, batch_shape):
     return off.reshape(-1)
 
 
-def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=1.0, beta=0.0,
-           c=None):
+def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None = None,
+           out_dtype: DTypeLike | None = None, bias: ArrayLike | None = None,
+           activation: str | None = None, alpha: float = 1.0, beta: float = 0.0,
+           c: ArrayLike | None = None) -> Any:
     """``activation(alpha * a @ b + beta * c + bias)`` with float32 products and sums.
 
     Parameters
@@ -178,13 +185,13 @@ def matmul(a, b, *, out=None, out_dtype=None, bias=None, activation=None, alpha=
     """
     a = _operand("a", a)
     packed = isinstance(b, PackedMatrix)
-    if not packed:
+    if not isinstance(b, PackedMatrix):
         b = _operand("b", b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: operands must have at least 1 dimension, got shapes "
                          f"{a.shape} @ {b.shape}")
     a2 = a[np.newaxis, :] if a.ndim == 1 else a
-    b2 = b if packed else (b[:, np.newaxis] if b.ndim == 1 else b)
+    b2 = b if isinstance(b, PackedMatrix) else (b[:, np.newaxis] if b.ndim == 1 else b)
     m, k = a2.shape[-2:]
     k2, n = b2.shape[-2:]
     if k != k2:
@@ -355,7 +362,7 @@ def _format_name(fmt):
     return f"{kind} of {nr} columns"
 
 
-def pack(b, dtype=None):
+def pack(b: ArrayLike, dtype: DTypeLike | None = None) -> PackedMatrix:
     """Pack a matrix once for ``matmul``, in the current level's panel layout.
 
     Parameters

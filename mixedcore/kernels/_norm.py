@@ -1,7 +1,11 @@
 """Layer normalization over the last axis, with an optional residual added first."""
+from __future__ import annotations
+
 import numbers
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._dispatch import as_native, float_code, overlaps, resolve_dtype
@@ -48,8 +52,10 @@ def _param(what, p, c):
     return _rows(p)
 
 
-def layer_norm(x, gamma=None, beta=None, *, epsilon=1e-3, residual=None, out=None,
-               out_dtype=None, return_stats=False):
+def layer_norm(x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | None = None, *,
+               epsilon: float = 1e-3, residual: ArrayLike | None = None,
+               out: np.ndarray | None = None, out_dtype: DTypeLike | None = None,
+               return_stats: bool = False) -> Any:
     """Normalize each row over the last axis: ``(s - mean) / sqrt(var + epsilon) * gamma + beta``.
 
     Parameters

@@ -1,8 +1,12 @@
 """Overflow scans: all_finite and the fused unscale_and_check."""
+from __future__ import annotations
+
 import math
 import numbers
+from typing import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._dispatch import SUPPORTED_NAMES, as_native, bfloat16, float_code, overlaps
@@ -34,7 +38,7 @@ def _operand(fname, what, x, array_like=False):
     return as_native(x)
 
 
-def all_finite(*arrays):
+def all_finite(*arrays: ArrayLike) -> bool:
     """True when no element of any of the arrays is NaN or infinite.
 
     Parameters
@@ -105,7 +109,7 @@ def _checked_scale(scale):
     return value
 
 
-def unscale_and_check(arrays, scale):
+def unscale_and_check(arrays: Sequence[np.ndarray], scale: float) -> bool:
     """Divide gradients by the loss scale in place and report whether they were all finite.
 
     Every element becomes ``x * fp32(1 / fp64(scale))``: float16 and bfloat16 arrays are

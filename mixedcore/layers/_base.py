@@ -16,10 +16,14 @@ Design:
      the input gradient in the input's dtype and leaves the weight gradients (variable dtype) in
      ``self.gradients``, in the order of ``self.trainable_weights``.
 """
+from __future__ import annotations
+
 import inspect
 import re
+from typing import Any, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore import kernels
 from mixedcore._dtypes import as_numeric_array, is_floating, np_dtype, to_compute
@@ -28,7 +32,7 @@ from mixedcore import policy as _policy_mod
 from mixedcore import regularizers as _regularizers
 from mixedcore.layers import _initializers, _node
 
-_name_counts = {}
+_name_counts: dict = {}
 
 
 def _snake(name):
@@ -51,7 +55,7 @@ _UNSUPPORTED_UNLESS_NONE = {
     "activity_regularizer": "activity regularizers", "quantization_config": "quantized layers",
     "lora_rank": "LoRA layers", "lora_alpha": "LoRA layers",
 }
-_TAKES_TRAINING = {}
+_TAKES_TRAINING: dict = {}
 
 
 def _takes_training(cls):
@@ -238,8 +242,9 @@ class Layer:
         return np_dtype(self.compute_dtype)
 
     # -- weights --------------------------------------------------------------------------------
-    def add_weight(self, name=None, shape=None, initializer=None, regularizer=None,
-                   trainable=True, seed=None, dtype=None):
+    def add_weight(self, name: str | None = None, shape: Sequence[int] | None = None,
+                   initializer: Any = None, regularizer: Any = None, trainable: bool = True,
+                   seed: int | None = None, dtype: DTypeLike | None = None) -> np.ndarray:
         """Create a weight and return the array, as Keras's ``add_weight`` (keywords as Keras).
 
         ``shape`` defaults to ``()``; ``initializer`` to "glorot_uniform" for floating weights
@@ -297,11 +302,11 @@ class Layer:
     def weight_names(self):
         return [f"{self.name}/{self._names[i]}" for i in self._weight_index_order()]
 
-    def get_weights(self):
+    def get_weights(self) -> list[np.ndarray]:
         """Copies of the weights, in Keras order (Dense: kernel (in, out), bias (out,))."""
         return [self._values[i].copy() for i in self._weight_index_order()]
 
-    def set_weights(self, weights):
+    def set_weights(self, weights: Sequence[ArrayLike]) -> None:
         """Replace the weights (Keras order and shapes); values are converted to the variable dtype.
 
         Raises
@@ -367,7 +372,7 @@ class Layer:
                 total += v.size * (cd.itemsize if is_floating(v.dtype) else v.itemsize)
         return total
 
-    def count_params(self):
+    def count_params(self) -> int:
         return int(sum(v.size for v in self._values))
 
     def regularization_losses(self):
@@ -409,7 +414,7 @@ class Layer:
                   for k, v in kwargs.items()}
         return (first,) + rest, kwargs
 
-    def __call__(self, *args, training=False, **kwargs):
+    def __call__(self, *args: Any, training: bool = False, **kwargs: Any) -> Any:
         """Call the layer on arrays (compute) or on KerasTensors (build a graph node).
 
         The first argument is the input (an array, or a list / dict of arrays for layers that
@@ -503,7 +508,7 @@ class Layer:
             return self.compute_dtype
         return input_dtype
 
-    def build_from_shape(self, input_shape):
+    def build_from_shape(self, input_shape: Any) -> None:
         """Build for ``input_shape`` (a shape with the batch dimension first, or a list / dict of
         them for a layer with several inputs) and record the input and output shapes."""
         input_shape = _as_shapes(input_shape)
@@ -512,7 +517,7 @@ class Layer:
         self.output_shape = self.compute_output_shape(self.input_shape)
         self.built = True
 
-    def build(self, input_shape):
+    def build(self, input_shape: Any) -> None:
         """Create the weights for inputs of ``input_shape`` (batch dimension first)."""
 
     def check_input_shape(self, shape):
@@ -524,7 +529,7 @@ class Layer:
             raise ValueError(f"{type(self).__name__} '{self.name}': expected input of shape "
                              f"{expected}, received {_as_shapes(shape)}")
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: Any) -> Any:
         return input_shape
 
     # Masks (Keras's): a layer that supports masking passes its input's mask on unchanged; one
@@ -536,10 +541,10 @@ class Layer:
         """The mask of the output for ``inputs`` whose mask is ``mask`` (None: no mask)."""
         return mask if self.supports_masking else None
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: Any, training: bool = False) -> Any:
         return inputs
 
-    def backward(self, dy, need_input_grad=True):
+    def backward(self, dy: Any, need_input_grad: bool = True) -> Any:
         """Gradient of the last training call.
 
         ``dy`` has the structure of the call's output.  Returns the gradient of the first
@@ -577,7 +582,7 @@ class Layer:
         except Exception:
             return self._dtype_policy.name
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = {"name": self.name, "trainable": self.trainable,
                   "dtype": self._policy_config()}
         if not self.autocast:
@@ -587,7 +592,7 @@ class Layer:
         return config
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict[str, Any]) -> Layer:
         return cls(**config)
 
     def __repr__(self):

@@ -75,7 +75,7 @@ class _ConvBase(Layer):
     """What the convolution layers share: geometry, the 4-D view, activations, bias caches."""
 
     _rank = 2
-    _paddings = ("valid", "same")
+    _paddings: "tuple[str, ...]" = ("valid", "same")
 
     def _init_geometry(self, kernel_size, strides, padding, data_format, dilation_rate):
         owner = type(self).__name__

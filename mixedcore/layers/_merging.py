@@ -9,6 +9,8 @@ inputs is rounded once, not after each addition.  ``backward(dy)`` returns a lis
 aligned with the inputs, each in its input's shape (broadcast dimensions summed) and the compute
 dtype.
 """
+from typing import Any, Callable
+
 import numpy as np
 
 from mixedcore import activations as _activations
@@ -40,7 +42,7 @@ def _unbroadcast(g, shape):
 class _Merge(Layer):
     """Base of the elementwise merging layers."""
 
-    _exactly = None      # number of inputs required (None: at least one)
+    _exactly: "int | None" = None      # number of inputs required (None: at least one)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -235,7 +237,7 @@ class Average(_Merge):
 
 
 class _Extremum(_Merge):
-    _fn = None
+    _fn: "Callable[..., Any] | None" = None
 
     def _merge(self, xs):
         y = xs[0]

@@ -233,7 +233,7 @@ def _pairs2d(owner, what, value):
 class _Spatial(_Shaping):
     """A layer on (batch, spatial..., channels) or (batch, channels, spatial...) inputs."""
 
-    _rank = None
+    _rank: "int | None" = None
 
     def _spatial_axes(self):
         n = self._rank - 2

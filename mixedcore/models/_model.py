@@ -15,7 +15,13 @@ Design:
      ``output_layers`` (not in the calls' arguments) a nested functional model's node indices
      count one extra node of its own, as Keras writes them.
 """
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from mixedcore import layers as _layers
 from mixedcore._dtypes import as_numeric_array, is_floating, np_dtype, to_compute
@@ -188,7 +194,7 @@ class Model(Trainer, Layer):
         value, grads = self._regularization()
         return value, [grads.get(id(w)) for w in self.trainable_weights]
 
-    def get_weights(self):
+    def get_weights(self) -> list[np.ndarray]:
         """All weights, layer by layer, in Keras order and shapes (copies)."""
         return [w.copy() for w in self.weights]
 
@@ -199,7 +205,7 @@ class Model(Trainer, Layer):
                 names.setdefault(id(w), name)
         return [(names.get(id(w), "?"), w.shape) for w in self.weights]
 
-    def set_weights(self, weights):
+    def set_weights(self, weights: Sequence[ArrayLike]) -> None:
         """Set all weights from a list in :meth:`get_weights` order (e.g. a Keras model's).
 
         Raises
@@ -230,14 +236,14 @@ class Model(Trainer, Layer):
             target[...] = to_compute(w, target.dtype) if is_floating(w.dtype) else w
         self.weights_updated()
 
-    def save_weights(self, filepath, overwrite=True):
+    def save_weights(self, filepath: str | os.PathLike, overwrite: bool = True) -> None:
         """Write the weights: ``*.weights.h5`` in Keras 3's layout (``keras.Model.load_weights``
         reads it), ``*.h5`` in tf.keras's legacy layout, ``*.npz`` as arrays in get_weights
         order with their names.  See ``models.save_weights``."""
         from mixedcore.models import _saving
         _saving.save_weights(self, filepath, overwrite=overwrite)
 
-    def load_weights(self, filepath, skip_mismatch=False):
+    def load_weights(self, filepath: str | os.PathLike, skip_mismatch: bool = False) -> None:
         """Read weights into the built model and set them (counts and shapes must match).
 
         Reads ``.weights.h5`` (Keras 3), the weights of a ``.keras`` archive, legacy ``.h5``
@@ -248,7 +254,7 @@ class Model(Trainer, Layer):
         from mixedcore.models import _saving
         _saving.load_weights(self, filepath, skip_mismatch=skip_mismatch)
 
-    def save(self, filepath, overwrite=True):
+    def save(self, filepath: str | os.PathLike, overwrite: bool = True) -> None:
         """Write the model (config, weights, compile state) to ``*.keras`` (Keras 3's archive)
         or ``*.h5`` (the legacy format); any other name is a ValueError.  Keras's
         ``keras.models.load_model`` reads both.  See ``models.save_model``."""

@@ -55,7 +55,7 @@ import numpy as np
 try:
     from numpy._core import multiarray as _multiarray
 except ImportError:         # numpy < 2
-    from numpy.core import multiarray as _multiarray
+    from numpy.core import multiarray as _multiarray  # type: ignore[no-redef]
 
 from mixedcore import policies as _policies
 from mixedcore.policy import DTypePolicy

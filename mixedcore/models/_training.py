@@ -29,9 +29,12 @@ Design:
      sum divided by the batch size (Keras's "sum_over_batch_size"); metrics are unweighted, as
      Keras's ``metrics`` (it has ``weighted_metrics`` for weighted ones).
 """
+from __future__ import annotations
+
 import sys
 import time
 import warnings
+from typing import Any, Callable
 
 import numpy as np
 
@@ -72,11 +75,45 @@ def _require_samples(owner, n):
                          f"sample")
 
 
+class _PlainProgress:
+    """Progress as plain lines on stdout, for verbose=1 when tqdm is not installed: a line at
+    every tenth of the steps and one at the end, with the latest logs."""
+
+    def __init__(self, total, desc):
+        self.total, self.desc, self.done, self.post = total, desc, 0, {}
+        self.next_report = 0.1
+        self.closed = False
+
+    def set_postfix(self, post, refresh=False):
+        self.post = dict(post)
+
+    def _line(self):
+        logs = "".join(f" - {k}: {v}" for k, v in self.post.items())
+        total = "?" if self.total is None else self.total
+        print(f"{self.desc}: {self.done}/{total} steps{logs}", file=sys.stdout, flush=True)
+
+    def update(self, n):
+        self.done += n
+        if self.total and self.done < self.total and self.done >= self.next_report * self.total:
+            self._line()
+            while self.next_report * self.total <= self.done:
+                self.next_report += 0.1
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self._line()
+
+
 def _progress(total, desc, verbose):
-    """A tqdm progress bar on stdout (Keras's verbose=1), or None."""
+    """Keras's verbose=1 display on stdout: a tqdm bar when tqdm is installed (the "progress"
+    extra), else plain lines (_PlainProgress); None for verbose 0 and 2."""
     if verbose != 1:
         return None
-    from tqdm.auto import tqdm
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _PlainProgress(total, desc)
     return tqdm(total=total, desc=desc, unit="step", file=sys.stdout, leave=True,
                 dynamic_ncols=True, mininterval=0.2)
 
@@ -117,6 +154,13 @@ class Trainer:
     ``outputs``, ``output_names``, ``_dtype_policy`` and the weight lists.
     """
 
+    # provided by the model class this is mixed into
+    _dtype_policy: Any
+    outputs: Any
+    output_names: list[str]
+    _run: Callable[..., Any]
+    _pack_outputs: Callable[..., Any]
+
     def _init_training(self):
         self.optimizer = None
         self.loss = None
@@ -130,9 +174,10 @@ class Trainer:
         self.stop_training = False
 
     # -- compile --------------------------------------------------------------------------------
-    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None,
-                weighted_metrics=None, run_eagerly=False, steps_per_execution=1,
-                jit_compile="auto", auto_scale_loss=True):
+    def compile(self, optimizer: Any = "rmsprop", loss: Any = None, loss_weights: Any = None,
+                metrics: Any = None, weighted_metrics: Any = None, run_eagerly: bool = False,
+                steps_per_execution: int = 1, jit_compile: Any = "auto",
+                auto_scale_loss: bool = True) -> None:
         """Configure training (Keras 3's signature and argument order).
 
         Parameters
@@ -455,10 +500,12 @@ class Trainer:
         return self.predict(x, batch_size=max(1, self._num_samples(x)), verbose=0)
 
     # -- fit / evaluate / predict ---------------------------------------------------------------
-    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
-            validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
-            sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
-            validation_batch_size=None, validation_freq=1):
+    def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None, epochs: int = 1,
+            verbose: int | str = "auto", callbacks: Any = None, validation_split: float = 0.0,
+            validation_data: Any = None, shuffle: bool = True, class_weight: Any = None,
+            sample_weight: Any = None, initial_epoch: int = 0,
+            steps_per_epoch: int | None = None, validation_steps: int | None = None,
+            validation_batch_size: int | None = None, validation_freq: int = 1) -> History:
         """Train for ``epochs`` passes over (x, y); returns a :class:`mixedcore.callbacks.History`.
 
         Parameters
@@ -525,8 +572,10 @@ class Trainer:
                 if len(validation_data) not in (2, 3):
                     raise ValueError(f"fit: validation_data must be (x_val, y_val) or (x_val, "
                                      f"y_val, sample_weight_val), got {len(validation_data)} items")
-                val = Batches(self, "fit (validation_data)", *validation_data,
-                              batch_size=val_batch, steps=validation_steps)
+                val_x, val_y, *val_w = validation_data
+                val = Batches(self, "fit (validation_data)", val_x, val_y,
+                              sample_weight=val_w[0] if val_w else None, batch_size=val_batch,
+                              steps=validation_steps)
             else:
                 val = Batches(self, "fit (validation_data)", validation_data,
                               batch_size=val_batch, steps=validation_steps)
@@ -549,7 +598,7 @@ class Trainer:
             cbs.on_epoch_begin(epoch)
             bar = _progress(steps, f"Epoch {epoch + 1}/{epochs}", verbose)
             start_time = time.perf_counter()
-            totals = {}
+            totals: dict[str, float] = {}
             seen = 0
             try:
                 for step, (xb, yb, swb) in enumerate(train.epoch()):
@@ -622,8 +671,9 @@ class Trainer:
             cbs.on_test_end(logs)
         return logs
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
-                 steps=None, callbacks=None, return_dict=False):
+    def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None,
+                 verbose: int | str = "auto", sample_weight: Any = None, steps: int | None = None,
+                 callbacks: Any = None, return_dict: bool = False) -> Any:
         """Loss (and metrics) on (x, y), batch by batch, without updating the weights.
 
         ``x`` may be a dataset or generator of ``(x, y)`` / ``(x, y, sample_weight)`` batches
@@ -653,7 +703,8 @@ class Trainer:
         xs = self._standardize_inputs("predict", x)
         return xs[0].shape[0] if xs and xs[0].ndim else 0
 
-    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+    def predict(self, x: Any, batch_size: int | None = None, verbose: int | str = "auto",
+                steps: int | None = None, callbacks: Any = None) -> Any:
         """Outputs for ``x``, computed ``batch_size`` samples at a time (default 32).
 
         ``x`` may be a dataset or generator of batches (``x`` or tuples whose first item is
@@ -671,7 +722,7 @@ class Trainer:
         total = batches.steps()
         cbs = CallbackList(callbacks, model=self, owner="predict", verbose=verbose, steps=total)
         bar = _progress(total, "predict", verbose)
-        pieces = None
+        pieces: Any = None
         cbs.on_predict_begin()
         try:
             for step, (xb, _, _) in enumerate(batches.epoch()):

@@ -72,8 +72,8 @@ class Optimizer:
     Subclasses implement ``_update(grad, var, lr, slots)`` and ``get_config``.
     """
 
-    _slot_names = ()
-    _slot_fill = {}     # slot name -> initial value (zeros otherwise)
+    _slot_names: "tuple[str, ...]" = ()
+    _slot_fill: "dict[str, float]" = {}     # slot name -> initial value (zeros otherwise)
 
     def __init__(self, learning_rate, weight_decay=None, clipnorm=None, clipvalue=None,
                  global_clipnorm=None, use_ema=False, ema_momentum=0.99,

@@ -36,8 +36,31 @@ int mc_cpu_supported_level(void)
     const int bf16 = (a1 >> 5) & 1;
     return bf16 ? MC_ISA_AVX512BF16 : MC_ISA_AVX512;
 }
+
+unsigned mc_cpu_features(void)
+{
+    unsigned a, b, c, d, out = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    out |= ((c >> 12) & 1) ? MC_CPU_FMA : 0;
+    out |= ((c >> 29) & 1) ? MC_CPU_F16C : 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return out;
+    out |= ((b >> 5) & 1) ? MC_CPU_AVX2 : 0;
+    out |= ((b >> 16) & 1) ? MC_CPU_AVX512F : 0;
+    out |= ((b >> 17) & 1) ? MC_CPU_AVX512DQ : 0;
+    out |= ((b >> 30) & 1) ? MC_CPU_AVX512BW : 0;
+    out |= ((b >> 31) & 1) ? MC_CPU_AVX512VL : 0;
+    if (a >= 1) {                            /* sub-leaf 1 exists */
+        unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+        __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
+        out |= ((a1 >> 5) & 1) ? MC_CPU_AVX512BF16 : 0;
+    }
+    return out;
+}
 #else
 int mc_cpu_supported_level(void) { return MC_ISA_GENERIC; }
+unsigned mc_cpu_features(void) { return 0; }
 #endif
 
 int mc_cpu_built_level(void)

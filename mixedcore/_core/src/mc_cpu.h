@@ -15,4 +15,13 @@ enum { MC_ISA_GENERIC = 0, MC_ISA_AVX2 = 1, MC_ISA_AVX512 = 2, MC_ISA_AVX512BF16
 int mc_cpu_supported_level(void);   /* highest level the CPU and OS allow */
 int mc_cpu_built_level(void);       /* highest level this build compiled kernels for */
 
+/* The instruction-set bits CPUID reports, one MC_CPU_* flag each (0 off x86-64), for comparing
+ * the detection with the operating system's view (/proc/cpuinfo). */
+enum {
+    MC_CPU_AVX2 = 1 << 0, MC_CPU_FMA = 1 << 1, MC_CPU_F16C = 1 << 2, MC_CPU_AVX512F = 1 << 3,
+    MC_CPU_AVX512BW = 1 << 4, MC_CPU_AVX512VL = 1 << 5, MC_CPU_AVX512DQ = 1 << 6,
+    MC_CPU_AVX512BF16 = 1 << 7
+};
+unsigned mc_cpu_features(void);
+
 #endif

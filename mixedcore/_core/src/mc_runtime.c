@@ -192,6 +192,13 @@ void mc_fpenv_enter(mc_fpenv *saved)
 
 void mc_fpenv_leave(const mc_fpenv *saved) { _mm_setcsr(saved->mxcsr); }
 void mc_fpenv_default(void) { _mm_setcsr(MC_MXCSR_DEFAULT_); }
+
+int mc_fpenv_mxcsr(unsigned int *engine, unsigned int *current)
+{
+    *engine = MC_MXCSR_DEFAULT_;
+    *current = _mm_getcsr();
+    return 1;
+}
 #else
 void mc_fpenv_enter(mc_fpenv *saved)
 {
@@ -201,6 +208,13 @@ void mc_fpenv_enter(mc_fpenv *saved)
 
 void mc_fpenv_leave(const mc_fpenv *saved) { fesetenv(&saved->env); }
 void mc_fpenv_default(void) { fesetenv(FE_DFL_ENV); }
+
+int mc_fpenv_mxcsr(unsigned int *engine, unsigned int *current)
+{
+    *engine = 0;
+    *current = 0;
+    return 0;
+}
 #endif
 
 void mc_reciprocal(double x, float *r32, double *r64)

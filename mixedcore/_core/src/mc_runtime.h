@@ -79,6 +79,9 @@ typedef struct {
 void mc_fpenv_enter(mc_fpenv *saved);       /* save the caller's, install the default */
 void mc_fpenv_leave(const mc_fpenv *saved);
 void mc_fpenv_default(void);                /* install the default (workers) */
+/* For info: on x86 the MXCSR every call installs (*engine) and the calling thread's (*current);
+ * returns 1 there, 0 on a platform whose default is the C library's FE_DFL_ENV. */
+int mc_fpenv_mxcsr(unsigned int *engine, unsigned int *current);
 /* 1 / x in float64 and that rounded to float32, both in the default environment (the caller's
  * rounding mode must not change a kernel's scale factor). */
 void mc_reciprocal(double x, float *r32, double *r64);
