@@ -36,7 +36,7 @@ import numpy as np
 
 from mixedcore import kernels
 
-__all__ = ["ModelHandle", "delayed_model", "is_dask_array", "model_threads"]
+__all__ = ["ModelHandle", "delayed_model", "is_dask_array", "model_threads", "worker_info"]
 
 
 def is_dask_array(x):
@@ -187,6 +187,16 @@ def model_threads():
         yield
 
 
+def worker_info():
+    """This process's view, for ``client.run(mixedcore.scale_out.worker_info)``: how many
+    models it has unpickled (``models_unpickled``), how many it holds (``models_cached``), and
+    the kernel threads a task would use here (``task_threads``)."""
+    with model_threads():
+        threads = kernels.get_num_threads()
+    return {"models_unpickled": _unpickled, "models_cached": len(_models),
+            "task_threads": threads}
+
+
 # -- inputs ---------------------------------------------------------------------------------------
 def _as_list(model, owner, x, what):
     """``x`` as a list aligned with the model's inputs (``what``: "x")."""
@@ -269,10 +279,14 @@ def _check_features(model, owner, xs):
                              f"array of shape {a.shape}")
 
 
-def _ensure_built(model, owner, xs):
+def _ensure_built(model, owner, x):
+    """Build a model that waits for its data (a Sequential without an input shape) from the
+    Dask array's shape and dtype, without computing it."""
     if model._graph is None:
-        samples = [np.zeros((1,) + tuple(a.shape[1:]), dtype=a.dtype) for a in xs]
-        model._build_from_data(owner, samples[0] if len(samples) == 1 else samples)
+        first = next(iter(x.values())) if isinstance(x, dict) else (
+            x[0] if isinstance(x, (list, tuple)) else x)
+        model._build_from_data(owner, np.zeros((1,) + tuple(first.shape[1:]),
+                                               dtype=first.dtype))
 
 
 def _output_specs(model):
@@ -306,10 +320,10 @@ def predict(model, x, batch_size=32):
     owner = "predict"
     dask, da = _import_dask(owner)
     from dask.highlevelgraph import HighLevelGraph
+    _ensure_built(model, owner, x)
     raw = _as_list(model, owner, x, "x")
     labels = [f"input '{n}'" for n in model.input_names] if len(raw) > 1 else ["x"]
     xs, chunks0 = _batch_chunks(owner, raw, labels)
-    _ensure_built(model, owner, xs)
     _check_features(model, owner, xs)
     specs = _output_specs(model)
     handle = delayed_model(model)
@@ -393,6 +407,7 @@ def evaluate(model, x, y, sample_weight=None, batch_size=32):
     dask, _ = _import_dask(owner)
     if y is None:
         raise ValueError(f"{owner}: Dask inputs need targets y (Dask or numpy arrays)")
+    _ensure_built(model, owner, x)
     raw_x = _as_list(model, owner, x, "x")
     raw_y = _targets_list(model, owner, y)
     if sample_weight is None:
@@ -408,7 +423,6 @@ def evaluate(model, x, y, sample_weight=None, batch_size=32):
               + [f"sample_weight '{n}'" for n in model.output_names][:len(raw_sw)])
     arrays, chunks0 = _batch_chunks(owner, raw_x + raw_y + raw_sw, labels)
     xs = arrays[:len(raw_x)]
-    _ensure_built(model, owner, xs)
     _check_features(model, owner, xs)
     handle = delayed_model(model)
     n_x, n_y = len(raw_x), len(raw_y)
