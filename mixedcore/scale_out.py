@@ -190,11 +190,17 @@ def model_threads():
 def worker_info():
     """This process's view, for ``client.run(mixedcore.scale_out.worker_info)``: how many
     models it has unpickled (``models_unpickled``), how many it holds (``models_cached``), and
-    the kernel threads a task would use here (``task_threads``)."""
+    the kernel threads a task would use here (``task_threads``), and the peak resident memory
+    of the process so far in bytes (``peak_rss``, where the system reports it)."""
     with model_threads():
         threads = kernels.get_num_threads()
+    try:
+        import resource
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # KiB on Linux
+    except (ImportError, OSError):
+        peak = None
     return {"models_unpickled": _unpickled, "models_cached": len(_models),
-            "task_threads": threads}
+            "task_threads": threads, "peak_rss": peak}
 
 
 # -- inputs ---------------------------------------------------------------------------------------

@@ -290,3 +290,35 @@ def test_cluster_started_from_the_command_line(tmp_path):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+@pytest.mark.slow
+def test_a_2_gib_input_is_never_held_whole_by_any_process(tmp_path):
+    """2 GiB of float32 input made chunk by chunk on the workers, predicted, written to a zarr
+    store by the workers and summed: every worker's peak RSS stays far below the input's size,
+    and a chunk of the stored result equals the in-memory predict of its rows."""
+    zarr = pytest.importorskip("zarr")
+    from distributed import Client, LocalCluster
+    rows, features, step = 1 << 22, 128, 1 << 16         # 4 Mi rows x 128 float32 = 2 GiB
+    model = models.Sequential([layers.Input((features,)),
+                               layers.Dense(64, activation="relu", dtype="mixed_bfloat16"),
+                               layers.Dense(8, dtype="float32")])
+    x = da.random.default_rng(0).standard_normal((rows, features), dtype=np.float32,
+                                                 chunks=(step, features))
+    assert x.nbytes == 2 << 30
+    path = str(tmp_path / "y.zarr")
+    with dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}):
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=None, host="127.0.0.1",
+                          memory_limit="3GiB") as cluster, Client(cluster) as client:
+            da.to_zarr(model.predict(x), path)
+            total = client.compute(da.from_zarr(path).sum()).result()
+            some = client.compute(x[5 * step:6 * step]).result()
+            peaks = [info["peak_rss"] for info in client.run(scale_out.worker_info).values()]
+    print(f"worker peak RSS: {[round(p / 2**20) for p in peaks]} MiB for a "
+          f"{x.nbytes / 2**30:.0f} GiB input")
+    stored = zarr.open(path, mode="r")
+    assert stored.shape == (rows, 8)
+    assert _same_bits(stored[5 * step:6 * step], model.predict(some, verbose=0))
+    assert np.isfinite(total)
+    assert max(peaks) < x.nbytes / 4
