@@ -45,10 +45,19 @@ def make_input(rows, chunk=CHUNK):
                                                     chunks=(chunk, FEATURES))
 
 
-def start_cluster(workers):
+def start_cluster(workers, trim=True):
+    """A LocalCluster of ``workers`` processes of one thread.  ``trim=False`` leaves out the
+    ``MALLOC_TRIM_THRESHOLD_`` that distributed's nanny sets by default: glibc then keeps its
+    dynamic mmap threshold, and the model's activations reuse heap memory instead of being
+    mapped and faulted in afresh every batch."""
+    import dask
     from distributed import Client, LocalCluster
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, host="127.0.0.1")
+    environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
+    if not trim:
+        environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, host="127.0.0.1")
     return cluster, Client(cluster, set_as_default=False)
 
 
@@ -167,20 +176,23 @@ def main(argv=None):
     model = make_model()
     x = make_input(args.rows)
     x_np = x.compute()
-    clusters = {w: start_cluster(w) for w in (1, 2)}
+    clusters = {1: start_cluster(1), 2: start_cluster(2), "2n": start_cluster(2, trim=False)}
     persisted = {}
     for w, (_, client) in clusters.items():
         persisted[w] = persist(client, x)
         distributed_predict(client, model, persisted[w])
     inprocess_predict(model, x_np)
+    threaded_predict(model, x_np, True)
     names = ["in-process, 2 threads", "1 worker x 1 thread", "2 workers x 1 thread",
+             "2 workers x 1 thread, no MALLOC_TRIM_THRESHOLD_",
              "threaded scheduler, adaptive", "threaded scheduler, set_num_threads(2)"]
     runs = {
         names[0]: lambda: inprocess_predict(model, x_np),
         names[1]: lambda: distributed_predict(clusters[1][1], model, persisted[1]),
         names[2]: lambda: distributed_predict(clusters[2][1], model, persisted[2]),
-        names[3]: lambda: threaded_predict(model, x_np, True),
-        names[4]: lambda: threaded_predict(model, x_np, False),
+        names[3]: lambda: distributed_predict(clusters["2n"][1], model, persisted["2n"]),
+        names[4]: lambda: threaded_predict(model, x_np, True),
+        names[5]: lambda: threaded_predict(model, x_np, False),
     }
     times = {n: [] for n in names}
     for _ in range(args.rounds):                    # interleaved: a noisy phase hits every row
@@ -199,9 +211,12 @@ def main(argv=None):
         print(_summary(n, times[n], rows))
     ratio = [a / b for a, b in zip(times[names[0]], times[names[2]])]
     flat = [a / (b * 2) for a, b in zip(times[names[1]], times[names[2]])]
-    adapt = [b / a for a, b in zip(times[names[3]], times[names[4]])]
+    ratio_n = [a / b for a, b in zip(times[names[0]], times[names[3]])]
+    adapt = [b / a for a, b in zip(times[names[4]], times[names[5]])]
     print(f"\n2 workers / in-process 2 threads (per round): best {max(ratio):.3f}, "
           f"median {statistics.median(ratio):.3f}")
+    print(f"2 workers without MALLOC_TRIM_THRESHOLD_ / in-process 2 threads: best "
+          f"{max(ratio_n):.3f}, median {statistics.median(ratio_n):.3f}")
     print(f"per-worker rows/s, 2 workers / 1 worker: best {max(flat):.3f}, "
           f"median {statistics.median(flat):.3f}")
     print(f"threaded scheduler, adaptive / explicit 2 threads (speed): best {max(adapt):.3f}, "
