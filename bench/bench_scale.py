@@ -13,7 +13,8 @@ per-task overhead that docs/scale_out.md's model of more workers rests on:
 
 Workload: MLP 256-512-512-16 under mixed_bfloat16 (Dense + relu twice, Dense), float32 input
 made on the workers by ``da.random`` and persisted there before timing (the in-process rows get
-the same array, computed into memory), chunks of 8192 rows, ``batch_size=1024`` everywhere.
+the same array, computed into memory), chunks of 32768 rows (8192 in the pytest form),
+``batch_size=1024`` everywhere.
 Targets: 2 single-thread workers >= 0.9x the in-process 2-thread predict; per-worker rows/s
 flat from one worker to two.
 """
@@ -79,11 +80,11 @@ def inprocess_predict(model, x_np, threads=2):
         return model.predict(x_np, batch_size=BATCH, verbose=0)
 
 
-def threaded_predict(model, x_np, adaptive):
+def threaded_predict(model, x_np, adaptive, chunk=CHUNK):
     """The threaded scheduler over an in-memory array; ``adaptive=False`` sets the process-wide
     count explicitly (2), which turns the one-thread-per-task rule off."""
     import dask.array as da
-    dx = da.from_array(x_np, chunks=(CHUNK, FEATURES))
+    dx = da.from_array(x_np, chunks=(chunk, FEATURES))
     if adaptive:
         return model.predict(dx, batch_size=BATCH).compute(scheduler="threads", num_workers=2)
     from mixedcore.kernels import _dispatch
@@ -172,42 +173,55 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=64 * CHUNK)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--chunk", type=int, default=4 * CHUNK)
     args = parser.parse_args(argv)
+    chunk = args.chunk
     model = make_model()
-    x = make_input(args.rows)
+    x = make_input(args.rows, chunk)
     x_np = x.compute()
+    names = ["in-process, 2 threads", "1 worker x 1 thread", "2 workers x 1 thread",
+             "2 workers x 1 thread, no MALLOC_TRIM_THRESHOLD_",
+             "threaded scheduler, adaptive", "threaded scheduler, set_num_threads(2)"]
+    times = {n: [] for n in names}
+    inproc = []                       # in-process rows of phase 1 (phase 2 adds to times[0])
+
+    def rounds(runs, record):
+        for _ in range(args.rounds):                # interleaved: a noisy phase hits every row
+            for n, fn in runs.items():
+                t = time.perf_counter()
+                fn()
+                record(n).append(time.perf_counter() - t)
+
+    # phase 1, no cluster in this process: the threaded scheduler against in-process
+    inprocess_predict(model, x_np)
+    threaded_predict(model, x_np, True, chunk)
+    rounds({"in-process": lambda: inprocess_predict(model, x_np),
+            names[4]: lambda: threaded_predict(model, x_np, True, chunk),
+            names[5]: lambda: threaded_predict(model, x_np, False, chunk)},
+           lambda n: inproc if n == "in-process" else times[n])
+    # phase 2: the clusters (their schedulers run in this process, as a LocalCluster's do)
     clusters = {1: start_cluster(1), 2: start_cluster(2), "2n": start_cluster(2, trim=False)}
     persisted = {}
     for w, (_, client) in clusters.items():
         persisted[w] = persist(client, x)
         distributed_predict(client, model, persisted[w])
-    inprocess_predict(model, x_np)
-    threaded_predict(model, x_np, True)
-    names = ["in-process, 2 threads", "1 worker x 1 thread", "2 workers x 1 thread",
-             "2 workers x 1 thread, no MALLOC_TRIM_THRESHOLD_",
-             "threaded scheduler, adaptive", "threaded scheduler, set_num_threads(2)"]
-    runs = {
-        names[0]: lambda: inprocess_predict(model, x_np),
-        names[1]: lambda: distributed_predict(clusters[1][1], model, persisted[1]),
-        names[2]: lambda: distributed_predict(clusters[2][1], model, persisted[2]),
-        names[3]: lambda: distributed_predict(clusters["2n"][1], model, persisted["2n"]),
-        names[4]: lambda: threaded_predict(model, x_np, True),
-        names[5]: lambda: threaded_predict(model, x_np, False),
-    }
-    times = {n: [] for n in names}
-    for _ in range(args.rounds):                    # interleaved: a noisy phase hits every row
-        for n in names:
-            t = time.perf_counter()
-            runs[n]()
-            times[n].append(time.perf_counter() - t)
+    rounds({names[0]: lambda: inprocess_predict(model, x_np),
+            names[1]: lambda: distributed_predict(clusters[1][1], model, persisted[1]),
+            names[2]: lambda: distributed_predict(clusters[2][1], model, persisted[2]),
+            names[3]: lambda: distributed_predict(clusters["2n"][1], model, persisted["2n"])},
+           lambda n: times[n])
     overhead = {w: per_task_overhead(clusters[w][1], model) for w in (1, 2)}
     for cluster, client in clusters.values():
         client.close()
         cluster.close()
     rows = args.rows
-    print(f"{rows:,} rows x {FEATURES}, chunks of {CHUNK}, {args.rounds} interleaved rounds\n")
+    print(f"{rows:,} rows x {FEATURES}, chunks of {chunk}, {args.rounds} interleaved rounds\n")
     print("| run | best rows/s | median rows/s |\n|---|---|---|")
-    for n in names:
+    print(_summary("in-process, 2 threads (phase 1)", inproc, rows))
+    for n in names[4:]:
+        print(_summary(n, times[n], rows))
+    print(_summary("in-process, 2 threads (phase 2)", times[names[0]], rows))
+    for n in names[1:4]:
         print(_summary(n, times[n], rows))
     ratio = [a / b for a, b in zip(times[names[0]], times[names[2]])]
     flat = [a / (b * 2) for a, b in zip(times[names[1]], times[names[2]])]
@@ -228,12 +242,11 @@ def main(argv=None):
     # bound of the scheduler's own share)
     r = rows / statistics.median(times[names[1]])
     o = overhead[1]
-    t_chunk = CHUNK / r
     print(f"\nmodel: r = {r:,.0f} rows/s a worker (median, 1 worker, including its overhead), "
-          f"o = {o * 1e3:.2f} ms a task, chunk {CHUNK} rows")
+          f"o = {o * 1e3:.2f} ms a task, chunk {chunk} rows")
     print("| workers | predicted rows/s | per worker |\n|---|---|---|")
-    for w in (1, 2, 4, 8, 16, 32, 64):
-        rate = min(w * CHUNK / t_chunk, CHUNK / o)
+    for w in (1, 2, 4, 8, 16, 32, 64, 128):
+        rate = min(w * r, chunk / o)
         print(f"| {w} | {rate:,.0f} | {rate / w:,.0f} |")
     return 0
 

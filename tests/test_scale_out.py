@@ -181,6 +181,24 @@ def test_evaluate_several_outputs():
         model.evaluate({"a": da.from_array(a, chunks=32), "b": b}, [p, q], callbacks=[])
 
 
+def test_the_map_blocks_example_of_the_docs_runs_as_written():
+    import pathlib
+    import re
+    text = (pathlib.Path(ROOT) / "docs" / "scale_out.md").read_text()
+    start = text.index("\n## Your own map_blocks\n")
+    (block,) = re.findall(r"```python\n(.*?)```", text[start:text.index("\n## ", start + 1)],
+                          flags=re.S)
+    model = models.Sequential([layers.Input((12,)), layers.Dense(256, dtype="mixed_bfloat16"),
+                               layers.Dense(256, dtype="float32")])
+    x_np = _x(300, 12)
+    namespace = {"model": model, "x": da.from_array(x_np, chunks=100), "np": np}
+    exec(block, namespace)
+    y = namespace["y"]
+    assert y.chunks == ((100, 100, 100), (256,))
+    assert _same_bits(y.compute(scheduler="threads"), model.predict(x_np, batch_size=512,
+                                                                    verbose=0))
+
+
 # -- threads -------------------------------------------------------------------------------------
 def _threads_seen(block):
     with scale_out.model_threads():
