@@ -264,7 +264,7 @@ def _check_cluster(client):
 
 
 @pytest.mark.parametrize("method", ["spawn", "fork"])
-def test_local_cluster_with_worker_processes(method):
+def test_local_cluster_with_worker_processes(method, default_threads):
     from distributed import Client, LocalCluster
     with dask.config.set({"distributed.worker.multiprocessing-method": method}):
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -279,7 +279,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def test_cluster_started_from_the_command_line(tmp_path):
+def test_cluster_started_from_the_command_line(tmp_path, default_threads):
     from distributed import Client
     dask_cli = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     worker_cli = [sys.executable, "-m", "distributed.cli.dask_worker"]
