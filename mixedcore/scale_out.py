@@ -247,8 +247,8 @@ def _targets_list(model, owner, y):
 def _batch_chunks(owner, arrays, labels):
     """The batch-axis chunks all Dask arrays share; numpy arrays take them (converted)."""
     _, da = _import_dask(owner)
-    first = next(a for a in arrays if is_dask_array(a))
-    chunks0 = first.chunks[0]
+    k_first = next(k for k, a in enumerate(arrays) if is_dask_array(a))
+    chunks0 = arrays[k_first].chunks[0]
     if any(np.isnan(c) for c in chunks0):
         raise ValueError(f"{owner}: the batch axis has unknown chunk sizes {chunks0}; call "
                          f"compute_chunk_sizes() on the array first")
@@ -268,7 +268,7 @@ def _batch_chunks(owner, arrays, labels):
             raise ValueError(f"{owner}: {label} is a 0-d Dask array; expected a batch axis")
         if a.chunks[0] != chunks0:
             raise ValueError(f"{owner}: the Dask inputs must share their batch chunks: "
-                             f"{labels[arrays.index(first)]} has {chunks0}, {label} has "
+                             f"{labels[k_first]} has {chunks0}, {label} has "
                              f"{a.chunks[0]} (rechunk them alike)")
         if any(len(c) != 1 for c in a.chunks[1:]):
             a = a.rechunk({i: -1 for i in range(1, a.ndim)})

@@ -126,6 +126,11 @@ def test_mismatched_batch_chunks_are_a_value_error():
                                          r"chunks: input 'a' has \(30, 30, 30, 30\), input 'b' "
                                          r"has \(40, 40, 40\)"):
         model.predict({"a": a, "b": b})
+    with pytest.raises(ValueError, match=r"evaluate: the Dask inputs must share their batch "
+                                         r"chunks: input 'b' has \(40, 40, 40\), target 'p' "
+                                         r"has \(30, 30, 30, 30\)"):
+        model.compile("sgd", ["mse", "mse"])
+        model.evaluate([_x(120, 5), b], [a[:, :2], np.zeros((120, 3), np.float32)])
 
 
 def test_bad_dask_inputs_are_clear_errors():
