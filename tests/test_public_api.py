@@ -6,7 +6,7 @@ import pytest
 MODULES = ["mixedcore", "mixedcore.kernels", "mixedcore.mixed_precision", "mixedcore.experimental",
            "mixedcore.policies", "mixedcore.loss_scale", "mixedcore.optimizers", "mixedcore.layers",
            "mixedcore.models", "mixedcore.losses", "mixedcore.metrics", "mixedcore.regularizers",
-           "mixedcore.utils", "mixedcore.datasets"]
+           "mixedcore.utils", "mixedcore.datasets", "mixedcore.scale_out"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -238,10 +238,21 @@ def set_num_threads(n: int) -> int:
         warnings.warn(f"set_num_threads({asked}): this process may use {budget} CPUs (from its "
                       f"{source}); calls run on at most {budget} threads, helpers joining only "
                       f"while CPUs are free", RuntimeWarning, stacklevel=2)
+    global _process_threads_set
     with _threads_lock:
         previous = _lib.get_process_threads()
         _lib.set_process_threads(n)
+        _process_threads_set = True
     return previous
+
+
+_process_threads_set = False     # set_num_threads was called in this process
+
+
+def _explicit_threads():
+    """Whether the thread count of a call from this thread was chosen explicitly: this
+    thread's own count (``threads(n)``, threadpoolctl) or ``set_num_threads``."""
+    return bool(_lib.get_thread_override()) or _process_threads_set
 
 
 @contextlib.contextmanager

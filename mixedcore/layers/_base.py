@@ -372,6 +372,22 @@ class Layer:
                 total += v.size * (cd.itemsize if is_floating(v.dtype) else v.itemsize)
         return total
 
+    # pickling: what is derived from the weights (compute-dtype copies, packed panels, folded
+    # operands, bias tiles) and what a training call kept for backward is left out; the
+    # unpickled layer redoes the derived parts on its first call, to the same bits.
+    _DERIVED_STATE = {"_cache": None, "_cache_key": None, "_packed": dict, "_folded": None,
+                      "_bias_cache": dict, "_train_cache": None}
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        for key, empty in self._DERIVED_STATE.items():
+            if key in state:
+                state[key] = empty() if callable(empty) else empty
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
     def count_params(self) -> int:
         return int(sum(v.size for v in self._values))
 

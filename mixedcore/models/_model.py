@@ -104,6 +104,23 @@ class Model(Trainer, Layer):
         self._metric_fns = None
         self.built = True
 
+    # -- pickling -------------------------------------------------------------------------------
+    def __getstate__(self):
+        """The layers (weights, configs, policies), the graph's tensors and the compile state;
+        not the run plan (keyed by object ids, redone on unpickling) nor anything derived from
+        the weights (Layer.__getstate__)."""
+        state = super().__getstate__()
+        state["_graph"] = None
+        state["_metric_fns"] = None
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if self.__dict__.get("outputs") and self.__dict__.get("inputs") is not None \
+                and state.get("built", False):
+            owner = f"{type(self).__name__} '{self.name}'"
+            self._graph = Graph(owner, self.inputs, self.outputs)
+
     # -- structure ------------------------------------------------------------------------------
     @property
     def layers(self):

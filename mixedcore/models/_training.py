@@ -41,6 +41,7 @@ import numpy as np
 from mixedcore import kernels
 from mixedcore import losses as _losses
 from mixedcore import metrics as _metrics
+from mixedcore import scale_out as _scale_out
 from mixedcore._dtypes import as_numeric_array, to_compute
 from mixedcore.callbacks import CallbackList, History
 from mixedcore.models._data import Batches
@@ -678,10 +679,18 @@ class Trainer:
 
         ``x`` may be a dataset or generator of ``(x, y)`` / ``(x, y, sample_weight)`` batches
         (``steps`` limits how many are read); ``sample_weight`` weights each sample's loss.
+        Dask arrays are reduced chunk by chunk, each chunk's batches weighted as here
+        (docs/scale_out.md).
         """
         self._require_compiled("evaluate")
         batch_size = _batch_size("evaluate", batch_size)
         verbose = _verbosity("evaluate", verbose)
+        if _scale_out._has_dask(x) or _scale_out._has_dask(y):
+            _no_dask_option("evaluate", steps=steps, callbacks=callbacks)
+            logs = _scale_out.evaluate(self, x, y, sample_weight, batch_size)
+            if return_dict:
+                return logs
+            return logs["loss"] if len(logs) == 1 else list(logs.values())
         batches = Batches(self, "evaluate", x, y, sample_weight, None, batch_size, False, steps)
         if batches.kind == "arrays":
             _require_samples("evaluate", batches.n)
@@ -710,12 +719,19 @@ class Trainer:
         ``x`` may be a dataset or generator of batches (``x`` or tuples whose first item is
         ``x``); ``steps`` limits how many are read.
 
+        Dask arrays (``dask.array.Array``, alone or in a list / dict, numpy arrays beside them
+        taking their batch chunks) give lazy Dask arrays: one task per batch chunk, the model
+        shipped once per worker (docs/scale_out.md).
+
         Returns
         -------
         ndarray, or a list / dict of them for several outputs (as the model's outputs)
             Each in its output layer's compute dtype (float32 with a float32 softmax on top).
         """
         batch_size = _batch_size("predict", batch_size)
+        if _scale_out._has_dask(x):
+            _no_dask_option("predict", steps=steps, callbacks=callbacks)
+            return _scale_out.predict(self, x, batch_size)
         batches = Batches(self, "predict", x, batch_size=batch_size, steps=steps,
                           with_targets=False)
         verbose = _verbosity("predict", verbose)
@@ -746,6 +762,13 @@ class Trainer:
             results = [r[0] if len(r) == 1 else np.concatenate(r, axis=0) for r in pieces]
         cbs.on_predict_end()
         return self._pack_outputs(results)
+
+
+def _no_dask_option(owner, **options):
+    given = {k: v for k, v in options.items() if v is not None}
+    if given:
+        raise ValueError(f"{owner}: {', '.join(f'{k}={v!r}' for k, v in given.items())} is not "
+                         f"supported with Dask arrays (each chunk runs as one task)")
 
 
 # consecutive skipped steps after which fit warns (docs/loss_scaling.md)

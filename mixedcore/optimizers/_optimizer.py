@@ -238,6 +238,12 @@ class Optimizer:
     def _begin_step(self):
         """Called once per step, before the variables are updated (state shared by all)."""
 
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        # slots are found by the id of their variable: unpickled variables have new ids
+        if isinstance(self.__dict__.get("_slots"), dict):
+            self._slots = {id(entry[0]): entry for entry in self._slots.values()}
+
     def _slots_for(self, var, dtype):
         entry = self._slots.get(id(var))
         if entry is None or entry[0] is not var:
