@@ -12,6 +12,9 @@ Design:
      call then runs on its caller.
   d. On a platform that is not x86-64 (or a compiler that is not GCC-compatible) only the
      generic level is built.
+  e. MIXEDCORE_SANITIZE=1 compiles and links the whole core with AddressSanitizer and
+     UndefinedBehaviorSanitizer at -O1 (any UB report aborts); the interpreter then needs
+     LD_PRELOAD of the compiler's libasan (see .ci/run).
 """
 import os
 import platform
@@ -27,6 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join("mixedcore", "_core", "src")
 
 BASE_FLAGS = ["-O3", "-fno-math-errno", "-ffp-contract=off", "-fno-strict-aliasing"]
+SANITIZE_FLAGS = ["-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+                  "-fno-sanitize-recover=undefined"]
 ISA_FLAGS = {
     "avx2": ["-mavx2", "-mfma", "-mf16c"],
     "avx512": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl",
@@ -78,7 +83,8 @@ class BuildExt(build_ext):
     def build_extensions(self):
         compiler = self.compiler
         gnu = _compiler_is_gnu_like(compiler)
-        base = BASE_FLAGS if gnu else []
+        sanitize = gnu and os.environ.get("MIXEDCORE_SANITIZE") == "1"
+        base = (BASE_FLAGS + (SANITIZE_FLAGS if sanitize else [])) if gnu else []
         x86 = _is_x86_64() and gnu and os.environ.get("MIXEDCORE_GENERIC_ONLY") != "1"
         levels = [lvl for lvl in ISA_FLAGS if x86 and _try_compile(compiler, ISA_PROBE[lvl], ISA_FLAGS[lvl])]
         threads = os.environ.get("MIXEDCORE_NO_THREADS") != "1" and os.name == "posix"
@@ -90,6 +96,8 @@ class BuildExt(build_ext):
             "isa_levels": ["generic"] + levels,
             "threads": bool(threads),
         }
+        if sanitize:
+            info["sanitize"] = "address,undefined"
         self._write_build_info(info)
         for ext in self.extensions:
             isa_sources = [s for s in ext.sources if _source_level(s) is not None]
@@ -111,7 +119,7 @@ class BuildExt(build_ext):
             ext.define_macros = list(ext.define_macros) + macros + [
                 ("MC_HAVE_" + lvl.upper(), "1") for lvl in levels]
             ext.extra_compile_args = base + thread_flags
-            ext.extra_link_args = thread_flags
+            ext.extra_link_args = thread_flags + (SANITIZE_FLAGS if sanitize else [])
         super().build_extensions()
 
     def _write_build_info(self, info):
