@@ -19,6 +19,9 @@ Design:
      read-only tree builds and an in-place build carries its own description.
   g. A source tree that is not writable builds in a temporary directory (Cython's C and
      setuptools' build/), removed at exit.
+  h. MIXEDCORE_SANITIZE=1 compiles and links the whole core with AddressSanitizer and
+     UndefinedBehaviorSanitizer at -O1 (any UB report aborts); the interpreter then needs
+     LD_PRELOAD of the compiler's libasan (see .ci/run).
 """
 import atexit
 import os
@@ -36,6 +39,8 @@ SRC = os.path.join("mixedcore", "_core", "src")
 
 BASE_FLAGS = ["-O3", "-fno-math-errno", "-ffp-contract=off", "-fno-strict-aliasing",
               "-fvisibility=hidden"]
+SANITIZE_FLAGS = ["-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+                  "-fno-sanitize-recover=undefined"]
 ISA_FLAGS = {
     "avx2": ["-mavx2", "-mfma", "-mf16c"],
     "avx512": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl",
@@ -87,7 +92,8 @@ class BuildExt(build_ext):
     def build_extensions(self):
         compiler = self.compiler
         gnu = _compiler_is_gnu_like(compiler)
-        base = BASE_FLAGS if gnu else []
+        sanitize = gnu and os.environ.get("MIXEDCORE_SANITIZE") == "1"
+        base = (BASE_FLAGS + (SANITIZE_FLAGS if sanitize else [])) if gnu else []
         x86 = _is_x86_64() and gnu and os.environ.get("MIXEDCORE_GENERIC_ONLY") != "1"
         levels = [lvl for lvl in ISA_FLAGS if x86 and _try_compile(compiler, ISA_PROBE[lvl], ISA_FLAGS[lvl])]
         threads = os.environ.get("MIXEDCORE_NO_THREADS") != "1" and os.name == "posix"
@@ -114,7 +120,7 @@ class BuildExt(build_ext):
             ext.define_macros = list(ext.define_macros) + macros + [
                 ("MC_HAVE_" + lvl.upper(), "1") for lvl in levels] + info_macros
             ext.extra_compile_args = base + thread_flags
-            ext.extra_link_args = thread_flags
+            ext.extra_link_args = thread_flags + (SANITIZE_FLAGS if sanitize else [])
         super().build_extensions()
 
 

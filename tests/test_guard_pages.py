@@ -1,0 +1,140 @@
+"""Kernels must not read or write one byte outside their operands.
+
+Each operand is placed against an inaccessible (PROT_NONE) page: either its last byte is the
+last byte before the page, or its first byte is the first one after it.  A read or write past
+either end faults and kills the process (which fails the run).  AddressSanitizer does not see
+AVX-512 masked loads and stores, so this is the check for the vector tails at every level.
+The bytes around each output are filled with a marker and must be unchanged afterwards.
+"""
+import ctypes
+import ctypes.util
+import mmap
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mixedcore import kernels
+from levels import at_level
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="mmap guard pages need Linux")
+
+PAGE = mmap.PAGESIZE
+DTYPES = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32),
+          np.dtype(np.float64)]
+SIZES = list(range(1, 71)) + [127, 128, 129, 255, 256, 257, 1000]
+LEVELS = kernels.available_isas()
+MARK = 0xA5
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+
+class Guarded:
+    """``pages`` accessible pages with a PROT_NONE page on each side."""
+
+    def __init__(self, nbytes):
+        self.pages = -(-nbytes // PAGE) + 1
+        self.map = mmap.mmap(-1, (self.pages + 2) * PAGE)
+        self._anchor = ctypes.c_char.from_buffer(self.map)
+        base = ctypes.addressof(self._anchor)
+        for where in (base, base + (self.pages + 1) * PAGE):
+            if _libc.mprotect(where, PAGE, 0) != 0:
+                raise OSError(ctypes.get_errno(), "mprotect failed")
+        self.raw = np.frombuffer(self.map, np.uint8)[PAGE:(self.pages + 1) * PAGE]
+        self.raw[:] = MARK
+
+    def array(self, n, dtype, at_end):
+        """An ``n``-element array touching the upper guard page (at_end) or the lower one."""
+        dtype = np.dtype(dtype)
+        nbytes = n * dtype.itemsize
+        start = self.raw.size - nbytes if at_end else 0
+        return self.raw[start:start + nbytes].view(dtype)
+
+    def untouched_outside(self, n, dtype, at_end):
+        nbytes = n * np.dtype(dtype).itemsize
+        rest = self.raw[:self.raw.size - nbytes] if at_end else self.raw[nbytes:]
+        return bool(np.all(rest == MARK))
+
+
+def _values(n, dtype, seed=0):
+    rng = np.random.default_rng(seed + n)
+    return (rng.standard_normal(n) * 4).astype(np.float32).astype(dtype)
+
+
+@pytest.fixture(scope="module")
+def arenas():
+    biggest = max(SIZES) * 8
+    return Guarded(biggest), Guarded(biggest)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("src", DTYPES, ids=str)
+@pytest.mark.parametrize("dst", DTYPES, ids=str)
+def test_cast_against_guard_pages(arenas, level, src, dst):
+    inp, outp = arenas
+    for n in SIZES:
+        for at_end in (True, False):
+            inp.raw[:] = MARK
+            outp.raw[:] = MARK
+            x = inp.array(n, src, at_end)
+            x[:] = _values(n, src)
+            out = outp.array(n, dst, at_end)
+            at_level(level, kernels.cast, x, dst, out=out)
+            expect = x.astype(np.float32).astype(dst) if src.itemsize <= 4 else x.astype(dst)
+            np.testing.assert_array_equal(out.view(np.uint8), expect.view(np.uint8),
+                                          err_msg=f"cast {src}->{dst} n={n} at_end={at_end}")
+            assert outp.untouched_outside(n, dst, at_end), (src, dst, n, at_end)
+            # a fresh result from an input touching the page
+            np.testing.assert_array_equal(at_level(level, kernels.cast, x, dst).view(np.uint8),
+                                          expect.view(np.uint8))
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_all_finite_against_guard_pages(arenas, level, dtype):
+    inp, _ = arenas
+    for n in SIZES:
+        for at_end in (True, False):
+            x = inp.array(n, dtype, at_end)
+            x[:] = _values(n, dtype)
+            assert at_level(level, kernels.all_finite, x) is True
+            x[n - 1 if at_end else 0] = np.inf
+            assert at_level(level, kernels.all_finite, x) is False
+            x[n - 1 if at_end else 0] = 1
+            x[0 if at_end else n - 1] = np.nan
+            assert at_level(level, kernels.all_finite, x) is False
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_unscale_and_check_against_guard_pages(arenas, level, dtype):
+    buf, _ = arenas
+    for n in SIZES:
+        for at_end in (True, False):
+            buf.raw[:] = MARK
+            x = buf.array(n, dtype, at_end)
+            x[:] = _values(n, dtype)
+            before = x.copy()
+            assert at_level(level, kernels.unscale_and_check, [x], 4.0) is True
+            expect = (before.astype(np.float64) / 4.0).astype(dtype)
+            np.testing.assert_array_equal(x.view(np.uint8), expect.view(np.uint8))
+            assert buf.untouched_outside(n, dtype, at_end), (dtype, n, at_end)
+
+
+def test_guard_page_faults_on_access():
+    """The guard pages are live: one byte past an operand kills a child process."""
+    import subprocess
+    import textwrap
+    code = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, "tests")
+        from test_guard_pages import Guarded
+        import ctypes
+        g = Guarded(64)
+        from test_guard_pages import PAGE
+        print(ctypes.string_at(ctypes.addressof(g._anchor) + (g.pages + 1) * PAGE, 1))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert proc.returncode < 0, (proc.returncode, proc.stderr.decode()[-500:])
