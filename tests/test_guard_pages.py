@@ -138,3 +138,78 @@ def test_guard_page_faults_on_access():
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert proc.returncode < 0, (proc.returncode, proc.stderr.decode()[-500:])
+
+
+# the other kernels with vector tails: products, row-wise float32 kernels, the statistics scan
+GEMM_PAIRS = [(np.float32, np.float32), (np.float16, np.float16),
+              (ml_dtypes.bfloat16, ml_dtypes.bfloat16), (np.float16, np.float32)]
+GEMM_SHAPES = [(1, 1, 1), (3, 5, 7), (17, 33, 15), (8, 16, 32), (5, 64, 47), (31, 7, 65),
+               (2, 129, 18)]
+
+
+@pytest.fixture(scope="module")
+def three_arenas():
+    return Guarded(64 * 1024), Guarded(64 * 1024), Guarded(64 * 1024)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("da,db", GEMM_PAIRS, ids=lambda d: np.dtype(d).name)
+def test_matmul_and_pack_against_guard_pages(three_arenas, level, da, db):
+    ga, gb, go = three_arenas
+    for m, k, n in GEMM_SHAPES:
+        a0 = _values(m * k, da, seed=1).reshape(m, k)
+        b0 = _values(k * n, db, seed=2).reshape(k, n)
+        want = at_level(level, kernels.matmul, a0, b0)
+        for at_end in (True, False):
+            for g in three_arenas:
+                g.raw[:] = MARK
+            a = ga.array(m * k, da, at_end).reshape(m, k)
+            b = gb.array(k * n, db, not at_end).reshape(k, n)
+            a[...] = a0
+            b[...] = b0
+            out = go.array(m * n, np.float32, at_end).reshape(m, n)
+            at_level(level, kernels.matmul, a, b, out=out)
+            np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32),
+                                          err_msg=f"matmul {(m, k, n)} at_end={at_end}")
+            assert go.untouched_outside(m * n, np.float32, at_end), ((m, k, n), at_end)
+            packed = at_level(level, kernels.pack, b)
+            out[...] = 0
+            at_level(level, kernels.matmul, a, packed, out=out)
+            np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+            assert go.untouched_outside(m * n, np.float32, at_end)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_row_kernels_against_guard_pages(arenas, level):
+    inp, outp = arenas
+    for n in SIZES[::3]:
+        x0 = _values(n, np.float32).reshape(1, n)
+        want = {"softmax": at_level(level, kernels.softmax, x0),
+                "gelu": at_level(level, kernels.activation, x0, "gelu"),
+                "layer_norm": at_level(level, kernels.layer_norm, x0)}
+        for at_end in (True, False):
+            for name, fn in (("softmax", lambda x, out: kernels.softmax(x, out=out)),
+                             ("gelu", lambda x, out: kernels.activation(x, "gelu", out=out)),
+                             ("layer_norm", lambda x, out: kernels.layer_norm(x, out=out))):
+                inp.raw[:] = MARK
+                outp.raw[:] = MARK
+                x = inp.array(n, np.float32, at_end).reshape(1, n)
+                x[...] = x0
+                out = outp.array(n, np.float32, at_end).reshape(1, n)
+                at_level(level, fn, x, out)
+                np.testing.assert_array_equal(out.view(np.uint32), want[name].view(np.uint32),
+                                              err_msg=f"{name} n={n} at_end={at_end}")
+                assert outp.untouched_outside(n, np.float32, at_end), (name, n, at_end)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_numerics_stats_against_guard_pages(arenas, level, dtype):
+    inp, _ = arenas
+    for n in SIZES:
+        x0 = _values(n, dtype) * dtype.type(1000)
+        want = at_level(level, kernels.numerics_stats, x0)
+        for at_end in (True, False):
+            x = inp.array(n, dtype, at_end)
+            x[:] = x0
+            assert at_level(level, kernels.numerics_stats, x) == want
