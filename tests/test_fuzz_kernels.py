@@ -7,6 +7,8 @@ every dispatch level and 1-3 threads; every error path leaves its outputs untouc
 Each property runs under a quick profile (derandomized, part of every test run) and a long one
 (marker ``fuzz``: ``python -m pytest tests/test_fuzz_kernels.py -m fuzz``).
 """
+import contextlib
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -53,6 +55,18 @@ SPECIALS = {
 
 def run(profile, prop):
     PROFILES[profile](prop)()
+
+
+@contextlib.contextmanager
+def level_and_threads(level, threads):
+    """Calls inside run at dispatch ``level`` with ``threads`` kernel threads."""
+    previous = kernels.isa()
+    kernels.set_isa(level)
+    try:
+        with kernels.threads(threads):
+            yield
+    finally:
+        kernels.set_isa(previous)
 
 
 def draw_values(data, dtype, shape):
@@ -147,18 +161,13 @@ def test_cast(profile):
         level = data.draw(st.sampled_from(LEVELS))
         threads = data.draw(st.integers(1, 3))
         use_out = data.draw(st.booleans())
-        previous = kernels.isa()
-        kernels.set_isa(level)
-        try:
-            with kernels.threads(threads):
-                if use_out:
-                    out = marked(x.shape, dst)
-                    got = kernels.cast(x, dst, out=out)
-                    assert got is out
-                else:
-                    got = kernels.cast(x, dst)
-        finally:
-            kernels.set_isa(previous)
+        with level_and_threads(level, threads):
+            if use_out:
+                out = marked(x.shape, dst)
+                got = kernels.cast(x, dst, out=out)
+                assert got is out
+            else:
+                got = kernels.cast(x, dst)
         assert got.shape == x.shape
         assert_bits_equal(got, expected_cast(x, dst))
 
@@ -200,13 +209,8 @@ def test_all_finite(profile):
         arrays = [draw_operand(data) for _ in range(data.draw(st.integers(0, 3)))]
         level = data.draw(st.sampled_from(LEVELS))
         want = finite(arrays)
-        previous = kernels.isa()
-        kernels.set_isa(level)
-        try:
-            with kernels.threads(data.draw(st.integers(1, 3))):
-                assert kernels.all_finite(*arrays) is want
-        finally:
-            kernels.set_isa(previous)
+        with level_and_threads(level, data.draw(st.integers(1, 3))):
+            assert kernels.all_finite(*arrays) is want
 
     run(profile, prop)
 
@@ -233,13 +237,8 @@ def test_unscale_and_check(profile):
         want_ok = finite(arrays)
         want = [expected_unscale(a, scale) for a in arrays]
         level = data.draw(st.sampled_from(LEVELS))
-        previous = kernels.isa()
-        kernels.set_isa(level)
-        try:
-            with kernels.threads(data.draw(st.integers(1, 3))):
-                ok = kernels.unscale_and_check(arrays, scale)
-        finally:
-            kernels.set_isa(previous)
+        with level_and_threads(level, data.draw(st.integers(1, 3))):
+            ok = kernels.unscale_and_check(arrays, scale)
         assert ok is want_ok
         for a, w in zip(arrays, want):
             assert_bits_equal(native(a), w)
@@ -307,19 +306,14 @@ def test_matmul(profile):
             b = b[:, 0]
         level = data.draw(st.sampled_from(LEVELS))
         use_out = data.draw(st.booleans())
-        previous = kernels.isa()
-        kernels.set_isa(level)
-        try:
-            with kernels.threads(data.draw(st.integers(1, 3))):
-                if use_out:
-                    want_shape = np.matmul(np.zeros(a.shape, F32), np.zeros(b.shape, F32)).shape
-                    out = marked(want_shape, F32)
-                    got = kernels.matmul(a, b, out=out)
-                    assert got is out
-                else:
-                    got = kernels.matmul(a, b)
-        finally:
-            kernels.set_isa(previous)
+        with level_and_threads(level, data.draw(st.integers(1, 3))):
+            if use_out:
+                want_shape = np.matmul(np.zeros(a.shape, F32), np.zeros(b.shape, F32)).shape
+                out = marked(want_shape, F32)
+                got = kernels.matmul(a, b, out=out)
+                assert got is out
+            else:
+                got = kernels.matmul(a, b)
         a2 = native(a)[None] if a.ndim == 1 else native(a)
         b2 = native(b)[:, None] if b.ndim == 1 else native(b)
         got2 = np.asarray(got, dtype=F64).reshape(a2.shape[0], b2.shape[1])
