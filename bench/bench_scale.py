@@ -87,14 +87,14 @@ def threaded_predict(model, x_np, adaptive, chunk=CHUNK):
     dx = da.from_array(x_np, chunks=(chunk, FEATURES))
     if adaptive:
         return model.predict(dx, batch_size=BATCH).compute(scheduler="threads", num_workers=2)
-    from mixedcore.kernels import _dispatch
-    was = _dispatch._process_threads_set
+    from mixedcore.kernels import _runtime
+    was = _runtime._process_threads_set
     previous = kernels.set_num_threads(2)
     try:
         return model.predict(dx, batch_size=BATCH).compute(scheduler="threads", num_workers=2)
     finally:
         kernels.set_num_threads(previous)
-        _dispatch._process_threads_set = was
+        _runtime._process_threads_set = was
 
 
 def per_task_overhead(client, model, tasks=400):

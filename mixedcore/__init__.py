@@ -5,7 +5,7 @@
 - Dtype policies (``DTypePolicy``, ``set_policy``, ``policy_scope``) and loss scaling
   (``LossScaleOptimizer``), with the names of ``keras.mixed_precision`` (docs/policies.md).
 """
-__version__ = "0.1.0"
+from mixedcore._version import __version__
 
 from mixedcore import kernels
 from mixedcore.policy import (

@@ -9,20 +9,20 @@ def _info(args):
 
     import mixedcore
     from mixedcore import kernels
-    from mixedcore.kernels import _dispatch
+    from mixedcore.kernels import _runtime
 
-    build = _dispatch.build_info()
-    fpenv = _dispatch.fp_environment()
+    build = _runtime.build_info()
+    fpenv = _runtime.fp_environment()
     rows = [
         ("mixedcore", mixedcore.__version__),
         ("numpy", np.__version__),
         ("ml_dtypes", ml_dtypes.__version__),
         ("python", sys.version.split()[0]),
-        ("CPU supports", kernels.ISA_LEVELS[_dispatch._lib.supported_level()]),
+        ("CPU supports", kernels.ISA_LEVELS[_runtime._lib.supported_level()]),
         ("built levels", ", ".join(build["isa_levels"])),
         ("available", ", ".join(kernels.available_isas())),
         ("selected", kernels.isa() + _isa_source()),
-        ("CPU detection", _detection_row(_dispatch.cpu_detection())),
+        ("CPU detection", _detection_row(_runtime.cpu_detection())),
         ("threads", _threads_row()),
         ("thread team", "the project's own (POSIX threads); no OpenMP runtime"
          if build["threads"] else "none (built without threads: every call runs on its caller)"),
@@ -56,7 +56,7 @@ def _detection_row(d):
 
 
 def _threads_row():
-    from mixedcore.kernels._dispatch import thread_info
+    from mixedcore.kernels._runtime import thread_info
     t = thread_info()
     return (f"{t['threads']} (from {t['source']}; CPU budget {t['cpu_budget']} from "
             f"{t['budget_source']})")

@@ -139,12 +139,12 @@ def delayed_model(model):
 
 # -- threads --------------------------------------------------------------------------------------
 def _environment_threads():
-    from mixedcore.kernels import _dispatch
+    from mixedcore.kernels import _runtime
     for var in ("MIXEDCORE_NUM_THREADS", "OMP_NUM_THREADS"):
         text = os.environ.get(var)
         if text:
             try:
-                return _dispatch._positive_count(var, text)
+                return _runtime._positive_count(var, text)
             except ValueError:
                 return None
     return None
@@ -174,8 +174,8 @@ def model_threads():
     ``OMP_NUM_THREADS`` from the environment now; else one thread when several Dask threads
     share the process, and the process default when the task has the process to itself.
     """
-    from mixedcore.kernels import _dispatch
-    if _dispatch._explicit_threads():
+    from mixedcore.kernels import _runtime
+    if _runtime._explicit_threads():
         yield
         return
     n = _environment_threads()

@@ -178,7 +178,7 @@ def test_cli_without_command_is_a_usage_error():
 
 
 def test_set_num_threads_beyond_the_budget_warns():
-    from mixedcore.kernels._dispatch import cpu_budget
+    from mixedcore.kernels._runtime import cpu_budget
     budget, _ = cpu_budget()
     previous = kernels.get_num_threads()
     try:

@@ -20,7 +20,7 @@ import mixedcore
 from fpenv import X86FloatEnv
 from mixedcore import kernels
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels import _dispatch
+from mixedcore.kernels import _runtime
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -405,24 +405,24 @@ def test_cgroup_v2_quota(tmp_path):
     _write(tmp_path / "proc", "0::/job/step\n")
     _write(tmp_path / "cg" / "job" / "step" / "cpu.max", "max 100000\n")
     _write(tmp_path / "cg" / "job" / "cpu.max", "150000 100000\n")
-    assert _dispatch._cgroup_cpu_limit(str(tmp_path / "proc"), str(tmp_path / "cg")) == 2
+    assert _runtime._cgroup_cpu_limit(str(tmp_path / "proc"), str(tmp_path / "cg")) == 2
     _write(tmp_path / "cg" / "job" / "step" / "cpu.max", "50000 100000\n")
-    assert _dispatch._cgroup_cpu_limit(str(tmp_path / "proc"), str(tmp_path / "cg")) == 1
+    assert _runtime._cgroup_cpu_limit(str(tmp_path / "proc"), str(tmp_path / "cg")) == 1
 
 
 def test_cgroup_v1_quota(tmp_path):
     _write(tmp_path / "proc", "4:memory:/x\n3:cpu,cpuacct:/box\n0::/\n")
     _write(tmp_path / "cg" / "cpu,cpuacct" / "box" / "cpu.cfs_quota_us", "300000\n")
     _write(tmp_path / "cg" / "cpu,cpuacct" / "box" / "cpu.cfs_period_us", "100000\n")
-    assert _dispatch._cgroup_cpu_limit(str(tmp_path / "proc"), str(tmp_path / "cg")) == 3
+    assert _runtime._cgroup_cpu_limit(str(tmp_path / "proc"), str(tmp_path / "cg")) == 3
     _write(tmp_path / "cg" / "cpu,cpuacct" / "box" / "cpu.cfs_quota_us", "-1\n")
-    assert _dispatch._cgroup_cpu_limit(str(tmp_path / "proc"), str(tmp_path / "cg")) is None
+    assert _runtime._cgroup_cpu_limit(str(tmp_path / "proc"), str(tmp_path / "cg")) is None
 
 
 def test_no_cgroup_files(tmp_path):
-    assert _dispatch._cgroup_cpu_limit(str(tmp_path / "missing"), str(tmp_path)) is None
+    assert _runtime._cgroup_cpu_limit(str(tmp_path / "missing"), str(tmp_path)) is None
     _write(tmp_path / "proc", "garbage\n0::/\n")
-    assert _dispatch._cgroup_cpu_limit(str(tmp_path / "proc"), str(tmp_path / "cg")) is None
+    assert _runtime._cgroup_cpu_limit(str(tmp_path / "proc"), str(tmp_path / "cg")) is None
 
 
 def test_default_threads_follow_the_affinity_mask():
@@ -433,7 +433,7 @@ def test_default_threads_follow_the_affinity_mask():
     import os
     os.sched_setaffinity(0, {{{cpu}}})
     from mixedcore import kernels
-    from mixedcore.kernels._dispatch import thread_info
+    from mixedcore.kernels._runtime import thread_info
     t = thread_info()
     print(kernels.get_num_threads(), t["cpu_budget"], t["budget_source"])
     """, OMP_NUM_THREADS="", MIXEDCORE_NUM_THREADS="")
@@ -446,7 +446,7 @@ def test_default_threads_follow_the_affinity_mask():
     ({"MIXEDCORE_NUM_THREADS": "", "OMP_NUM_THREADS": "2,1"}, "2 OMP_NUM_THREADS"),
 ])
 def test_thread_count_variables(env, want):
-    r = run_python("from mixedcore import kernels\nfrom mixedcore.kernels._dispatch import "
+    r = run_python("from mixedcore import kernels\nfrom mixedcore.kernels._runtime import "
                    "thread_info\nprint(kernels.get_num_threads(), thread_info()['source'])", **env)
     assert r.returncode == 0, r.stderr
     count, source = want.split()
@@ -465,6 +465,6 @@ def test_info_reports_the_engine():
                        text=True, timeout=120, cwd=PACKAGE_ROOT)
     assert r.returncode == 0, r.stderr
     assert "thread team" in r.stdout and "FP environment" in r.stdout
-    info = _dispatch.thread_info()
+    info = _runtime.thread_info()
     assert f"CPU budget {info['cpu_budget']}" in r.stdout
     assert mixedcore.__version__ in r.stdout

@@ -13,7 +13,7 @@ import pytest
 import mixedcore
 from mixedcore import kernels
 from mixedcore.__main__ import main
-from mixedcore.kernels import _dispatch
+from mixedcore.kernels import _runtime
 
 from fpenv import X86FloatEnv
 
@@ -32,7 +32,7 @@ def _info_rows(capsys, argv=("info",)):
 def test_info_rows(capsys):
     rows = _info_rows(capsys)
     assert rows["mixedcore"] == mixedcore.__version__
-    build = _dispatch.build_info()
+    build = _runtime.build_info()
     assert rows["built levels"] == ", ".join(build["isa_levels"])
     assert rows["available"] == ", ".join(kernels.available_isas())
     assert rows["selected"].split()[0] == kernels.isa()
@@ -44,7 +44,7 @@ def test_info_rows(capsys):
         assert rows["thread team"].startswith("the project's own (POSIX threads)")
     else:
         assert rows["thread team"].startswith("none")
-    t = _dispatch.thread_info()
+    t = _runtime.thread_info()
     assert rows["threads"].startswith(f"{t['threads']} (from {t['source']};")
     assert t["source"] in ("affinity", "cgroup quota", "cpu count", "MIXEDCORE_NUM_THREADS",
                            "OMP_NUM_THREADS")
@@ -52,10 +52,10 @@ def test_info_rows(capsys):
 
 
 def test_build_info_is_compiled_in():
-    build = _dispatch.build_info()
+    build = _runtime.build_info()
     assert build["isa_levels"][0] == "generic"
-    assert build["isa_levels"] == list(kernels.ISA_LEVELS[: kernels._dispatch._lib.built_level() + 1])
-    assert build["threads"] == kernels._dispatch._lib.threads_enabled()
+    assert build["isa_levels"] == list(kernels.ISA_LEVELS[: kernels._runtime._lib.built_level() + 1])
+    assert build["threads"] == kernels._runtime._lib.threads_enabled()
     assert build["compiler"] and build["compiler"] != "unknown"
     if "gcc" in build["compiler"] or "cc" in build["compiler"] or "clang" in build["compiler"]:
         assert "-fvisibility=hidden" in build["flags"].split()
@@ -79,7 +79,7 @@ def test_info_names_a_forced_isa():
 
 
 def test_describe_mxcsr():
-    d = _dispatch.describe_mxcsr
+    d = _runtime.describe_mxcsr
     assert d(0x1F80) == ("MXCSR 0x1f80: round to nearest even, FTZ off, DAZ off, "
                          "all exceptions masked")
     text = d(0x1F80 | 0x8000 | 0x40 | (3 << 13) | 0x20)
@@ -100,7 +100,7 @@ def test_fp_environment_engine_and_caller(capsys):
     try:
         # the caller runs toward zero with FTZ and DAZ: the engine's own stays the default
         env.set_mxcsr(0x1F80 | 0x8000 | 0x40 | (3 << 13))
-        fp = _dispatch.fp_environment()
+        fp = _runtime.fp_environment()
         assert fp["engine_mxcsr"] == 0x1F80
         assert fp["caller_mxcsr"] & 0xFFC0 == 0x1F80 | 0x8000 | 0x40 | (3 << 13)
         rows = _info_rows(capsys)
@@ -114,21 +114,21 @@ def test_fp_environment_engine_and_caller(capsys):
 
 
 def test_cpu_detection_against_a_cpuinfo_file(tmp_path):
-    detected = kernels._dispatch._lib.cpu_features()
-    assert set(detected) == set(_dispatch.CPUINFO_FLAGS)
+    detected = kernels._runtime._lib.cpu_features()
+    assert set(detected) == set(_runtime.CPUINFO_FLAGS)
     same = " ".join(n for n, on in detected.items() if on)
     f = tmp_path / "cpuinfo"
     f.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {same}\n\nprocessor\t: 1\n")
-    d = _dispatch.cpu_detection(str(f))
+    d = _runtime.cpu_detection(str(f))
     assert d["disagree"] == [] and d["cpuinfo"] == detected
     # an operating system that hides avx2 (or shows it where CPUID has none)
     flipped = " ".join(n for n, on in detected.items() if on != (n == "avx2"))
     f.write_text(f"flags\t\t: {flipped}\n")
-    d = _dispatch.cpu_detection(str(f))
+    d = _runtime.cpu_detection(str(f))
     assert d["disagree"] == ["avx2"]
     from mixedcore.__main__ import _detection_row
     assert "DISAGREES with /proc/cpuinfo on avx2 (CPUID " in _detection_row(d)
-    d = _dispatch.cpu_detection(str(tmp_path / "missing"))
+    d = _runtime.cpu_detection(str(tmp_path / "missing"))
     assert d["cpuinfo"] is None and d["disagree"] == []
     assert "not compared" in _detection_row(d)
 
@@ -136,7 +136,7 @@ def test_cpu_detection_against_a_cpuinfo_file(tmp_path):
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64")
                     or not os.path.exists("/proc/cpuinfo"), reason="x86-64 Linux only")
 def test_cpu_detection_agrees_with_proc_cpuinfo(capsys):
-    d = _dispatch.cpu_detection()
+    d = _runtime.cpu_detection()
     assert d["cpuinfo"] is not None
     assert d["disagree"] == [], d
     assert _info_rows(capsys)["CPU detection"].endswith("agrees with /proc/cpuinfo")
@@ -151,7 +151,7 @@ def _exported(path):
 @pytest.mark.skipif(shutil.which("nm") is None or not sys.platform.startswith("linux"),
                     reason="needs nm and an ELF module")
 def test_module_exports_only_its_entry_points():
-    names = _exported(kernels._dispatch._lib.__file__)
+    names = _exported(kernels._runtime._lib.__file__)
     # PyInit for Python, the two thread-count functions for threadpoolctl (MC_EXPORT_)
     assert names == {"PyInit__mixedcore", "mixedcore_get_num_threads",
                      "mixedcore_set_num_threads"}

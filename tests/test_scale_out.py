@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mixedcore import kernels, layers, models, scale_out
-from mixedcore.kernels import _dispatch
+from mixedcore.kernels import _runtime
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
@@ -52,7 +52,7 @@ def _same_bits(a, b):
 def default_threads(monkeypatch):
     """No explicit thread count in this process (other tests may have called
     set_num_threads), and none in the environment."""
-    monkeypatch.setattr(_dispatch, "_process_threads_set", False)
+    monkeypatch.setattr(_runtime, "_process_threads_set", False)
     monkeypatch.delenv("MIXEDCORE_NUM_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
 
@@ -224,7 +224,7 @@ def test_kernels_run_one_thread_per_task_under_the_threaded_scheduler(default_th
 
 def _expect(n):
     """What get_num_threads reports for a count of n (always 1 in a build without threads)."""
-    return n if _dispatch.thread_info()["enabled"] else 1
+    return n if _runtime.thread_info()["enabled"] else 1
 
 
 def test_an_explicit_thread_count_wins(default_threads, monkeypatch):
@@ -236,7 +236,7 @@ def test_an_explicit_thread_count_wins(default_threads, monkeypatch):
         assert _counts("threads", num_workers=2) == {_expect(2)}
     finally:
         kernels.set_num_threads(previous)
-    monkeypatch.setattr(_dispatch, "_process_threads_set", False)
+    monkeypatch.setattr(_runtime, "_process_threads_set", False)
     with kernels.threads(2):       # this thread's own count: the synchronous scheduler keeps it
         assert _counts("sync") == {_expect(2)}
 

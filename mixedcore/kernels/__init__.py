@@ -7,7 +7,14 @@ core, which releases the GIL.
 
 CPU dispatch: the best instruction-set level of this CPU is chosen at import.  The environment
 variable ``MIXEDCORE_ISA`` (``generic``, ``avx2``, ``avx512`` or ``avx512bf16``) forces a lower one.
+
+Layout: ``_runtime`` (instruction-set level, threads, floating-point environment, build and CPU
+information), ``_checks`` (the argument checks every family shares), then one module per kernel
+family: ``_cast``, ``_scan``, ``_gemm``, ``_act``, ``_attn``, ``_norm``, ``_conv``, ``_pool``
+(``_window``: the image window geometry convolution and pooling share).
 """
+from mixedcore.kernels._runtime import (ISA_LEVELS, available_isas, get_num_threads, isa,
+                                        set_isa, set_num_threads, threads)
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._scan import all_finite, numerics_stats, unscale_and_check
 from mixedcore.kernels._gemm import PackedMatrix, matmul, pack, set_gemm_blocks
@@ -15,9 +22,8 @@ from mixedcore.kernels._act import activation, activation_grad, softmax
 from mixedcore.kernels._attn import attention
 from mixedcore.kernels._norm import layer_norm
 from mixedcore.kernels._conv import (PackedConv, col2im, conv2d, depthwise_conv2d, im2col,
-                                     pack_conv, pool2d, pool2d_grad)
-from mixedcore.kernels._dispatch import (ISA_LEVELS, available_isas, get_num_threads, isa,
-                                         set_isa, set_num_threads, threads)
+                                     pack_conv)
+from mixedcore.kernels._pool import pool2d, pool2d_grad
 
 __all__ = [
     "cast",

@@ -5,7 +5,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._dispatch import FLOAT_CODES, as_native, check_out, float_code
+from mixedcore.kernels._checks import FLOAT_CODES, as_native, check_out, float_code
 
 # name -> activation code of the compiled core (mc_act.h); the same codes as matmul's epilogue
 ACT_CODES = {"linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4}

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._dispatch import as_native, bfloat16, check_out, float_code
+from mixedcore.kernels._checks import as_native, bfloat16, check_out, float_code
 
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
 _CODES = {_F16: 0, _BF16: 1, _F32: 2}

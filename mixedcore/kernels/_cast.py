@@ -5,8 +5,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._dispatch import (FLOAT_CODES, SUPPORTED_NAMES, as_native, check_out,
-                                         float_code, resolve_dtype)
+from mixedcore.kernels._checks import (FLOAT_CODES, SUPPORTED_NAMES, as_native, check_out,
+                                       float_code, resolve_dtype)
 
 def cast(x: ArrayLike, dtype: DTypeLike, *, out: np.ndarray | None = None) -> np.ndarray:
     """Convert between float16, bfloat16, float32 and float64, bit-exactly.

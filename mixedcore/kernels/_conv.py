@@ -1,107 +1,25 @@
-"""Convolutions and pooling over channels-last images (N, H, W, C), float32 accumulation.
+"""Convolutions over channels-last images (N, H, W, C), float32 accumulation.
 
 The product of a convolution runs on the GEMM's micro-kernels against weights packed once
 (``pack_conv``), with the im2col rows formed tile by tile in cache (docs/conv.md); depthwise
-convolution and pooling have kernels of their own at every level.
+convolution has kernels of its own at every level.  Pooling is in ``_pool``; the window
+geometry both use is in ``_window``.
 """
 from __future__ import annotations
 
-from typing import Sequence, Tuple, Union
+from typing import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._cast import cast
-from mixedcore.kernels._dispatch import FLOAT_CODES, as_native, bfloat16, check_out, resolve_dtype
+from mixedcore.kernels._checks import FLOAT_CODES, as_native, bfloat16, check_out, resolve_dtype
 from mixedcore.kernels._gemm import ACTIVATIONS, GEMM_CODES, GEMM_NAMES, matmul, pack
-
-# a size, stride or dilation: one int for both spatial axes, or (rows, columns)
-IntPair = Union[int, Tuple[int, int]]
+from mixedcore.kernels._window import IntPair, image_operand, window_geometry
 
 _F16, _BF16, _F32, _F64 = np.dtype(np.float16), bfloat16, np.dtype(np.float32), np.dtype(np.float64)
 _OUT_DTYPES = {"float16": _F16, "bfloat16": _BF16, "float32": _F32}
-POOL_MODES = {"max": 0, "average": 1}
-
-
-# -- geometry ------------------------------------------------------------------------------------
-
-def _pair(fname, what, value, positive=True):
-    """(a, b) from an int or a sequence of two ints."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        value = (value, value)
-    if not isinstance(value, (tuple, list)) or len(value) != 2 or any(
-            isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value):
-        raise TypeError(f"{fname}: {what} must be an int or a pair of ints, got {value!r}")
-    value = (int(value[0]), int(value[1]))
-    low = 1 if positive else 0
-    if value[0] < low or value[1] < low:
-        raise ValueError(f"{fname}: {what} must be {'positive' if positive else '>= 0'}, "
-                         f"got {value}")
-    return value
-
-
-def same_padding(size, k, stride, dilation):
-    """(before, after) padding of one dimension for "same": the output has ceil(size / stride)
-    positions and the padding is split as Keras (TensorFlow) splits it, the extra one after."""
-    span = (k - 1) * dilation + 1
-    out = -(-size // stride)
-    total = max((out - 1) * stride + span - size, 0)
-    return total // 2, total - total // 2
-
-
-def _padding(fname, padding, hw, ks, strides, dilation):
-    """((top, bottom), (left, right)) from "valid", "same" or explicit pairs."""
-    if isinstance(padding, str):
-        mode = padding.lower()
-        if mode == "valid":
-            return (0, 0), (0, 0)
-        if mode == "same":
-            return tuple(same_padding(hw[d], ks[d], strides[d], dilation[d]) for d in range(2))
-        raise ValueError(f"{fname}: padding must be 'valid', 'same' or ((top, bottom), "
-                         f"(left, right)), got {padding!r}")
-    try:
-        pads = tuple(_pair(fname, "padding", tuple(p), positive=False) for p in padding)
-    except TypeError:
-        pads = ()
-    if len(pads) != 2:
-        raise ValueError(f"{fname}: padding must be 'valid', 'same' or ((top, bottom), "
-                         f"(left, right)), got {padding!r}")
-    return pads
-
-
-def conv_geometry(fname, shape, kernel_size, strides=1, padding="valid", dilation_rate=1):
-    """The geometry tuple (n, h, w, c, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow) of an operation
-    on an input of ``shape`` (N, H, W, C)."""
-    ks = _pair(fname, "kernel_size", kernel_size)
-    st = _pair(fname, "strides", strides)
-    dl = _pair(fname, "dilation_rate", dilation_rate)
-    n, h, w, c = shape
-    (pt, pb), (pl, pr) = _padding(fname, padding, (h, w), ks, st, dl)
-    out = []
-    for size, before, after, k, s, d in ((h, pt, pb, ks[0], st[0], dl[0]),
-                                         (w, pl, pr, ks[1], st[1], dl[1])):
-        span = (k - 1) * d + 1
-        if size + before + after < span:
-            raise ValueError(f"{fname}: the input (spatial shape {(h, w)}, padding "
-                             f"{((pt, pb), (pl, pr))}) is smaller than the kernel window "
-                             f"{ks} with dilation {dl}")
-        out.append((size + before + after - span) // s + 1)
-    return (n, h, w, c, ks[0], ks[1], st[0], st[1], dl[0], dl[1], pt, pl, out[0], out[1])
-
-
-def _image(fname, x, dtypes=GEMM_CODES, names=GEMM_NAMES):
-    """x as a native, aligned, C-contiguous (N, H, W, C) array of a supported dtype."""
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{fname}: x must be a numpy.ndarray, got {type(x).__name__}")
-    dt = x.dtype.newbyteorder("=") if not x.dtype.isnative else x.dtype
-    if dt not in dtypes:
-        raise TypeError(f"{fname}: unsupported dtype {x.dtype} for x; supported: {names}")
-    if x.ndim != 4:
-        raise ValueError(f"{fname}: x must have shape (batch, height, width, channels), got "
-                         f"{x.shape}")
-    x = as_native(x)
-    return np.ascontiguousarray(x)
 
 
 def _activation(fname, activation):
@@ -257,7 +175,7 @@ def conv2d(x: ArrayLike, kernel: ArrayLike | PackedConv, *, strides: IntPair = 1
     result equals ``matmul(im2col(x, ...), kernel.reshape(-1, filters))`` bit for bit.
     """
     fname = "conv2d"
-    x = _image(fname, x)
+    x = image_operand(fname, x, GEMM_CODES, GEMM_NAMES)
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
         raise ValueError(f"{fname}: groups must be a positive int, got {groups!r}")
     groups = int(groups)
@@ -284,7 +202,7 @@ def conv2d(x: ArrayLike, kernel: ArrayLike | PackedConv, *, strides: IntPair = 1
     if c % groups or c // groups != cg:
         raise ValueError(f"{fname}: x has {c} channels; a kernel of shape "
                          f"{(kh, kw, cg, f)} with groups={groups} needs {cg * groups}")
-    geom = conv_geometry(fname, x.shape, (kh, kw), strides, padding, dilation_rate)
+    geom = window_geometry(fname, x.shape, (kh, kw), strides, padding, dilation_rate)
     act = _activation(fname, activation)
     target = _out_dtype(fname, out_dtype)
     bias32 = _bias32(fname, bias, f)
@@ -323,8 +241,8 @@ def im2col(x: ArrayLike, kernel_size: IntPair, *, strides: IntPair = 1, padding:
     padding.  Shape (batch * out_height * out_width, kh * kw * (stop - start)), x's dtype
     (float16, bfloat16, float32 or float64)."""
     fname = "im2col"
-    x = _image(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
-    geom = conv_geometry(fname, x.shape, kernel_size, strides, padding, dilation_rate)
+    x = image_operand(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
+    geom = window_geometry(fname, x.shape, kernel_size, strides, padding, dilation_rate)
     c0, c1 = _channels(fname, channels, x.shape[3])
     m = geom[0] * geom[12] * geom[13]
     out = np.empty((m, geom[4] * geom[5] * (c1 - c0)), dtype=x.dtype)
@@ -350,7 +268,7 @@ def col2im(cols: ArrayLike, input_shape: Sequence[int], kernel_size: IntPair, *,
     if len(input_shape) != 4:
         raise ValueError(f"{fname}: input_shape must be (batch, height, width, channels), got "
                          f"{input_shape}")
-    geom = conv_geometry(fname, input_shape, kernel_size, strides, padding, dilation_rate)
+    geom = window_geometry(fname, input_shape, kernel_size, strides, padding, dilation_rate)
     c0, c1 = _channels(fname, channels, input_shape[3])
     expected = (geom[0] * geom[12] * geom[13], geom[4] * geom[5] * (c1 - c0))
     if cols.shape != expected:
@@ -394,7 +312,7 @@ def depthwise_conv2d(x: ArrayLike, kernel: ArrayLike, *, strides: IntPair = 1,
     ISA level.
     """
     fname = "depthwise_conv2d"
-    x = _image(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
+    x = image_operand(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
     f64 = x.dtype == _F64
     if not isinstance(kernel, np.ndarray):
         raise TypeError(f"{fname}: kernel must be a numpy.ndarray, got {type(kernel).__name__}")
@@ -404,7 +322,7 @@ def depthwise_conv2d(x: ArrayLike, kernel: ArrayLike, *, strides: IntPair = 1,
         raise ValueError(f"{fname}: kernel must have shape (kh, kw, {x.shape[3]}, "
                          f"depth_multiplier) for x of shape {x.shape}, got {kernel.shape}")
     kh, kw, c, mult = kernel.shape
-    geom = conv_geometry(fname, x.shape, (kh, kw), strides, padding, dilation_rate)
+    geom = window_geometry(fname, x.shape, (kh, kw), strides, padding, dilation_rate)
     act = _activation(fname, activation)
     if f64:
         if act:
@@ -426,78 +344,3 @@ def depthwise_conv2d(x: ArrayLike, kernel: ArrayLike, *, strides: IntPair = 1,
         _lib.conv_depthwise(x, w, out, b, geom, mult, FLOAT_CODES[x.dtype], FLOAT_CODES[target],
                             act)
     return out
-
-
-# -- pooling -------------------------------------------------------------------------------------
-
-def _pool_mode(fname, mode):
-    code = POOL_MODES.get(mode) if isinstance(mode, str) else None
-    if code is None:
-        raise ValueError(f"{fname}: mode must be 'max' or 'average', got {mode!r}")
-    return code
-
-
-def pool2d(x: ArrayLike, pool_size: IntPair, *, strides: IntPair | None = None,
-           padding: str = "valid", mode: str = "max") -> np.ndarray:
-    """Max or average pooling over windows of channels-last images (Keras's pooling layers).
-
-    Parameters
-    ----------
-    x : ndarray (batch, height, width, channels), float16, bfloat16, float32 or float64
-    pool_size : int or (int, int)
-    strides : int or (int, int), optional
-        Defaults to ``pool_size``.
-    padding : "valid" or "same"
-        Padded positions take no part: a maximum is over the window's real pixels, an average
-        divides by their number (as Keras's "same" average does).
-    mode : "max" or "average"
-
-    Returns
-    -------
-    ndarray of x's dtype
-        A maximum is one of the inputs, bit for bit (NaN wins; the first of equal values);
-        an average is the float32 sum (float64 for float64) in window order divided by the
-        count, rounded once to x's dtype.
-    """
-    fname = "pool2d"
-    x = _image(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
-    op = _pool_mode(fname, mode)
-    if strides is None:
-        strides = pool_size
-    if not (isinstance(padding, str) and padding.lower() in ("valid", "same")):
-        raise ValueError(f"{fname}: padding must be 'valid' or 'same', got {padding!r}")
-    geom = conv_geometry(fname, x.shape, pool_size, strides, padding, 1)
-    out = np.empty((geom[0], geom[12], geom[13], geom[3]), dtype=x.dtype)
-    if out.size:
-        _lib.conv_pool(x, out, geom, op, FLOAT_CODES[x.dtype])
-    return out
-
-
-def pool2d_grad(x: ArrayLike, dy: ArrayLike, pool_size: IntPair, *,
-                strides: IntPair | None = None, padding: str = "valid",
-                mode: str = "max") -> np.ndarray:
-    """The gradient of ``pool2d`` with respect to x for an output gradient ``dy``: float32
-    (float64 for float64 x).  A maximum's gradient goes to the input the forward pass chose
-    (the first maximum of the window); an average's is spread evenly over the real pixels."""
-    fname = "pool2d_grad"
-    x = _image(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
-    op = _pool_mode(fname, mode)
-    if strides is None:
-        strides = pool_size
-    if not (isinstance(padding, str) and padding.lower() in ("valid", "same")):
-        raise ValueError(f"{fname}: padding must be 'valid' or 'same', got {padding!r}")
-    geom = conv_geometry(fname, x.shape, pool_size, strides, padding, 1)
-    work = _F64 if x.dtype == _F64 else _F32
-    if not isinstance(dy, np.ndarray):
-        raise TypeError(f"{fname}: dy must be a numpy.ndarray, got {type(dy).__name__}")
-    expected = (geom[0], geom[12], geom[13], geom[3])
-    if dy.shape != expected:
-        raise ValueError(f"{fname}: dy has shape {dy.shape}, expected {expected}")
-    if FLOAT_CODES.get(dy.dtype.newbyteorder("=")) is None:
-        raise TypeError(f"{fname}: unsupported dy dtype {dy.dtype}")
-    dy = np.ascontiguousarray(cast(as_native(dy), work))
-    dx = np.zeros(x.shape, dtype=work)
-    if dy.size:
-        _lib.conv_pool_grad(x, dy, dx, geom, op, FLOAT_CODES[x.dtype])
-    return dx
-

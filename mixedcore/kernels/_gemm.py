@@ -12,8 +12,8 @@ from numpy.typing import ArrayLike, DTypeLike
 from mixedcore._core import _mixedcore as _lib
 from mixedcore._core._mixedcore import PackedMatrix
 from mixedcore.kernels._cast import cast
-from mixedcore.kernels._dispatch import (ISA_LEVELS, as_native, bfloat16, check_out, float_code,
-                                         resolve_dtype)
+from mixedcore.kernels._checks import as_native, bfloat16, check_out, float_code, resolve_dtype
+from mixedcore.kernels._runtime import ISA_LEVELS
 
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
 GEMM_CODES = {_F16: 0, _BF16: 1, _F32: 2}

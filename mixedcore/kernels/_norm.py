@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._dispatch import as_native, float_code, overlaps, resolve_dtype
+from mixedcore.kernels._checks import as_native, float_code, overlaps, resolve_dtype
 
 _F32 = np.dtype(np.float32)
 # the types the kernel reads and writes: float16, bfloat16, float32 (codes of mc_convert_scalar.h)

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._dispatch import SUPPORTED_NAMES, as_native, bfloat16, float_code, overlaps
+from mixedcore.kernels._checks import SUPPORTED_NAMES, as_native, bfloat16, float_code, overlaps
 
 _lib.scan_set_bfloat16(bfloat16)
 

@@ -1,4 +1,10 @@
-"""Dispatch levels, threads, and the validation helpers every kernel shares."""
+"""The runtime of the compiled core: the instruction-set level, the thread count, the floating-
+point environment kernels run under, and what the build holds (``python -m mixedcore info``).
+
+Importing this module applies the environment: ``MIXEDCORE_ISA``, ``MIXEDCORE_NUM_THREADS`` /
+``OMP_NUM_THREADS`` and the CPU budget (affinity, cgroup quota); threadpoolctl, when installed,
+is told about the thread team.  The argument checks the kernels share are in ``_checks``.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -7,22 +13,15 @@ import threading
 import warnings
 from typing import Any, Iterator
 
-import ml_dtypes
 import numpy as np
 
 from mixedcore._core import _mixedcore as _lib
+from mixedcore._version import __version__
 
 ISA_LEVELS = _lib.ISA_NAMES
-bfloat16 = np.dtype(ml_dtypes.bfloat16)
 
-# dtype -> type code of the compiled core (mc_convert_scalar.h)
-FLOAT_CODES = {
-    np.dtype(np.float16): 0,
-    bfloat16: 1,
-    np.dtype(np.float32): 2,
-    np.dtype(np.float64): 3,
-}
-SUPPORTED_NAMES = "float16, bfloat16, float32, float64"
+# ---------------------------------------------------------------------------------------------
+# instruction-set level
 
 def available_isas() -> tuple[str, ...]:
     """The instruction-set levels usable on this machine, lowest first.
@@ -291,6 +290,9 @@ def thread_info() -> dict[str, Any]:
             "team": _lib.pool_workers(), "enabled": _lib.threads_enabled()}
 
 
+# ---------------------------------------------------------------------------------------------
+# floating-point environment
+
 _ROUNDING = ("to nearest even", "toward -inf", "toward +inf", "toward zero")
 
 
@@ -337,6 +339,9 @@ def fp_environment() -> dict[str, Any]:
             "engine_mxcsr": engine, "caller_mxcsr": caller}
 
 
+# ---------------------------------------------------------------------------------------------
+# CPU detection and build
+
 CPUINFO_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
                  "avx512_bf16")
 
@@ -377,6 +382,9 @@ def build_info() -> dict[str, Any]:
     return _lib.build_info()
 
 
+# ---------------------------------------------------------------------------------------------
+# threadpoolctl
+
 def _register_threadpoolctl():
     """Let threadpoolctl see and limit the team: ``threadpool_limits(n)`` and
     ``threadpool_limits(n, user_api="openmp")`` set the calling thread's count, as they do for
@@ -400,76 +408,9 @@ def _register_threadpoolctl():
             self.dynlib.mixedcore_set_num_threads(int(num_threads))
 
         def get_version(self):
-            from mixedcore import __version__
             return __version__
 
     threadpoolctl.register(MixedcoreController)
 
 
 _register_threadpoolctl()
-
-# ---------------------------------------------------------------------------------------------
-# helpers shared by the kernels
-
-def float_code(dtype):
-    """The core's type code of a dtype object (either byte order), or None if unsupported."""
-    code = FLOAT_CODES.get(dtype)
-    if code is None and not dtype.isnative:
-        code = FLOAT_CODES.get(dtype.newbyteorder("="))
-    return code
-
-
-def as_native(x):
-    """``x`` in native byte order and aligned: a bit-exact copy when it is not."""
-    if not x.dtype.isnative:
-        x = x.byteswap().view(x.dtype.newbyteorder("="))
-    if not x.flags.aligned:
-        x = x.copy()
-    return x
-
-def overlaps(a, b):
-    """True when arrays ``a`` and ``b`` share at least one byte."""
-    if not _lib.extents_overlap(a, b):
-        return False
-    try:
-        return np.shares_memory(a, b, max_work=1 << 20)
-    except np.exceptions.TooHardError:
-        return True
-
-_resolved: dict = {}
-
-
-def resolve_dtype(fname, dtype):
-    """The native float dtype named by ``dtype`` (a dtype, type or name), or TypeError."""
-    try:
-        return _resolved[dtype]
-    except (KeyError, TypeError):
-        pass
-    try:
-        dt = np.dtype(dtype)
-    except TypeError as exc:
-        raise TypeError(f"{fname}: cannot interpret {dtype!r} as a dtype ({exc})") from None
-    native = dt.newbyteorder("=")
-    if native not in FLOAT_CODES:
-        raise TypeError(f"{fname}: unsupported target dtype {dt}; supported: {SUPPORTED_NAMES}")
-    try:
-        _resolved[dtype] = native
-    except TypeError:   # an unhashable dtype-like
-        pass
-    return native
-
-
-def check_out(fname, out, shape, dtype, inputs=()):
-    """Validate an ``out=`` array: ndarray, exact dtype, shape, writable, no overlap."""
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"{fname}: out must be a numpy.ndarray, got {type(out).__name__}")
-    if out.dtype != dtype:
-        raise ValueError(f"{fname}: out has dtype {out.dtype}, expected {dtype}")
-    shape = tuple(shape)
-    if out.shape != shape:
-        raise ValueError(f"{fname}: out has shape {out.shape}, expected {shape}")
-    if not out.flags.writeable:
-        raise ValueError(f"{fname}: out is read-only")
-    for x in inputs:
-        if overlaps(out, x):
-            raise ValueError(f"{fname}: out overlaps an input array; pass a separate array")
