@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mixedcore
-from mixedcore.__main__ import main
+from mixedcore.cli.main import main
 
 # child processes run beside the package the tests import (the checkout root, or site-packages
 # when the tests of an unpacked sdist run against the installed package)

@@ -12,7 +12,7 @@ import pytest
 
 import mixedcore
 from mixedcore import kernels
-from mixedcore.__main__ import main
+from mixedcore.cli.main import main
 from mixedcore.kernels import _runtime
 
 from fpenv import X86FloatEnv
@@ -126,7 +126,7 @@ def test_cpu_detection_against_a_cpuinfo_file(tmp_path):
     f.write_text(f"flags\t\t: {flipped}\n")
     d = _runtime.cpu_detection(str(f))
     assert d["disagree"] == ["avx2"]
-    from mixedcore.__main__ import _detection_row
+    from mixedcore.cli.main import _detection_row
     assert "DISAGREES with /proc/cpuinfo on avx2 (CPUID " in _detection_row(d)
     d = _runtime.cpu_detection(str(tmp_path / "missing"))
     assert d["cpuinfo"] is None and d["disagree"] == []

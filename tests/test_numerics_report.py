@@ -7,7 +7,7 @@ import pytest
 
 import mixedcore
 from mixedcore import layers, models, optimizers, utils
-from mixedcore.__main__ import main
+from mixedcore.cli.main import main
 from mixedcore.policy import policy_scope
 
 F16_MAX_TIE = 65520.0          # float16 rounds |x| >= this to infinity
