@@ -126,7 +126,7 @@ def test_cpu_detection_against_a_cpuinfo_file(tmp_path):
     f.write_text(f"flags\t\t: {flipped}\n")
     d = _runtime.cpu_detection(str(f))
     assert d["disagree"] == ["avx2"]
-    from mixedcore.cli.main import _detection_row
+    from mixedcore.cli.info import _detection_row
     assert "DISAGREES with /proc/cpuinfo on avx2 (CPUID " in _detection_row(d)
     d = _runtime.cpu_detection(str(tmp_path / "missing"))
     assert d["cpuinfo"] is None and d["disagree"] == []

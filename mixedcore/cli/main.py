@@ -1,73 +1,26 @@
-"""Command line: ``python -m mixedcore info | demo | bench | predict``."""
+"""The command line's argument parsing and dispatch: ``python -m mixedcore info | demo | bench |
+predict | report``.
+
+Each command's work is in its own module of this package (``info``, ``demo``, ``bench``,
+``predict``, ``report``); the handlers here turn the parsed arguments into its call, and its
+user errors into ``error: <message>`` on stderr with exit code 2.
+"""
 import argparse
 import sys
 
 
 def _info(args):
-    import numpy as np
-    import ml_dtypes
-
-    import mixedcore
-    from mixedcore import kernels
-    from mixedcore.kernels import _runtime
-
-    build = _runtime.build_info()
-    fpenv = _runtime.fp_environment()
-    rows = [
-        ("mixedcore", mixedcore.__version__),
-        ("numpy", np.__version__),
-        ("ml_dtypes", ml_dtypes.__version__),
-        ("python", sys.version.split()[0]),
-        ("CPU supports", kernels.ISA_LEVELS[_runtime._lib.supported_level()]),
-        ("built levels", ", ".join(build["isa_levels"])),
-        ("available", ", ".join(kernels.available_isas())),
-        ("selected", kernels.isa() + _isa_source()),
-        ("CPU detection", _detection_row(_runtime.cpu_detection())),
-        ("threads", _threads_row()),
-        ("thread team", "the project's own (POSIX threads); no OpenMP runtime"
-         if build["threads"] else "none (built without threads: every call runs on its caller)"),
-        ("FP environment", fpenv["engine"] + " in every call; the caller's is restored after it"),
-        ("caller's FP env", fpenv["caller"] if fpenv["caller"] is not None
-         else "not shown (no MXCSR on this platform)"),
-        ("compiler", build["compiler"]),
-        ("flags", build["flags"]),
-    ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    from mixedcore.cli import info
+    info.run()
     return 0
 
 
-def _isa_source():
-    import os
-    text = os.environ.get("MIXEDCORE_ISA", "").strip()
-    return f" (MIXEDCORE_ISA={text})" if text else ""
-
-
-def _detection_row(d):
-    found = ", ".join(n for n, on in d["detected"].items() if on) or "none of the x86 extensions"
-    if d["cpuinfo"] is None:
-        return f"{found} (/proc/cpuinfo not readable: not compared)"
-    if d["disagree"]:
-        diff = ", ".join(f"{n} (CPUID {'yes' if d['detected'][n] else 'no'}, /proc/cpuinfo "
-                         f"{'yes' if d['cpuinfo'][n] else 'no'})" for n in d["disagree"])
-        return f"{found}; DISAGREES with /proc/cpuinfo on {diff}"
-    return f"{found}; agrees with /proc/cpuinfo"
-
-
-def _threads_row():
-    from mixedcore.kernels._runtime import thread_info
-    t = thread_info()
-    return (f"{t['threads']} (from {t['source']}; CPU budget {t['cpu_budget']} from "
-            f"{t['budget_source']})")
-
-
 def _demo(args):
-    from mixedcore.cli import demo as _demo
+    from mixedcore.cli import demo
     try:
-        _demo.run(data=args.data, epochs=args.epochs, batch_size=args.batch_size,
-                  hidden=args.hidden, samples=args.samples, seed=args.seed,
-                  verbose=args.verbose, timing=args.timing)
+        demo.run(data=args.data, epochs=args.epochs, batch_size=args.batch_size,
+                 hidden=args.hidden, samples=args.samples, seed=args.seed,
+                 verbose=args.verbose, timing=args.timing)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -75,43 +28,20 @@ def _demo(args):
 
 
 def _bench(args):
-    from mixedcore.cli import bench as _bench
-    _bench.run(size=args.size, gemm=args.gemm, min_time=args.min_time)
+    from mixedcore.cli import bench
+    bench.run(size=args.size, gemm=args.gemm, min_time=args.min_time)
     return 0
 
 
-def _retain_freed_memory():
-    """Keep freed memory in the process (glibc's malloc only), for the predict command.
-
-    Inference frees each intermediate array as soon as it is read; glibc then hands large blocks
-    back to the kernel and the next batch faults fresh, zeroed pages in again, about a seventh of
-    a transformer encoder's time on the development machine.  A process that runs the same
-    model batch after batch is better off keeping them.  The command owns its process, so it
-    sets this; a server that imports mixedcore can set MALLOC_TRIM_THRESHOLD_ and
-    MALLOC_MMAP_THRESHOLD_ itself (docs/from_keras.md).  Variables already set win."""
-    import ctypes
-    import ctypes.util
-    import os
-    if "MALLOC_TRIM_THRESHOLD_" in os.environ or "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return                                       # not glibc: leave the allocator alone
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 64 << 20)
-    mallopt(m_trim_threshold, 512 << 20)
-
-
 def _predict(args):
-    from mixedcore.cli import predict as _predict
-    _retain_freed_memory()
+    from mixedcore.cli import predict
+    from mixedcore.cli.common import CommandError
+    predict.retain_freed_memory()
     try:
-        result = _predict.run(args.model, args.input, args.out, policy=args.policy,
-                              batch_size=args.batch_size,
-                              progress=False if args.quiet else None)
-    except _predict.CommandError as exc:
+        result = predict.run(args.model, args.input, args.out, policy=args.policy,
+                             batch_size=args.batch_size,
+                             progress=False if args.quiet else None)
+    except CommandError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     shapes = ", ".join(f"{k} {v}" for k, v in result["outputs"].items())
@@ -120,12 +50,13 @@ def _predict(args):
 
 
 def _report(args):
-    from mixedcore.cli import predict as _predict
+    from mixedcore.cli import report
+    from mixedcore.cli.common import CommandError
     try:
-        result = _predict.report(args.model, args.input, labels_path=args.labels,
-                                 policy=args.policy, batch_size=args.batch_size,
-                                 json_path=args.json)
-    except _predict.CommandError as exc:
+        result = report.run(args.model, args.input, labels_path=args.labels,
+                            policy=args.policy, batch_size=args.batch_size,
+                            json_path=args.json)
+    except CommandError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(result.table())
@@ -210,4 +141,3 @@ def main(argv=None):
     args = parser.parse_args(argv)
     return {"info": _info, "demo": _demo, "bench": _bench, "predict": _predict,
             "report": _report}[args.command](args)
-

@@ -1,43 +1,26 @@
 """``python -m mixedcore predict``: run a saved model over an array file, batch by batch.
 
 Design:
-  A. The input is read with ``mmap_mode="r"`` (a ``.npy``) or member by member (a ``.npz``), and
-     a single output is written through a memory-mapped ``.npy``: an input larger than memory
-     streams through, one batch of it in memory at a time.  Several outputs are gathered and
+  A. The input streams through (``common.read_inputs``: memory-mapped where possible), one
+     batch of it in memory at a time, and a single output is written through a memory-mapped
+     ``.npy``: an input larger than memory goes through.  Several outputs are gathered and
      written to a ``.npz``, one array per output name.
-  B. Everything the user can get wrong (files, shapes, dtypes, policy names, the output name) is
-     checked before the first batch runs, and reported as a :class:`CommandError`, which the
-     command line prints and turns into exit code 2.
+  B. Everything the user can get wrong is checked before the first batch runs and reported as
+     a ``CommandError`` (exit code 2).
   C. Outputs keep their dtype, except bfloat16, which ``.npy`` files cannot name portably: it is
      widened to float32 (exactly).
   D. The output file is written under a temporary name beside it and renamed when complete.
 """
-import contextlib
 import os
 import sys
 import time
 
 import numpy as np
 
-__all__ = ["CommandError", "run"]
+from mixedcore.cli.common import (CommandError, check_shapes, policy_option, read_inputs,
+                                  temporary_beside)
 
-
-class CommandError(Exception):
-    """A user error of the command: printed as ``error: <message>``, exit code 2."""
-
-
-def _policy(name):
-    from mixedcore import policies
-    if name is None:
-        return None
-    try:
-        policy = policies.get(name)
-    except (TypeError, ValueError) as exc:
-        raise CommandError(f"--policy: {exc}") from None
-    if policy.compute_dtype not in ("float16", "bfloat16", "float32", "float64"):
-        raise CommandError(f"--policy: {name!r} is not a floating-point policy; use float32, "
-                           f"mixed_float16, mixed_bfloat16, float16, bfloat16 or float64")
-    return policy
+__all__ = ["CommandError", "retain_freed_memory", "run"]
 
 
 def _load_model(path, policy):
@@ -49,82 +32,6 @@ def _load_model(path, policy):
         return models.load_model(path, compile=False, dtype_policy=policy)
     except (ValueError, TypeError) as exc:
         raise CommandError(str(exc)) from None
-
-
-def _numeric(what, array):
-    if array.dtype.kind not in "biuf" and array.dtype.name not in ("bfloat16", "float8_e4m3fn",
-                                                                   "float8_e5m2"):
-        raise CommandError(f"{what} holds {array.dtype} data; numeric data are needed")
-    if array.ndim == 0:
-        raise CommandError(f"{what} is a scalar; an array with a batch dimension is needed")
-    return array
-
-
-def _read_inputs(path, model):
-    """The input arrays, in the order of ``model.inputs`` (memory-mapped where possible)."""
-    if not os.path.exists(path):
-        raise CommandError(f"input file {path!r} does not exist")
-    if not os.path.isfile(path):
-        raise CommandError(f"input file {path!r} is not a regular file")
-    names = list(model.input_names)
-    try:
-        with open(path, "rb") as f:
-            head = f.read(6)
-    except OSError as exc:
-        raise CommandError(f"cannot read input file {path!r} ({exc})") from None
-    if head == b"\x93NUMPY":
-        if len(names) != 1:
-            raise CommandError(f"the model has {len(names)} inputs {names}: give an .npz file "
-                               f"with one array per input name")
-        try:
-            array = np.load(path, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise CommandError(f"cannot read input file {path!r} as .npy ({exc})") from None
-        return [_numeric(f"input file {path!r}", array)]
-    if head[:4] != b"PK\x03\x04":
-        raise CommandError(f"input file {path!r} is neither a .npy nor a .npz file (it starts "
-                           f"with {head!r})")
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise CommandError(f"cannot read input file {path!r} as .npz ({exc})") from None
-    with data:
-        keys = list(data.files)
-        if len(names) == 1 and len(keys) == 1:
-            chosen = keys
-        else:
-            missing = [n for n in names if n not in keys]
-            if missing:
-                raise CommandError(f"input file {path!r} has arrays {keys}; the model's inputs "
-                                   f"are {names} (missing: {missing})")
-            extra = [k for k in keys if k not in names]
-            if extra:
-                raise CommandError(f"input file {path!r} has arrays {extra} that are not "
-                                   f"inputs of the model (its inputs: {names})")
-            chosen = names
-        try:
-            arrays = [data[k] for k in chosen]
-        except (OSError, ValueError) as exc:
-            raise CommandError(f"cannot read input file {path!r} ({exc})") from None
-    return [_numeric(f"array {k!r} of {path!r}", a) for k, a in zip(chosen, arrays)]
-
-
-def _check_shapes(model, arrays):
-    """Every array fits its input; all have one number of samples, which is returned."""
-    for t, a, name in zip(model.inputs, arrays, model.input_names):
-        expected = tuple(t.shape)
-        if a.ndim != len(expected) or any(e is not None and e != s
-                                          for e, s in zip(expected[1:], a.shape[1:])):
-            label = f"input '{name}'" if len(arrays) > 1 else "the input"
-            raise CommandError(f"{label} has shape {a.shape}; the model expects "
-                               f"{expected} (None: any size)")
-    counts = [a.shape[0] for a in arrays]
-    if len(set(counts)) != 1:
-        raise CommandError(f"the inputs have different numbers of samples: "
-                           f"{dict(zip(model.input_names, counts))}")
-    if counts[0] == 0:
-        raise CommandError("the input has no samples (its first dimension is 0)")
-    return counts[0]
 
 
 def _check_out(path, several, names):
@@ -181,18 +88,6 @@ def _storable(a):
     return a.astype(np.float32) if a.dtype.name == "bfloat16" else a
 
 
-@contextlib.contextmanager
-def _temporary_beside(path):
-    directory, base = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{base}.{os.getpid()}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-
-
 def run(model_path, input_path, out_path, policy=None, batch_size=32, progress=None):
     """Predict ``input_path`` with the model in ``model_path`` and write ``out_path``.
 
@@ -223,10 +118,10 @@ def run(model_path, input_path, out_path, policy=None, batch_size=32, progress=N
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise CommandError(f"--batch-size must be a positive integer, got {batch_size!r}")
-    policy = _policy(policy)
+    policy = policy_option(policy)
     model = _load_model(model_path, policy)
-    arrays = _read_inputs(input_path, model)
-    n = _check_shapes(model, arrays)
+    arrays = read_inputs(input_path, model)
+    n = check_shapes(model, arrays)
     names = list(model.output_names)
     several = len(model.outputs) > 1
     _check_out(out_path, several, names)
@@ -235,7 +130,7 @@ def run(model_path, input_path, out_path, policy=None, batch_size=32, progress=N
     gathered = [[] for _ in names]
     single = None
     try:
-        with _temporary_beside(out_path) as tmp:
+        with temporary_beside(out_path) as tmp:
             for start in range(0, n, batch_size):
                 chunk = [np.asarray(a[start:start + batch_size]) for a in arrays]
                 try:
@@ -272,78 +167,24 @@ def run(model_path, input_path, out_path, policy=None, batch_size=32, progress=N
     return {"samples": n, "outputs": shapes}
 
 
-def _read_labels(path, n):
-    if not os.path.isfile(path):
-        raise CommandError(f"labels file {path!r} does not exist" if not os.path.exists(path)
-                           else f"labels file {path!r} is not a regular file")
+def retain_freed_memory():
+    """Keep freed memory in the process (glibc's malloc only), for the predict command.
+
+    Inference frees each intermediate array as soon as it is read; glibc then hands large blocks
+    back to the kernel and the next batch faults fresh, zeroed pages in again, about a seventh of
+    a transformer encoder's time on the development machine.  A process that runs the same
+    model batch after batch is better off keeping them.  The command owns its process, so it
+    sets this; a server that imports mixedcore can set MALLOC_TRIM_THRESHOLD_ and
+    MALLOC_MMAP_THRESHOLD_ itself (docs/from_keras.md).  Variables already set win."""
+    import ctypes
+    import ctypes.util
+    if "MALLOC_TRIM_THRESHOLD_" in os.environ or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return
     try:
-        labels = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise CommandError(f"cannot read labels file {path!r} as .npy ({exc})") from None
-    if not isinstance(labels, np.ndarray):
-        raise CommandError(f"labels file {path!r} is a .npz; give one .npy array")
-    labels = _numeric(f"labels file {path!r}", labels)
-    if labels.shape[0] != n:
-        raise CommandError(f"labels file {path!r} has {labels.shape[0]} samples; the input has "
-                           f"{n}")
-    return labels
-
-
-def report(model_path, input_path, labels_path=None, policy=None, batch_size=32,
-           json_path=None):
-    """The numerics report (``utils.numerics_report``) of a saved model over an array file.
-
-    With ``labels_path`` (a ``.npy`` of targets) the gradients are reported too; the model must
-    have been saved compiled (its loss is in the file).  With ``json_path`` the numbers are also
-    written there as JSON (``report.as_dict()`` with the model, policy and sample count).
-
-    Returns
-    -------
-    NumericsReport
-
-    Raises
-    ------
-    CommandError
-        Missing or unreadable files, inputs or labels that do not fit the model, an unknown
-        policy, labels for a model saved without its loss.
-    """
-    import json
-    from mixedcore.utils import numerics_report
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise CommandError(f"--batch-size must be a positive integer, got {batch_size!r}")
-    policy = _policy(policy)
-    if not os.path.isfile(model_path):
-        raise CommandError(f"model file {model_path!r} does not exist"
-                           if not os.path.exists(model_path)
-                           else f"model file {model_path!r} is not a regular file")
-    from mixedcore import models
-    try:
-        model = models.load_model(model_path, compile=labels_path is not None,
-                                  dtype_policy=policy)
-    except (ValueError, TypeError) as exc:
-        raise CommandError(str(exc)) from None
-    arrays = _read_inputs(input_path, model)
-    n = _check_shapes(model, arrays)
-    labels = None
-    if labels_path is not None:
-        labels = _read_labels(labels_path, n)
-        if not model.compiled:
-            raise CommandError(f"--labels: model file {model_path!r} was saved without its "
-                               f"loss (not compiled), so there is no gradient to report")
-    if json_path is not None:
-        directory = os.path.dirname(os.path.abspath(json_path))
-        if not os.path.isdir(directory):
-            raise CommandError(f"--json: directory {directory!r} does not exist")
-    x = arrays[0] if len(arrays) == 1 else dict(zip(model.input_names, arrays))
-    try:
-        result = numerics_report(model, x, labels, batch_size=batch_size)
-    except (ValueError, TypeError, RuntimeError) as exc:
-        raise CommandError(str(exc)) from None
-    if json_path is not None:
-        payload = {"model": result.model_name, "policy": result.policy,
-                   "samples": result.samples, "loss_scale": result.loss_scale,
-                   "layers": result.as_dict()}
-        with _temporary_beside(json_path) as tmp:
-            with open(tmp, "w") as f:
-                json.dump(payload, f, indent=1)
-    return result
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return                                       # not glibc: leave the allocator alone
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 64 << 20)
+    mallopt(m_trim_threshold, 512 << 20)
