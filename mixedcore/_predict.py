@@ -27,7 +27,7 @@ class CommandError(Exception):
 
 
 def _policy(name):
-    from mixedcore import policies
+    from mixedcore import dtype_policies as policies
     if name is None:
         return None
     try:
