@@ -8,7 +8,7 @@
 from mixedcore._version import __version__
 
 from mixedcore import kernels
-from mixedcore.policy import (
+from mixedcore.dtype_policies import (
     DTypePolicy,
     Policy,
     dtype_policy,
@@ -20,7 +20,8 @@ from mixedcore.policy import (
 )
 from mixedcore.loss_scale import DynamicLossScale, FixedLossScale
 from mixedcore.optimizers import LossScaleOptimizer
-from mixedcore import experimental, loss_scale, mixed_precision, optimizers, policies
+from mixedcore import (dtype_policies, experimental, loss_scale, mixed_precision, optimizers,
+                       policies)
 
 __all__ = [
     "__version__",
@@ -36,6 +37,7 @@ __all__ = [
     "FixedLossScale",
     "DynamicLossScale",
     "LossScaleOptimizer",
+    "dtype_policies",
     "experimental",
     "loss_scale",
     "mixed_precision",
@@ -44,8 +46,9 @@ __all__ = [
 ]
 
 # The Keras-like inference and training layer (docs/user_guide.md, docs/api.md).
-from mixedcore import callbacks, datasets, layers, losses, metrics, models, regularizers, utils
+from mixedcore import (callbacks, datasets, initializers, layers, losses, metrics, models,
+                       regularizers, utils)
 from mixedcore.models import Model, Sequential
 
-__all__ += ["layers", "models", "losses", "metrics", "regularizers", "utils", "datasets",
-            "callbacks", "Model", "Sequential"]
+__all__ += ["layers", "models", "losses", "metrics", "initializers", "regularizers", "utils",
+            "datasets", "callbacks", "Model", "Sequential"]

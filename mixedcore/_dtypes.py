@@ -1,14 +1,13 @@
 """The dtype helpers the Python layer shares: dtype names, casts to a compute dtype, input checks.
 
 Layers, losses, metrics and models import these; they sit below all of them and import only
-``kernels`` (for exact casts between the four floating types).
+``kernels`` (for exact casts between the four floating types, and the one bfloat16 dtype
+object, ``BF16``, which every module above the kernels takes from here).
 """
-import ml_dtypes
 import numpy as np
 
 from mixedcore import kernels
-
-BF16 = np.dtype(ml_dtypes.bfloat16)
+from mixedcore.kernels._checks import bfloat16 as BF16
 _CASTABLE = (np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64))
 _NAMED = {"bfloat16": BF16}
 _FLOATING: dict = {}

@@ -7,7 +7,7 @@ uses through ``keras.mixed_precision`` / ``tf.keras.mixed_precision``: ``DTypePo
 """
 from mixedcore import experimental
 from mixedcore.optimizers import LossScaleOptimizer
-from mixedcore.policy import (
+from mixedcore.dtype_policies import (
     DTypePolicy,
     Policy,
     dtype_policy,

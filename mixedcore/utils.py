@@ -1,42 +1,14 @@
-"""Small utilities: the random seed every mixedcore layer, initializer and ``fit`` draws from;
-``to_categorical``; ``numerics_report`` (defined with the models, which import this module)."""
+"""Small utilities, as ``keras.utils``: ``set_random_seed`` (of :mod:`mixedcore.random`),
+``to_categorical``, and ``numerics_report`` (of the models).
+
+A facade over the rest of the package: it may import anything, and no module of mixedcore
+imports it."""
 import numpy as np
 
+from mixedcore.models._report import NumericsReport, numerics_report
+from mixedcore.random import set_random_seed
+
 __all__ = ["set_random_seed", "to_categorical", "numerics_report", "NumericsReport"]
-
-_generator = np.random.default_rng()
-
-
-def set_random_seed(seed):
-    """Make weight initialisation, dropout and shuffling reproducible.
-
-    The counterpart of ``keras.utils.set_random_seed``.
-
-    Parameters
-    ----------
-    seed : int
-        A non-negative integer.
-
-    Raises
-    ------
-    TypeError
-        If ``seed`` is not an int.
-    ValueError
-        If ``seed`` is negative.
-    """
-    global _generator
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"set_random_seed: seed must be an int, got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"set_random_seed: seed must be >= 0, got {seed}")
-    _generator = np.random.default_rng(int(seed))
-
-
-def _rng(seed=None):
-    """A generator: a fresh one for an explicit ``seed``, else the shared one."""
-    if seed is not None:
-        return np.random.default_rng(seed)
-    return _generator
 
 
 def to_categorical(y, num_classes=None):
@@ -79,9 +51,3 @@ def to_categorical(y, num_classes=None):
     np.put_along_axis(out, labels[..., None], 1.0, axis=-1)
     return out
 
-
-def __getattr__(name):
-    if name in ("numerics_report", "NumericsReport"):
-        from mixedcore.models import _report
-        return getattr(_report, name)
-    raise AttributeError(f"module 'mixedcore.utils' has no attribute {name!r}")

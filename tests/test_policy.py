@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mixedcore as mc
-from mixedcore import policy as policy_mod
+from mixedcore.dtype_policies import _policy as policy_mod
 from mixedcore.policy import DTypePolicy
 
 

@@ -6,7 +6,8 @@ import pytest
 MODULES = ["mixedcore", "mixedcore.kernels", "mixedcore.mixed_precision", "mixedcore.experimental",
            "mixedcore.policies", "mixedcore.loss_scale", "mixedcore.optimizers", "mixedcore.layers",
            "mixedcore.models", "mixedcore.losses", "mixedcore.metrics", "mixedcore.regularizers",
-           "mixedcore.utils", "mixedcore.datasets", "mixedcore.scale_out"]
+           "mixedcore.utils", "mixedcore.datasets", "mixedcore.scale_out", "mixedcore.policy",
+           "mixedcore.dtype_policies", "mixedcore.random", "mixedcore.initializers"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -5,12 +5,10 @@ Each entry is the best of several timed runs (at least ``min_time`` seconds in a
 """
 import time
 
-import ml_dtypes
 import numpy as np
 
 from mixedcore import kernels
-
-BF16 = np.dtype(ml_dtypes.bfloat16)
+from mixedcore._dtypes import BF16
 
 
 def _best(fn, min_time):
@@ -52,7 +50,7 @@ def _mlp_rows(add, rng, torch, width, batch=256):
     """Inference of an MLP width-width-width-10 under mixed_bfloat16 and mixed_float16, beside
     the same model in numpy float32 and torch (bfloat16 autocast)."""
     from mixedcore import layers, models
-    from mixedcore.policy import policy_scope
+    from mixedcore.dtype_policies import policy_scope
     x = rng.normal(size=(batch, width)).astype(np.float32)
     weights = []
     for n_in, n_out in ((width, width), (width, width), (width, 10)):

@@ -23,7 +23,7 @@ class CommandError(Exception):
 
 def policy_option(name):
     """The policy named by --policy (None: the policies stored in the file), or CommandError."""
-    from mixedcore import policies
+    from mixedcore import dtype_policies as policies
     if name is None:
         return None
     try:

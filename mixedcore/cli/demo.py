@@ -9,7 +9,7 @@ from mixedcore.models import _training
 from mixedcore._dtypes import as_numeric_array
 from mixedcore.optimizers import LossScaleOptimizer
 from mixedcore.optimizers import Adam
-from mixedcore.policy import policy_scope
+from mixedcore.dtype_policies import policy_scope
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 

@@ -2,9 +2,10 @@
 import numpy as np
 
 from mixedcore import activations as _activations
+from mixedcore import initializers as _initializers
 from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import is_floating, to_compute, work_dtype
-from mixedcore.layers import _args, _initializers
+from mixedcore.layers import _args
 from mixedcore.layers._base import Layer
 
 

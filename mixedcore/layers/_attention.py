@@ -4,12 +4,13 @@ import math
 
 import numpy as np
 
+from mixedcore import initializers as _initializers
 from mixedcore import kernels
+from mixedcore import random as _random
 from mixedcore import regularizers as _regularizers
-from mixedcore import utils
 from mixedcore._dtypes import as_numeric_array, dtype_name, is_floating, np_dtype, to_compute, \
     work_dtype
-from mixedcore.layers import _args, _initializers, _node
+from mixedcore.layers import _args, _node
 from mixedcore.layers._base import Layer, _as_shapes, _batchless
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
@@ -156,7 +157,7 @@ class MultiHeadAttention(Layer):
         if seed is not None:
             seed = _args.non_negative_int(owner, "seed", seed)
         self.seed = seed
-        self._generator = utils._rng(seed) if seed is not None else None
+        self._generator = _random.generator(seed) if seed is not None else None
         self._scale = 1.0 / math.sqrt(float(self.key_dim))
         self._train_cache = None
         self._bias_cache = {}
@@ -487,7 +488,7 @@ class MultiHeadAttention(Layer):
         keep = None
         p_used = p_cd
         if training and self.dropout > 0:
-            rng = self._generator if self._generator is not None else utils._rng()
+            rng = self._generator if self._generator is not None else _random.generator()
             keep = (rng.random(probs.shape) >= self.dropout).astype(w) * \
                 w.type(1.0 / (1.0 - self.dropout))
             p_used = to_compute(to_compute(p_cd, w) * keep, cd)

@@ -27,10 +27,10 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore import kernels
 from mixedcore._dtypes import as_numeric_array, is_floating, np_dtype, to_compute
-from mixedcore import policies as _policies
-from mixedcore import policy as _policy_mod
+from mixedcore import initializers as _initializers
 from mixedcore import regularizers as _regularizers
-from mixedcore.layers import _initializers, _node
+from mixedcore.dtype_policies import policy_config, resolve_policy
+from mixedcore.layers import _node
 
 _name_counts: dict = {}
 
@@ -113,16 +113,6 @@ def _spec(shape, dtype):
     if isinstance(shape, (list, tuple)):
         return type(shape)(_spec(v, dtype) for v in shape)
     raise TypeError(f"compute_output_shape returned {shape!r}, not a shape")
-
-
-def resolve_policy(owner, dtype):
-    """A policy object from what a layer's ``dtype`` argument may be (docs/layers.md, 'Policies
-    and autocasting')."""
-    if dtype is not None and not isinstance(dtype, (str, dict, np.dtype, type)) \
-            and not isinstance(dtype, _policy_mod.DTypePolicy):
-        raise TypeError(f"{owner}: dtype must be None, a str, a policy, a numpy dtype or a "
-                        f"serialized policy dict, got {type(dtype).__name__}: {dtype!r}")
-    return _policies.get(dtype)
 
 
 def fold_affine(layer, kernel, norm, pack):
@@ -593,10 +583,7 @@ class Layer:
 
     # -- config ---------------------------------------------------------------------------------
     def _policy_config(self):
-        try:
-            return _policies.serialize(self._dtype_policy)
-        except Exception:
-            return self._dtype_policy.name
+        return policy_config(self._dtype_policy)
 
     def get_config(self) -> dict[str, Any]:
         config = {"name": self.name, "trainable": self.trainable,

@@ -19,10 +19,11 @@ Design:
 import numpy as np
 
 from mixedcore import activations as _activations
+from mixedcore import initializers as _initializers
 from mixedcore import kernels
 from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import dtype_name, is_floating, to_compute, work_dtype
-from mixedcore.layers import _args, _initializers
+from mixedcore.layers import _args
 from mixedcore.layers._base import Layer, fold_affine
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")

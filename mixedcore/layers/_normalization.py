@@ -2,9 +2,10 @@
 whatever the compute dtype."""
 import numpy as np
 
+from mixedcore import initializers as _initializers
 from mixedcore import kernels
 from mixedcore import regularizers as _regularizers
-from mixedcore.layers import _args, _initializers
+from mixedcore.layers import _args
 from mixedcore._dtypes import BF16, is_floating, to_compute, work_dtype
 from mixedcore.layers._base import Layer
 

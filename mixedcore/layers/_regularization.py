@@ -2,7 +2,7 @@
 the identity at inference."""
 import numpy as np
 
-from mixedcore import utils
+from mixedcore import random as _random
 from mixedcore._dtypes import is_floating, to_compute, work_dtype
 from mixedcore.layers import _args
 from mixedcore.layers._base import Layer
@@ -37,7 +37,7 @@ class Dropout(Layer):
         if seed is not None:
             seed = _args.non_negative_int(owner, "seed", seed)
         self.seed = seed
-        self._generator = utils._rng(seed) if seed is not None else None
+        self._generator = _random.generator(seed) if seed is not None else None
         self._train_cache = None
 
     def _noise_shape(self, shape):
@@ -54,7 +54,7 @@ class Dropout(Layer):
             self._train_cache = None
             return inputs
         shape = self._noise_shape(inputs.shape)
-        rng = self._generator if self._generator is not None else utils._rng()
+        rng = self._generator if self._generator is not None else _random.generator()
         w = work_dtype(inputs.dtype) if is_floating(inputs.dtype) else np.dtype(np.float32)
         keep = rng.random(shape) >= self.rate
         mask = keep.astype(w) * w.type(1.0 / (1.0 - self.rate))
@@ -143,14 +143,14 @@ class GaussianNoise(Layer):
         if seed is not None:
             seed = _args.non_negative_int("GaussianNoise", "seed", seed)
         self.seed = seed
-        self._generator = utils._rng(seed) if seed is not None else None
+        self._generator = _random.generator(seed) if seed is not None else None
 
     def call(self, inputs, training=False):
         if not training or self.stddev == 0:
             return inputs
         x = inputs if is_floating(inputs.dtype) else inputs.astype(self._compute_np())
         w = work_dtype(x.dtype)
-        rng = self._generator if self._generator is not None else utils._rng()
+        rng = self._generator if self._generator is not None else _random.generator()
         noise = rng.normal(0.0, self.stddev, size=x.shape).astype(w)
         return to_compute(to_compute(x, w) + noise, x.dtype)
 

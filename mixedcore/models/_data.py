@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-import mixedcore.utils as utils
+from mixedcore import random as _random
 
 
 def is_dataset(x):
@@ -167,7 +167,7 @@ class Batches:
         """An iterator over one pass of the data (batches as (xs, ys, sws))."""
         if self.kind == "arrays":
             xs, ys, sws = self.arrays
-            order = utils._rng().permutation(self.n) if self.shuffle else None
+            order = _random.generator().permutation(self.n) if self.shuffle else None
             for start in range(0, self.n, self.batch_size):
                 idx = slice(start, min(self.n, start + self.batch_size))
                 if order is not None:
@@ -176,7 +176,7 @@ class Batches:
                        None if ys is None else [None if a is None else a[idx] for a in ys],
                        None if sws is None else [None if a is None else a[idx] for a in sws])
         elif self.kind == "sequence":
-            order = (utils._rng().permutation(self.length) if self.shuffle
+            order = (_random.generator().permutation(self.length) if self.shuffle
                      else range(self.length))
             for i in order:
                 yield self._convert(self.data[int(i)])

@@ -57,8 +57,9 @@ try:
 except ImportError:         # numpy < 2
     from numpy.core import multiarray as _multiarray  # type: ignore[no-redef]
 
-from mixedcore import policies as _policies
-from mixedcore.policy import DTypePolicy
+from mixedcore import dtype_policies as _policies
+from mixedcore._dtypes import BF16 as _BF16
+from mixedcore.dtype_policies import DTypePolicy
 
 __all__ = ["save_model", "load_model", "save_weights", "load_weights", "model_to_json",
            "model_from_json"]
@@ -76,7 +77,6 @@ _MAX_EXPANSION = 100
 _EXPANSION_FLOOR = 256 << 20
 # HDF5 keeps attributes in the object header, whose limit Keras's legacy writer splits around.
 _ATTR_LIMIT = 64512
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 _POLICY_CLASSES = ("DTypePolicy", "FloatDTypePolicy", "Policy", "PolicyV1")
 _MODEL_CLASSES = ("Sequential", "Functional", "Model")
 

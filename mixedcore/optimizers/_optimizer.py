@@ -33,16 +33,15 @@ import math
 import numbers
 import re
 
-import ml_dtypes
 import numpy as np
 
+from mixedcore._dtypes import BF16
 from mixedcore.optimizers import schedules as _schedules
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Nadam", "get",
            "serialize", "deserialize"]
 
-_FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32),
-                 np.dtype(np.float64))
+_FLOAT_DTYPES = (np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64))
 _WIDE = (np.dtype(np.float32), np.dtype(np.float64))
 
 

@@ -1,7 +1,14 @@
-"""Weight initializers by Keras name; values drawn in float64, then stored in the variable dtype."""
+"""Weight initializers by Keras name; values drawn in float64, then stored in the variable dtype.
+
+Layers take an initializer argument through :func:`check` (at construction), write it into their
+config with :func:`serialize` and draw their weights with :func:`initialize`, from the generator
+of :mod:`mixedcore.random` unless the initializer carries its own seed.
+"""
 import numpy as np
 
-from mixedcore import utils
+from mixedcore import random as _random
+
+__all__ = ["Initializer", "check", "serialize", "initialize"]
 
 
 def _fans(shape):
@@ -224,9 +231,9 @@ def initialize(identifier, shape, dtype, seed=None):
     shape = tuple(int(d) for d in shape)
     if isinstance(identifier, str):
         maker, defaults = _MAKERS[identifier]
-        values = maker(**defaults)(shape, utils._rng(seed))
+        values = maker(**defaults)(shape, _random.generator(seed))
     elif isinstance(identifier, Initializer):
-        values = identifier.values(shape, utils._rng(identifier.seed if seed is None else seed))
+        values = identifier.values(shape, _random.generator(identifier.seed if seed is None else seed))
     else:
         values = np.asarray(identifier(shape, dtype))
         if values.shape != shape:

@@ -1,0 +1,43 @@
+"""Dtype policies: what a layer computes in and stores its weights in (docs/policies.md).
+
+- ``_policy``: the ``DTypePolicy`` class, the names it accepts, and the global policy
+  (``set_policy`` and its Keras / tf.keras spellings, ``global_policy``, ``policy_scope``);
+- ``_serialization``: ``get`` (what a layer's ``dtype`` argument stands for), ``serialize`` and
+  ``deserialize`` (Keras's dict form);
+- ``_experimental``: the deprecated tf.keras 1.15 - 2.4 ``Policy``, which carries a loss scale
+  (public as ``mixedcore.experimental``).
+
+The older import paths ``mixedcore.policy``, ``mixedcore.policies``, ``mixedcore.experimental``
+and ``mixedcore.mixed_precision`` name the same objects.
+"""
+from mixedcore.dtype_policies._policy import (
+    DTypePolicy,
+    Policy,
+    dtype_names,
+    dtype_policy,
+    global_policy,
+    policy_names,
+    policy_scope,
+    set_dtype_policy,
+    set_global_policy,
+    set_policy,
+)
+from mixedcore.dtype_policies._serialization import deserialize, get, serialize
+# for the layers: a layer's dtype argument checked and resolved, and its policy's config entry
+from mixedcore.dtype_policies._serialization import policy_config, resolve_policy  # noqa: F401
+
+__all__ = [
+    "DTypePolicy",
+    "Policy",
+    "set_policy",
+    "set_global_policy",
+    "set_dtype_policy",
+    "global_policy",
+    "dtype_policy",
+    "policy_scope",
+    "dtype_names",
+    "policy_names",
+    "get",
+    "serialize",
+    "deserialize",
+]

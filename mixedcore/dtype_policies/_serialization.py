@@ -1,0 +1,178 @@
+"""Serialization of dtype policies: ``serialize``, ``deserialize`` and ``get``.
+
+The dict form is Keras's: ``{"class_name": "DTypePolicy", "config": {"name": ...}}``.
+
+Decisions (see docs/porting.md):
+
+A. Configs of the deprecated experimental class ("Policy" in tf.keras 2.0-2.3, "PolicyV1" in
+   2.4) load as a plain :class:`~mixedcore.DTypePolicy`, dropping the loss scale, as TF 2.4
+   does, so saved models outlive the experimental class.  Keras 3's
+   "FloatDTypePolicy" (Keras 3.0-3.5) loads the same way.
+B. The extra keys Keras 3 writes next to "class_name" / "config" ("module",
+   "registered_name") are ignored; any other key is an error, as is a missing one.
+C. ``serialize`` of an experimental policy writes class "PolicyV1" with its loss scale (what
+   tf.keras 2.4 writes); ``deserialize`` of that is a plain policy (decision A).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mixedcore.dtype_policies import _policy
+from mixedcore.dtype_policies import _experimental
+from mixedcore.dtype_policies._policy import DTypePolicy
+
+__all__ = ["serialize", "deserialize", "get"]
+
+# class_name -> how it loads: every known class loads as a plain DTypePolicy (decision A).
+_PLAIN_CLASSES = ("DTypePolicy", "FloatDTypePolicy", "Policy", "PolicyV1")
+_IGNORED_KEYS = ("module", "registered_name")
+
+
+def serialize(policy: DTypePolicy) -> dict[str, Any]:
+    """The dict form of a policy.
+
+    Parameters
+    ----------
+    policy : DTypePolicy
+        A policy (an experimental ``Policy`` is written as class "PolicyV1", its config
+        including a non-default loss scale).
+
+    Returns
+    -------
+    dict
+        ``{"class_name": "DTypePolicy", "config": {"name": ...}}``.
+
+    Raises
+    ------
+    TypeError
+        If `policy` is not a DTypePolicy.
+    """
+    if not isinstance(policy, DTypePolicy):
+        raise TypeError(f"serialize: expected a DTypePolicy, got {type(policy).__name__}: "
+                        f"{policy!r}")
+    if isinstance(policy, _experimental.Policy):
+        return {"class_name": "PolicyV1", "config": policy.get_config()}
+    if type(policy) is DTypePolicy:
+        return {"class_name": "DTypePolicy", "config": policy.get_config()}
+    # a user's subclass: its own name, which deserialize finds in custom_objects (Keras 3
+    # writes it as the registered name too)
+    name = type(policy).__name__
+    return {"class_name": name, "config": policy.get_config(), "registered_name": name}
+
+
+def deserialize(config: dict[str, Any] | str,
+                custom_objects: dict[str, Any] | None = None) -> DTypePolicy:
+    """A policy from its dict form (or from a policy name).
+
+    Parameters
+    ----------
+    config : dict or str
+        ``{"class_name": C, "config": {"name": ...}}`` with C one of "DTypePolicy",
+        "FloatDTypePolicy" (Keras 3), "Policy" or "PolicyV1" (tf.keras); a
+        ``"loss_scale"`` in the inner config is dropped.  A str is taken as a policy name.
+    custom_objects : dict, optional
+        Maps other class names to DTypePolicy subclasses (their ``from_config`` is used).
+
+    Returns
+    -------
+    DTypePolicy
+        A plain ``DTypePolicy`` for the known class names.
+
+    Raises
+    ------
+    TypeError
+        If `config` is neither a dict nor a str.
+    ValueError
+        If the dict lacks "class_name" or "config", has other keys, names an unknown class,
+        or its inner config is not a valid policy config.
+    """
+    if isinstance(config, str):
+        return DTypePolicy(config)
+    if not isinstance(config, dict):
+        raise TypeError(
+            f"deserialize: expected a dict such as {{'class_name': 'DTypePolicy', 'config': "
+            f"{{'name': 'mixed_float16'}}}} or a policy name, got {type(config).__name__}: "
+            f"{config!r}")
+    missing = [k for k in ("class_name", "config") if k not in config]
+    if missing:
+        raise ValueError(f"deserialize: the policy dict has no {missing} key(s): {config!r}")
+    unknown = sorted(str(k) for k in config
+                     if k not in ("class_name", "config") + _IGNORED_KEYS)
+    if unknown:
+        raise ValueError(f"deserialize: unexpected keys {unknown} in the policy dict {config!r}")
+    class_name, inner = config["class_name"], config["config"]
+    if not isinstance(inner, dict):
+        raise ValueError(f"deserialize: 'config' must be a dict such as {{'name': 'float32'}}, "
+                         f"got {type(inner).__name__}: {inner!r}")
+    if custom_objects:
+        for key in (config.get("registered_name"), class_name):
+            if key is not None and key in custom_objects:
+                cls = custom_objects[key]
+                if not (isinstance(cls, type) and issubclass(cls, DTypePolicy)):
+                    raise TypeError(f"deserialize: custom_objects[{key!r}] must be a subclass "
+                                    f"of DTypePolicy, got {cls!r}")
+                return cls.from_config(inner)
+    if class_name not in _PLAIN_CLASSES:
+        raise ValueError(f"deserialize: unknown policy class {class_name!r}; expected one of "
+                         f"{list(_PLAIN_CLASSES)}")
+    # DTypePolicy.from_config checks the keys and drops "loss_scale" (decision A).
+    return DTypePolicy.from_config(inner)
+
+
+def get(identifier: Any) -> DTypePolicy:
+    """The policy a layer's ``dtype`` argument stands for (docs/policies.md, 'Equality, hashing,
+    configs').
+
+    Parameters
+    ----------
+    identifier : None, str, DTypePolicy, numpy dtype / scalar type, or dict
+        None -> the policy in effect (:func:`mixedcore.global_policy`); a str -> that
+        policy; a policy -> itself; a dtype (``np.float16``, ``np.dtype("float32")``,
+        ``ml_dtypes.bfloat16``) -> the policy of its canonical name; a dict ->
+        :func:`deserialize`.
+
+    Returns
+    -------
+    DTypePolicy
+
+    Raises
+    ------
+    ValueError
+        If `identifier` is none of these (as Keras 3), or the name or dict is not valid.
+    """
+    if identifier is None:
+        return _policy.global_policy()
+    if isinstance(identifier, DTypePolicy):
+        return identifier
+    if isinstance(identifier, (str, dict)):
+        return deserialize(identifier)
+    if isinstance(identifier, np.dtype) or (
+            isinstance(identifier, type) and issubclass(identifier, np.generic)):
+        return DTypePolicy(np.dtype(identifier).name)
+    raise ValueError(
+        f"get: Cannot interpret `dtype` argument. Expected a string or an instance of "
+        f"DTypePolicy (or None, a numpy dtype or a serialized policy dict). Received: "
+        f"dtype={identifier!r} (of type {type(identifier).__name__})")
+
+
+# --------------------------------------------------------------------------- a layer's dtype
+
+def resolve_policy(owner: str, dtype: Any) -> DTypePolicy:
+    """The policy a layer's ``dtype`` argument stands for (docs/layers.md, 'Policies and
+    autocasting'): :func:`get`, after a type check whose error names the layer (`owner`)."""
+    if dtype is not None and not isinstance(dtype, (str, dict, np.dtype, type)) \
+            and not isinstance(dtype, DTypePolicy):
+        raise TypeError(f"{owner}: dtype must be None, a str, a policy, a numpy dtype or a "
+                        f"serialized policy dict, got {type(dtype).__name__}: {dtype!r}")
+    return get(dtype)
+
+
+def policy_config(policy: DTypePolicy) -> dict[str, Any] | str:
+    """What a layer's config holds for its policy: :func:`serialize`'s dict, or the policy's
+    name when it cannot be serialized."""
+    try:
+        return serialize(policy)
+    except Exception:
+        return policy.name
