@@ -1,4 +1,5 @@
-/* Generic (portable C) conversion kernels, the strided reference loop, and the generic table.
+/* Generic (portable C) conversion kernels, the strided reference loop, and the generic table
+ * (the driver is mc_convert.c).
  *
  * Design:
  *   a. The generic kernels are the scalar twins of mc_convert_scalar.h in a loop; compilers may
@@ -9,11 +10,6 @@
  */
 #include <string.h>
 #include "mc_convert.h"
-
-int mc_dtype_size(int type)
-{
-    return type == MC_F64 ? 8 : type == MC_F32 ? 4 : 2;
-}
 
 #define MC_GENERIC_(name, stype, dtype, expr)                                         \
     static void mc_cast_##name##_generic(const void *src, void *dst, int64_t n)              \

@@ -1,4 +1,4 @@
-/* Overflow-scan kernels: scalar twins, declarations and the per-level selection.
+/* Overflow scans: scalar twins, kernel declarations and tables, and the driver (mc_scan.c).
  *
  * Design:
  *   a. Two operations on float16, bfloat16, float32 and float64 data:
@@ -211,6 +211,46 @@ extern const mc_scan_table mc_scan_table_avx512bf16;
 int mc_all_finite_strided(int type, const char *p, int64_t stride, int64_t n);
 int mc_unscale_strided(int type, char *p, int64_t stride, int64_t n, float inv32, double inv64);
 void mc_stats_strided(int type, const char *p, int64_t stride, int64_t n, mc_stats *tally);
+
+/* --- the driver (mc_scan.c) --------------------------------------------------------------------- */
+
+/* One array: its first element, type code (MC_F16 .. MC_F64), nd dimensions (at most
+ * MC_SCAN_MAXDIMS; 0 for a single element) and byte strides of any sign, zero included.  The
+ * data is native-endian and aligned to its item size. */
+typedef struct {
+    char *data;
+    int type;
+    int nd;
+    const int64_t *shape;
+    const int64_t *strides;
+} mc_scan_array;
+
+enum {
+    MC_SCAN_OK = 0,
+    MC_SCAN_NOMEM = -1,
+    MC_SCAN_SELF_OVERLAP = -2, /* unscale: array *index may reach an element twice */
+    MC_SCAN_MAY_OVERLAP = -3,  /* unscale: the byte extents of two arrays intersect */
+    MC_SCAN_EINVAL = -4,       /* array *index: a type code or nd out of range */
+    MC_SCAN_MAXDIMS = 64,
+};
+
+/* *finite = 1 when no element of the count arrays is NaN or infinite, else 0.  Returns
+ * MC_SCAN_OK, MC_SCAN_NOMEM or MC_SCAN_EINVAL. */
+int mc_scan_all_finite(const mc_scan_array *arrays, int64_t count, int *finite, int64_t *index);
+/* Multiplies every element in place by 1 / scale (float64 data by the float64 reciprocal, the
+ * others by its float32 rounding, through float32: design a above) and sets *finite = 1 when
+ * every input element was finite.  The arrays must not share memory: with check_extents, arrays
+ * whose byte ranges intersect are refused (MC_SCAN_MAY_OVERLAP; the caller then checks
+ * exactly and calls again without).  Nothing is written when an error is returned. */
+int mc_scan_unscale(const mc_scan_array *arrays, int64_t count, double scale, int check_extents,
+                    int *finite, int64_t *index);
+/* The numerics statistics (design e) of every element of the arrays, into *total (zeroed
+ * first).  Stride-0 dimensions are scanned once. */
+int mc_scan_stats(const mc_scan_array *arrays, int64_t count, mc_stats *total, int64_t *index);
+/* Bytes from which all_finite / stats and unscale use threads, and the smallest piece of work a
+ * thread takes (a multiple of 64); the previous values into previous[3] (a negative value, or a
+ * piece below 64, keeps a value). */
+void mc_scan_set_thresholds(int64_t scan, int64_t unscale, int64_t piece, int64_t previous[3]);
 
 /* The table of a level whose kernels are named mc_all_finite_<type>_<isa> / mc_unscale_<...>. */
 #define MC_SCAN_TABLE_(isa)                                                           \

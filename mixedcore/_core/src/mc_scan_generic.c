@@ -1,5 +1,5 @@
-/* Generic (portable C) overflow-scan kernels, the strided reference loops, and the per-level
- * selection.
+/* Generic (portable C) overflow-scan kernels, the strided reference loops, and the generic
+ * table (the driver is mc_scan.c).
  *
  * Design:
  *   a. The finite test of a block is written so that the compiler vectorises it at the
