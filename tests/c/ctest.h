@@ -121,7 +121,10 @@ static inline int ct_finish(void)
 
 /* --- inputs ------------------------------------------------------------------------------------ */
 
-static inline void ct_seed(uint64_t seed) { ct_state_ = seed ? seed : UINT64_C(0x9E3779B97F4A7C15); }
+static inline void ct_seed(uint64_t seed)
+{
+    ct_state_ = seed ? seed : UINT64_C(0x9E3779B97F4A7C15);
+}
 
 /* xorshift64*: deterministic, the same on every platform. */
 static inline uint64_t ct_rand(void)

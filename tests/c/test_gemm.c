@@ -120,8 +120,9 @@ static void check_case(int at, int bt, int ot, int64_t m, int64_t n, int64_t k, 
             const double bound = 2.0 * (double)k * u * mag + 2.0 * (double)k * ldexp(1.0, -126);
             const double tol = bound + out_rel * (fabs(exact) + bound) + out_abs;
             const double got = get(&out, i, j);
-            ok = CT_CHECK(fabs(got - exact) <= tol, "C[%lld, %lld] = %.17g, exact %.17g, bound %.3g",
-                          (long long)i, (long long)j, got, exact, tol);
+            ok = CT_CHECK(fabs(got - exact) <= tol,
+                          "C[%lld, %lld] = %.17g, exact %.17g, bound %.3g", (long long)i,
+                          (long long)j, got, exact, tol);
         }
     CT_CHECK(ct_marks_intact(out.buf, out_bytes(&out)), "bytes past the output written");
     /* the same bits with B packed ahead, and with the other thread count */
@@ -132,7 +133,8 @@ static void check_case(int at, int bt, int ot, int64_t m, int64_t n, int64_t k, 
     for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j)
             if (!CT_CHECK_BITS(ct_load(again.buf + i * again.rs + j * again.cs, os),
-                               ct_load(out.buf + i * out.rs + j * out.cs, os), "packed B", i * n + j))
+                               ct_load(out.buf + i * out.rs + j * out.cs, os), "packed B",
+                               i * n + j))
                 i = m;
     mc_gemm_packed_free(&packed);
     const int threads = mc_rt_process_threads();
@@ -172,8 +174,8 @@ int main(int argc, char **argv)
                         const int64_t *sh = shapes[s];
                         /* the output type and layouts rotate over the cases */
                         const int ot = types[(ai + bi + (int)s) % 3];
-                        check_case(types[ai], types[bi], ot, sh[0], sh[1], sh[2], (int)(s + bi) % 3 == 0,
-                                   (int)(s + ai) % 2 == 1);
+                        check_case(types[ai], types[bi], ot, sh[0], sh[1], sh[2],
+                                   (int)(s + bi) % 3 == 0, (int)(s + ai) % 2 == 1);
                     }
         }
     }

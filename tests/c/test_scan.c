@@ -1,12 +1,13 @@
 /* The scan driver (mc_scan_all_finite, mc_scan_unscale, mc_scan_stats) at every level, one and
- * several threads, against the scalar twins of mc_scan.h, bit for bit: contiguous runs of many
- * lengths (vector tails, 0, 1, above the threading threshold), strided, reversed, transposed and
- * broadcast views, many arrays of mixed types in one call, 0-d arrays, small work pieces (the
- * splitting exercised on small inputs), and the refusals of unscale (an array reaching an
- * element twice, arrays whose extents intersect), which write nothing. */
+ * several threads, against the scalar twins of mc_scan_scalar.h, bit for bit: contiguous runs
+ * of many lengths (vector tails, 0, 1, above the threading threshold), strided, reversed,
+ * transposed and broadcast views, many arrays of mixed types in one call, 0-d arrays, small work
+ * pieces (the splitting exercised on small inputs), and the refusals of unscale (an array
+ * reaching an element twice, arrays whose extents intersect), which write nothing. */
 #include "ctest.h"
 
 #include "mc_scan.h"
+#include "mc_scan_scalar.h"
 
 /* An array view of up to 3 dimensions on a buffer of its own. */
 typedef struct {
