@@ -1,83 +1,157 @@
-/* Generic (portable C) conversion kernels, the strided reference loop, and the generic table.
+/* The conversion driver: mc_cast() converts an array of any shape and strides.
  *
  * Design:
- *   a. The generic kernels are the scalar twins of mc_convert_scalar.h in a loop; compilers may
- *      auto-vectorise them for the platform's baseline, never beyond it.
- *   b. avx512bf16 has no conversion table of its own: it inherits the avx512 conversions, whose
- *      integer rounding is exact (VCVTNEPS2BF16 would need fix-ups for subnormals and NaNs and
- *      is no faster here).
+ *   a. Dimensions of length 1 are dropped, the rest ordered by decreasing destination stride, and
+ *      neighbours that are contiguous in both arrays merged, so most inputs (C- or Fortran-ordered,
+ *      transposed, reversed) become one contiguous run handled by the vector kernel.
+ *   b. The innermost dimension is the unit of the kernels: the level's kernel (mc_kernels.h) when
+ *      both sides are contiguous along it, the strided reference loop otherwise.
+ *   c. The work is cut into units of consecutive elements (in the coalesced order) that the
+ *      team takes dynamically (mc_run), about MC_CAST_UNITS_PER_THREAD per thread and at least
+ *      MC_CAST_UNIT_MIN elements each; a unit may start or end inside a row.  Below
+ *      MC_CAST_PARALLEL_MIN elements the call stays on its caller.
+ *   d. The level and the thread count are read once, when the call starts.
+ *   e. Index arithmetic is 64-bit throughout.
  */
-#include <string.h>
 #include "mc_convert.h"
+
+#include "mc_kernels.h"
+#include "mc_runtime.h"
+
+/* elements below which a conversion stays on one thread */
+#define MC_CAST_PARALLEL_MIN ((int64_t)1 << 16)
+#define MC_CAST_UNIT_MIN ((int64_t)1 << 15)
+#define MC_CAST_UNITS_PER_THREAD 16
 
 int mc_dtype_size(int type)
 {
     return type == MC_F64 ? 8 : type == MC_F32 ? 4 : 2;
 }
 
-#define MC_GENERIC_(name, stype, dtype, expr)                                         \
-    static void mc_cast_##name##_generic(const void *src, void *dst, int64_t n)              \
-    {                                                                                 \
-        const stype *s = (const stype *)src;                                          \
-        dtype *d = (dtype *)dst;                                                      \
-        for (int64_t i = 0; i < n; ++i)                                               \
-            d[i] = expr(s[i]);                                                        \
-    }
+static inline int64_t mc_abs64_(int64_t v) { return v < 0 ? -v : v; }
 
-MC_GENERIC_(f32_f16, uint32_t, uint16_t, mc_f32_to_f16_bits)
-MC_GENERIC_(f16_f32, uint16_t, uint32_t, mc_f16_to_f32_bits)
-MC_GENERIC_(f32_bf16, uint32_t, uint16_t, mc_f32_to_bf16_bits)
-MC_GENERIC_(bf16_f32, uint16_t, uint32_t, mc_bf16_to_f32_bits)
-MC_GENERIC_(f64_f16, uint64_t, uint16_t, mc_f64_to_f16_bits)
-MC_GENERIC_(f16_f64, uint16_t, uint64_t, mc_f16_to_f64_bits)
-MC_GENERIC_(f64_bf16, uint64_t, uint16_t, mc_f64_to_bf16_bits)
-MC_GENERIC_(bf16_f64, uint16_t, uint64_t, mc_bf16_to_f64_bits)
-MC_GENERIC_(f16_bf16, uint16_t, uint16_t, mc_f16_to_bf16_bits)
-MC_GENERIC_(bf16_f16, uint16_t, uint16_t, mc_bf16_to_f16_bits)
-MC_GENERIC_(f32_f64, uint32_t, uint64_t, mc_f32_to_f64_bits)
-MC_GENERIC_(f64_f32, uint64_t, uint32_t, mc_f64_to_f32_bits)
-
-static void mc_copy2_(const void *s, void *d, int64_t n) { memcpy(d, s, (size_t)n * 2); }
-static void mc_copy4_(const void *s, void *d, int64_t n) { memcpy(d, s, (size_t)n * 4); }
-static void mc_copy8_(const void *s, void *d, int64_t n) { memcpy(d, s, (size_t)n * 8); }
-
-const mc_convert_table mc_convert_table_generic = {
-    {{mc_copy2_, mc_cast_f16_bf16_generic, mc_cast_f16_f32_generic, mc_cast_f16_f64_generic},
-     {mc_cast_bf16_f16_generic, mc_copy2_, mc_cast_bf16_f32_generic, mc_cast_bf16_f64_generic},
-     {mc_cast_f32_f16_generic, mc_cast_f32_bf16_generic, mc_copy4_, mc_cast_f32_f64_generic},
-     {mc_cast_f64_f16_generic, mc_cast_f64_bf16_generic, mc_cast_f64_f32_generic, mc_copy8_}}};
-
-#define MC_STRIDED_(stype, dtype, expr)                                               \
-    for (int64_t i = 0; i < n; ++i) {                                                 \
-        stype v;                                                                      \
-        memcpy(&v, src + i * ss, sizeof v);                                           \
-        const dtype r = (dtype)expr(v);                                               \
-        memcpy(dst + i * ds, &r, sizeof r);                                           \
-    }                                                                                 \
-    return;
-
-#define MC_ID_(x) (x)
-
-void mc_cast_strided(int src_type, int dst_type, const char *src, int64_t ss,
-                     char *dst, int64_t ds, int64_t n)
+/* Design a.  Orders by |destination stride| descending, then |source stride| descending
+ * (stable for equal keys: an elementwise conversion may visit elements in any order, so a
+ * transposed or Fortran-ordered pair iterates like a C-ordered one), then merges neighbours
+ * contiguous in both arrays.  Returns the new number of dimensions (0 for a single element). */
+static int mc_coalesce_(int nd, const int64_t *shape, const int64_t *ss, const int64_t *ds,
+                        int64_t *oshape, int64_t *oss, int64_t *ods)
 {
-    switch (src_type * MC_NDTYPES + dst_type) {
-    case MC_F16 * 4 + MC_F16: MC_STRIDED_(uint16_t, uint16_t, MC_ID_)
-    case MC_F16 * 4 + MC_BF16: MC_STRIDED_(uint16_t, uint16_t, mc_f16_to_bf16_bits)
-    case MC_F16 * 4 + MC_F32: MC_STRIDED_(uint16_t, uint32_t, mc_f16_to_f32_bits)
-    case MC_F16 * 4 + MC_F64: MC_STRIDED_(uint16_t, uint64_t, mc_f16_to_f64_bits)
-    case MC_BF16 * 4 + MC_F16: MC_STRIDED_(uint16_t, uint16_t, mc_bf16_to_f16_bits)
-    case MC_BF16 * 4 + MC_BF16: MC_STRIDED_(uint16_t, uint16_t, MC_ID_)
-    case MC_BF16 * 4 + MC_F32: MC_STRIDED_(uint16_t, uint32_t, mc_bf16_to_f32_bits)
-    case MC_BF16 * 4 + MC_F64: MC_STRIDED_(uint16_t, uint64_t, mc_bf16_to_f64_bits)
-    case MC_F32 * 4 + MC_F16: MC_STRIDED_(uint32_t, uint16_t, mc_f32_to_f16_bits)
-    case MC_F32 * 4 + MC_BF16: MC_STRIDED_(uint32_t, uint16_t, mc_f32_to_bf16_bits)
-    case MC_F32 * 4 + MC_F32: MC_STRIDED_(uint32_t, uint32_t, MC_ID_)
-    case MC_F32 * 4 + MC_F64: MC_STRIDED_(uint32_t, uint64_t, mc_f32_to_f64_bits)
-    case MC_F64 * 4 + MC_F16: MC_STRIDED_(uint64_t, uint16_t, mc_f64_to_f16_bits)
-    case MC_F64 * 4 + MC_BF16: MC_STRIDED_(uint64_t, uint16_t, mc_f64_to_bf16_bits)
-    case MC_F64 * 4 + MC_F32: MC_STRIDED_(uint64_t, uint32_t, mc_f64_to_f32_bits)
-    case MC_F64 * 4 + MC_F64: MC_STRIDED_(uint64_t, uint64_t, MC_ID_)
-    default: return;
+    int order[MC_CAST_MAXDIMS];
+    int n = 0, k = 0;
+    for (int i = 0; i < nd; ++i) {
+        if (shape[i] == 1)
+            continue;
+        int j = n;
+        while (j > 0 && (mc_abs64_(ds[order[j - 1]]) < mc_abs64_(ds[i]) ||
+                         (mc_abs64_(ds[order[j - 1]]) == mc_abs64_(ds[i]) &&
+                          mc_abs64_(ss[order[j - 1]]) < mc_abs64_(ss[i])))) {
+            order[j] = order[j - 1];
+            --j;
+        }
+        order[j] = i;
+        ++n;
     }
+    for (int j = 0; j < n; ++j) {
+        const int i = order[j];
+        if (k > 0 && oss[k - 1] == ss[i] * shape[i] && ods[k - 1] == ds[i] * shape[i]) {
+            oshape[k - 1] *= shape[i];
+            oss[k - 1] = ss[i];
+            ods[k - 1] = ds[i];
+        } else {
+            oshape[k] = shape[i];
+            oss[k] = ss[i];
+            ods[k] = ds[i];
+            ++k;
+        }
+    }
+    return k;
+}
+
+typedef struct {
+    int src_type, dst_type;
+    mc_cast_fn fn;
+    int contiguous;
+    const char *s;
+    char *d;
+    int nd;
+    const int64_t *shape, *ss, *ds;
+    int64_t total, unit;
+} mc_cast_job_;
+
+/* Elements [u * unit, (u + 1) * unit) in the coalesced order (design c). */
+static void mc_cast_unit_(void *ctx, int64_t u)
+{
+    const mc_cast_job_ *job = (const mc_cast_job_ *)ctx;
+    const int nd = job->nd;
+    const int64_t inner = job->shape[nd - 1];
+    int64_t e = u * job->unit;
+    const int64_t e1 = e + job->unit < job->total ? e + job->unit : job->total;
+    int64_t row = e / inner, col = e - row * inner;
+    while (e < e1) {
+        int64_t rem = row;
+        int64_t soff = col * job->ss[nd - 1];
+        int64_t doff = col * job->ds[nd - 1];
+        for (int j = nd - 2; j >= 0; --j) {
+            const int64_t idx = rem % job->shape[j];
+            rem /= job->shape[j];
+            soff += idx * job->ss[j];
+            doff += idx * job->ds[j];
+        }
+        const int64_t cnt = inner - col < e1 - e ? inner - col : e1 - e;
+        if (job->contiguous)
+            job->fn(job->s + soff, job->d + doff, cnt);
+        else
+            mc_cast_strided(job->src_type, job->dst_type, job->s + soff, job->ss[nd - 1],
+                            job->d + doff, job->ds[nd - 1], cnt);
+        e += cnt;
+        ++row;
+        col = 0;
+    }
+}
+
+int mc_cast(const char *src, int src_type, const int64_t *src_strides, char *dst, int dst_type,
+            const int64_t *dst_strides, int nd, const int64_t *shape)
+{
+    int64_t cshape[MC_CAST_MAXDIMS], css[MC_CAST_MAXDIMS], cds[MC_CAST_MAXDIMS];
+    if (src_type < 0 || src_type >= MC_NDTYPES || dst_type < 0 || dst_type >= MC_NDTYPES ||
+        nd < 0 || nd > MC_CAST_MAXDIMS)
+        return MC_CAST_EINVAL;
+    int64_t total = 1;
+    for (int i = 0; i < nd; ++i) {
+        if (shape[i] < 0)
+            return MC_CAST_EINVAL;
+        total *= shape[i];
+    }
+    if (total == 0)
+        return MC_CAST_OK;
+    int cnd = mc_coalesce_(nd, shape, src_strides, dst_strides, cshape, css, cds);
+    if (cnd == 0) {
+        cshape[0] = 1;
+        css[0] = mc_dtype_size(src_type);
+        cds[0] = mc_dtype_size(dst_type);
+        cnd = 1;
+    }
+    mc_cast_job_ job;
+    job.src_type = src_type;
+    job.dst_type = dst_type;
+    job.fn = mc_kernels(mc_rt_level())->convert.cast[src_type][dst_type];
+    job.contiguous = css[cnd - 1] == mc_dtype_size(src_type) &&
+                     cds[cnd - 1] == mc_dtype_size(dst_type);
+    job.s = src;
+    job.d = dst;
+    job.nd = cnd;
+    job.shape = cshape;
+    job.ss = css;
+    job.ds = cds;
+    job.total = total;
+    const int nthreads = mc_rt_threads_for(total, MC_CAST_PARALLEL_MIN);
+    /* a multiple of 64 elements, so units of a contiguous run start on cache-line multiples */
+    const int64_t per = (int64_t)MC_CAST_UNITS_PER_THREAD * nthreads;
+    int64_t unit = (total + per - 1) / per;
+    if (unit < MC_CAST_UNIT_MIN)
+        unit = MC_CAST_UNIT_MIN;
+    job.unit = (unit + 63) & ~(int64_t)63;
+    mc_run(mc_cast_unit_, &job, (total + job.unit - 1) / job.unit, nthreads);
+    return MC_CAST_OK;
 }

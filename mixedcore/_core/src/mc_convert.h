@@ -1,8 +1,8 @@
-/* Conversion kernels: the table type, the strided reference loop, and the generic table.
+/* Conversions: the driver (mc_convert.c), the kernel table type, the strided reference loop.
  *
  * Design:
  *   a. A contiguous kernel converts n elements from src to dst (no overlap).  Each level's file
- *      (mc_convert.c for generic, mc_convert_<isa>.c) exports one table, indexed
+ *      (mc_convert_generic.c, mc_convert_<isa>.c) exports one table, indexed
  *      [source type][destination type]; the generic table is complete (same-type entries are
  *      copies), a SIMD table holds the directions it speeds up and leaves the rest empty, to be
  *      inherited from the level below (mc_kernels.c).
@@ -29,6 +29,18 @@ extern const mc_convert_table mc_convert_table_avx512;
 void mc_cast_strided(int src_type, int dst_type, const char *src, int64_t src_stride,
                      char *dst, int64_t dst_stride, int64_t n);
 int mc_dtype_size(int type);
+
+/* --- the driver (mc_convert.c) ------------------------------------------------------------------ */
+
+enum { MC_CAST_OK = 0, MC_CAST_EINVAL = -1, MC_CAST_MAXDIMS = 64 };
+
+/* Converts the nd-dimensional array at src (type code src_type, byte strides src_strides) into
+ * the one at dst (dst_type, dst_strides) of the same shape, at the current level, on the team
+ * when it is large; the arrays must not overlap and must be aligned to their item size.  Any
+ * strides (negative, zero for the source) are taken.  MC_CAST_EINVAL (nothing written): a type
+ * code out of range, nd outside [0, MC_CAST_MAXDIMS], or a negative length. */
+int mc_cast(const char *src, int src_type, const int64_t *src_strides, char *dst, int dst_type,
+            const int64_t *dst_strides, int nd, const int64_t *shape);
 
 /* The table of a level whose kernels are named mc_cast_<src>_<dst>_<isa>. */
 #define MC_CONVERT_TABLE_(isa)                                                        \

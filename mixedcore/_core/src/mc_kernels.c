@@ -96,26 +96,6 @@ const mc_level_kernels *mc_kernels(int level)
     return &mc_resolved_[level];
 }
 
-mc_cast_fn mc_cast_kernel(int level, int src_type, int dst_type)
-{
-    return mc_kernels(level)->convert.cast[src_type][dst_type];
-}
-
-mc_all_finite_fn mc_all_finite_kernel(int level, int type)
-{
-    return mc_kernels(level)->scan.all_finite[type];
-}
-
-mc_unscale_fn mc_unscale_kernel(int level, int type)
-{
-    return mc_kernels(level)->scan.unscale[type];
-}
-
-mc_stats_fn mc_stats_kernel(int level, int type)
-{
-    return mc_kernels(level)->scan.stats[type];
-}
-
 mc_act_forward_fn mc_act_forward_kernel(int level) { return mc_kernels(level)->act.forward; }
 mc_act_backward_fn mc_act_backward_kernel(int level) { return mc_kernels(level)->act.backward; }
 mc_softmax_fn mc_softmax_kernel(int level) { return mc_kernels(level)->act.softmax; }
