@@ -1,4 +1,4 @@
-/* Generic (portable C) activation kernels and the per-level selection.
+/* Generic (portable C) level of the activation kernels (the drivers are in mc_act.c).
  *
  * Design:
  *   a. The generic kernels are the scalar twins of mc_act_scalar.h in a loop

@@ -42,10 +42,5 @@ mc_cast_fn mc_cast_kernel(int level, int src_type, int dst_type);
 mc_all_finite_fn mc_all_finite_kernel(int level, int type);
 mc_unscale_fn mc_unscale_kernel(int level, int type);
 mc_stats_fn mc_stats_kernel(int level, int type);
-mc_act_forward_fn mc_act_forward_kernel(int level);
-mc_act_backward_fn mc_act_backward_kernel(int level);
-mc_softmax_fn mc_softmax_kernel(int level);
-mc_attn_unit_fn mc_attn_unit_kernel(int level);
-mc_layer_norm_fn mc_layer_norm_kernel(int level);
 
 #endif
