@@ -1,5 +1,5 @@
-/* Activation functions on float32 arrays: the activation codes, the elementwise kernels and their
- * selection by level.
+/* Activation functions on float32 arrays: the activation codes, the elementwise kernels, their
+ * selection by level and the drivers.
  *
  * Design:
  *   a. One set of codes (MC_ACT_*) for the elementwise kernels and the GEMM epilogue
@@ -49,5 +49,20 @@ extern const mc_act_table mc_act_table_avx2;
 extern const mc_act_table mc_act_table_avx512;
 
 #define MC_ACT_TABLE_(isa) {mc_act_forward_f32_##isa, mc_act_backward_f32_##isa, mc_softmax_f32_##isa}
+
+/* --- drivers (mc_act.c) ------------------------------------------------------------------------
+ * Each reads the level and the thread count once, cuts the work into units and runs them with
+ * mc_run (the default floating-point environment, the caller's given back).  The arrays are as
+ * for the kernels (design b, e); nothing is checked but the sizes and the pointers.  Return
+ * MC_ACT_OK, or MC_ACT_EARG (nothing written) for a negative size or a NULL array with work to
+ * do. */
+enum { MC_ACT_OK = 0, MC_ACT_EARG = -2 };
+
+/* y = f(x) for n float32 (act: MC_ACT_*; another code copies, as MC_ACT_NONE). */
+int mc_act_forward(int act, const float *x, float *y, int64_t n);
+/* dx = dy * f'(x) for n float32. */
+int mc_act_backward(int act, const float *dy, const float *x, float *dx, int64_t n);
+/* Softmax (log_ 0) or log-softmax (log_ 1) of `rows` contiguous rows of n float32. */
+int mc_softmax(const float *x, float *y, int64_t rows, int64_t n, int log_);
 
 #endif

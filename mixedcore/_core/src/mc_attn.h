@@ -1,5 +1,5 @@
 /* Fused attention for inference: O = softmax(scale * Q K^T + mask) V per (batch item, head),
- * without the scores in memory.
+ * without the scores in memory: the unit kernels, their selection by level and the driver.
  *
  * Design:
  *   a. The numbers are those of the batched-GEMM path of mixedcore.layers.MultiHeadAttention
@@ -75,5 +75,15 @@ static inline int64_t mc_attn_work_bytes(const mc_attn_args *a)
     const int64_t floats = a->d * sp + a->s * dvp + 128 + 4 * (2 * sp + mc_attn_pad16_(a->d) + dvp);
     return floats * 4 + 8 * (sp + 8) + 256;
 }
+
+/* --- driver (mc_attn.c) ------------------------------------------------------------------------
+ * The fused attention of `a` (design a-e): reads the level and the thread count once, runs one
+ * unit per (batch item, head) on the team with each thread's MC_WS_WORK workspace as scratch.
+ * Returns MC_ATTN_OK; MC_ATTN_NOMEM when a thread could not get its workspace of
+ * mc_attn_work_bytes(a) bytes (the units of the threads that had one are written);
+ * MC_ATTN_EARG (nothing written) for a negative size, a type code other than MC_F16 / MC_BF16
+ * / MC_F32, or a NULL q, k, v or out with work to do. */
+enum { MC_ATTN_OK = 0, MC_ATTN_NOMEM = -1, MC_ATTN_EARG = -2 };
+int mc_attention(const mc_attn_args *a);
 
 #endif

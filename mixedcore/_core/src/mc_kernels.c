@@ -96,8 +96,3 @@ const mc_level_kernels *mc_kernels(int level)
     return &mc_resolved_[level];
 }
 
-mc_act_forward_fn mc_act_forward_kernel(int level) { return mc_kernels(level)->act.forward; }
-mc_act_backward_fn mc_act_backward_kernel(int level) { return mc_kernels(level)->act.backward; }
-mc_softmax_fn mc_softmax_kernel(int level) { return mc_kernels(level)->act.softmax; }
-mc_attn_unit_fn mc_attn_unit_kernel(int level) { return mc_kernels(level)->attn.unit; }
-mc_layer_norm_fn mc_layer_norm_kernel(int level) { return mc_kernels(level)->norm.layer_norm; }

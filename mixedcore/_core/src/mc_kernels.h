@@ -37,11 +37,5 @@ typedef struct {
 void mc_kernels_init(void);
 /* The resolved kernels of `level` (clamped to the known levels). */
 const mc_level_kernels *mc_kernels(int level);
-/* Single entries, for the Cython drivers. */
-mc_act_forward_fn mc_act_forward_kernel(int level);
-mc_act_backward_fn mc_act_backward_kernel(int level);
-mc_softmax_fn mc_softmax_kernel(int level);
-mc_attn_unit_fn mc_attn_unit_kernel(int level);
-mc_layer_norm_fn mc_layer_norm_kernel(int level);
 
 #endif

@@ -1,4 +1,5 @@
-/* Layer normalization over the last axis: y = LN(x [+ residual]) * gamma + beta, row by row.
+/* Layer normalization over the last axis: y = LN(x [+ residual]) * gamma + beta, row by row:
+ * the kernels, their selection by level and the driver.
  *
  * Design:
  *   a. A row is n contiguous elements of x (float16, bfloat16 or float32; codes of
@@ -52,5 +53,14 @@ extern const mc_norm_table mc_norm_table_avx2;
 extern const mc_norm_table mc_norm_table_avx512;
 
 #define MC_NORM_TABLE_(isa) {mc_layer_norm_##isa}
+
+/* --- driver (mc_norm.c) ------------------------------------------------------------------------
+ * Layer normalization of `rows` rows of the job (design a-d): reads the level and the thread
+ * count once, cuts the rows into bands (about eight per thread, taken dynamically by the team;
+ * each row depends on its own inputs only, so the results do not depend on the split) and runs
+ * them with mc_run.  Returns MC_NORM_OK, or MC_NORM_EARG (nothing written) for a negative size,
+ * a type code other than MC_F16 / MC_BF16 / MC_F32, or a NULL x or y with work to do. */
+enum { MC_NORM_OK = 0, MC_NORM_EARG = -2 };
+int mc_layer_norm(const mc_norm_job *job, int64_t rows);
 
 #endif

@@ -1,0 +1,133 @@
+/* The activation family's drivers (mc_act_forward, mc_act_backward, mc_softmax) at every level
+ * and 1 or 3 threads, against the scalar twins of mc_act_scalar.h, bit for bit (mc_act.h design
+ * b, e: every level gives the twins' bits).  Sizes cover the empty call, one element, the
+ * vector tails and calls above the threading threshold; outputs are checked for writes past
+ * their end, and the in-place forms (y = x, dx = dy) are run too. */
+#include "ctest_extra.h"
+#include "mc_act.h"
+#include "mc_act_scalar.h"
+
+static const int64_t sizes_[] = {0, 1, 7, 15, 16, 17, 63, 64, 65, 1000, 8197, 40000, 100003};
+static const int acts_[] = {MC_ACT_NONE, MC_ACT_RELU, MC_ACT_GELU, MC_ACT_SIGMOID, MC_ACT_TANH};
+static const char *const act_names_[] = {"none", "relu", "gelu", "sigmoid", "tanh"};
+
+static void check_elementwise(int64_t n)
+{
+    float *x = mcx_alloc((size_t)(n + 16) * 4), *dy = mcx_alloc((size_t)(n + 16) * 4);
+    float *y = mcx_alloc((size_t)(n + 16) * 4), *tmp = mcx_alloc((size_t)(n + 16) * 4);
+    mcx_fill(x, n, 12.0, 1);
+    mcx_fill(dy, n, 3.0, 1);
+    for (size_t a = 0; a < sizeof acts_ / sizeof acts_[0]; ++a) {
+        const int act = acts_[a];
+        char where[64];
+        snprintf(where, sizeof where, "forward %s n=%lld", act_names_[a], (long long)n);
+        mcx_case(where);
+        memset(y, 0xA5, (size_t)(n + 16) * 4);
+        MCX_CHECK(mc_act_forward(act, x, y, n) == MC_ACT_OK, "status");
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const float want = mc_act_scalar_f32_(act, x[i]);
+            if (mcx_bits_f32(y[i]) != mcx_bits_f32(want) && bad++ < 3)
+                MCX_FAIL("x[%lld]=%a gives %a (0x%08x), the twin %a (0x%08x)", (long long)i,
+                         (double)x[i], (double)y[i], mcx_bits_f32(y[i]), (double)want,
+                         mcx_bits_f32(want));
+        }
+        ++mcx_checks_;
+        MCX_CHECK(mcx_untouched(y, (size_t)n * 4, (size_t)(n + 16) * 4), "wrote past the end");
+
+        /* in place: y = x */
+        memcpy(tmp, x, (size_t)n * 4);
+        MCX_CHECK(mc_act_forward(act, tmp, tmp, n) == MC_ACT_OK, "status in place");
+        MCX_CHECK(n == 0 || memcmp(tmp, y, (size_t)n * 4) == 0, "in place differs");
+
+        snprintf(where, sizeof where, "backward %s n=%lld", act_names_[a], (long long)n);
+        mcx_case(where);
+        memset(y, 0xA5, (size_t)(n + 16) * 4);
+        MCX_CHECK(mc_act_backward(act, dy, x, y, n) == MC_ACT_OK, "status");
+        bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const float want = mc_act_grad_scalar_f32_(act, dy[i], x[i]);
+            if (mcx_bits_f32(y[i]) != mcx_bits_f32(want) && bad++ < 3)
+                MCX_FAIL("dy=%a x[%lld]=%a gives %a, the twin %a", (double)dy[i], (long long)i,
+                         (double)x[i], (double)y[i], (double)want);
+        }
+        ++mcx_checks_;
+        MCX_CHECK(mcx_untouched(y, (size_t)n * 4, (size_t)(n + 16) * 4), "wrote past the end");
+        memcpy(tmp, dy, (size_t)n * 4);
+        MCX_CHECK(mc_act_backward(act, tmp, x, tmp, n) == MC_ACT_OK, "status in place");
+        MCX_CHECK(n == 0 || memcmp(tmp, y, (size_t)n * 4) == 0, "in place (dx = dy) differs");
+    }
+    free(x);
+    free(dy);
+    free(y);
+    free(tmp);
+}
+
+static void check_softmax(int64_t rows, int64_t n, int specials)
+{
+    const int64_t total = rows * n;
+    float *x = mcx_alloc((size_t)(total + 16) * 4), *y = mcx_alloc((size_t)(total + 16) * 4);
+    float *want = mcx_alloc((size_t)(n + 1) * 4);
+    mcx_fill(x, total, 30.0, specials);
+    for (int log_ = 0; log_ < 2; ++log_) {
+        char where[80];
+        snprintf(where, sizeof where, "%s rows=%lld n=%lld", log_ ? "log_softmax" : "softmax",
+                 (long long)rows, (long long)n);
+        mcx_case(where);
+        memset(y, 0xA5, (size_t)(total + 16) * 4);
+        MCX_CHECK(mc_softmax(x, y, rows, n, log_) == MC_ACT_OK, "status");
+        int64_t bad = 0;
+        for (int64_t r = 0; r < rows && n > 0; ++r) {
+            mc_softmax_row_sd_(x + r * n, want, n, log_);
+            for (int64_t i = 0; i < n; ++i)
+                if (mcx_bits_f32(y[r * n + i]) != mcx_bits_f32(want[i]) && bad++ < 3)
+                    MCX_FAIL("row %lld [%lld] gives %a, the twin %a", (long long)r, (long long)i,
+                             (double)y[r * n + i], (double)want[i]);
+        }
+        ++mcx_checks_;
+        MCX_CHECK(mcx_untouched(y, (size_t)total * 4, (size_t)(total + 16) * 4),
+                  "wrote past the end");
+    }
+    free(x);
+    free(y);
+    free(want);
+}
+
+static void check_arguments(void)
+{
+    float v = 1.0f;
+    mcx_case("arguments");
+    MCX_CHECK(mc_act_forward(MC_ACT_GELU, &v, &v, -1) == MC_ACT_EARG, "n < 0 accepted");
+    MCX_CHECK(mc_act_forward(MC_ACT_GELU, NULL, &v, 1) == MC_ACT_EARG, "NULL x accepted");
+    MCX_CHECK(mc_act_backward(MC_ACT_GELU, &v, &v, NULL, 1) == MC_ACT_EARG, "NULL dx accepted");
+    MCX_CHECK(mc_act_forward(MC_ACT_GELU, NULL, NULL, 0) == MC_ACT_OK, "empty call refused");
+    MCX_CHECK(mc_softmax(&v, &v, -1, 1, 0) == MC_ACT_EARG, "rows < 0 accepted");
+    MCX_CHECK(mc_softmax(&v, &v, 1, -1, 0) == MC_ACT_EARG, "n < 0 accepted");
+    MCX_CHECK(mc_softmax(NULL, NULL, 0, 5, 0) == MC_ACT_OK, "empty call refused");
+    MCX_CHECK(v == 1.0f, "a refused call wrote");
+}
+
+int main(void)
+{
+    int levels[MC_ISA_COUNT];
+    mcx_begin();
+    const int nl = mcx_levels(levels);
+    static const int threads[] = {1, 3};
+    for (int li = 0; li < nl; ++li)
+        for (int ti = 0; ti < 2; ++ti) {
+            mcx_use(levels[li], threads[ti]);
+            mcx_seed(17);
+            for (size_t s = 0; s < sizeof sizes_ / sizeof sizes_[0]; ++s)
+                check_elementwise(sizes_[s]);
+            check_softmax(0, 5, 1);
+            check_softmax(3, 0, 1);
+            check_softmax(1, 1, 0);
+            check_softmax(4, 17, 1);
+            check_softmax(7, 31, 0);
+            check_softmax(5, 1000, 1);
+            check_softmax(3, 4099, 0);
+            check_softmax(96, 700, 1);     /* 67200 elements: above the threshold */
+            check_arguments();
+        }
+    return mcx_end("test_act");
+}
