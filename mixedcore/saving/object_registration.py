@@ -109,6 +109,11 @@ def get_registered_name(obj: Any) -> str:
     return _REGISTERED_NAMES.get(obj, getattr(obj, "__name__", type(obj).__name__))
 
 
+def registered_key(obj: Any) -> str | None:
+    """``"package>Name"`` of a registered object, else None."""
+    return _REGISTERED_NAMES.get(obj)
+
+
 def get_custom_objects() -> dict[str, Any]:
     """The global ``{"package>Name": object}`` of the registered objects (the dict itself:
     adding to it registers)."""
@@ -120,7 +125,7 @@ class CustomObjectScope:
     every deserialization inside the block, as the ``custom_objects=`` of each call would."""
 
     def __init__(self, *custom_objects: Mapping[str, Any] | None):
-        self._dicts = []
+        self._dicts: list[dict[str, Any]] = []
         for objects in custom_objects:
             if objects is None:
                 continue
