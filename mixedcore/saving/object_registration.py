@@ -134,7 +134,7 @@ class CustomObjectScope:
                                 f"{type(objects).__name__}")
             self._dicts.append(dict(objects))
 
-    def __enter__(self):
+    def __enter__(self) -> "CustomObjectScope":
         stack = _scope_stack()
         merged: dict[str, Any] = {}
         for objects in self._dicts:
@@ -142,9 +142,8 @@ class CustomObjectScope:
         stack.append(merged)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         _scope_stack().pop()
-        return False
 
 
 custom_object_scope = CustomObjectScope

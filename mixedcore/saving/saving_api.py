@@ -167,7 +167,8 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
                 store.close()
         if compile and config.get("compile_config"):
             from mixedcore.trainers.compile_state import _restore_compile
-            _restore_compile(owner, path, model, config["compile_config"], legacy=False)
+            with _registry.custom_object_scope(custom):
+                _restore_compile(owner, path, model, config["compile_config"], legacy=False)
         return model
     h5 = _open_h5(owner, path, path)
     with h5:
@@ -200,7 +201,8 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
                           f"is loaded uncompiled", stacklevel=2)
             return model
         from mixedcore.trainers.compile_state import _restore_compile
-        _restore_compile(owner, path, model, training, legacy=True)
+        with _registry.custom_object_scope(custom):
+            _restore_compile(owner, path, model, training, legacy=True)
     return model
 
 
@@ -324,6 +326,7 @@ def model_from_json(json_string, custom_objects=None):
     model = _model_from_dict(owner, "the JSON string", config, custom, None)
     if isinstance(config, dict) and config.get("compile_config"):
         from mixedcore.trainers.compile_state import _restore_compile
-        _restore_compile(owner, "the JSON string", model, config["compile_config"],
-                         legacy=False)
+        with _registry.custom_object_scope(custom):
+            _restore_compile(owner, "the JSON string", model, config["compile_config"],
+                             legacy=False)
     return model

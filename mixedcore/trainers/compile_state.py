@@ -9,6 +9,7 @@ warning.  Optimizer variables are neither written nor read.
 import inspect
 import warnings
 
+from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.object_registration import keras_snake_case
 
 
@@ -37,7 +38,11 @@ def _optimizer_from_config(cfg):
             raise _Unsupported(f"its optimizer {cfg!r} is not one mixedcore has") from None
     if not isinstance(cfg, dict) or "class_name" not in cfg:
         raise _Unsupported(f"its optimizer config {str(cfg)[:120]} cannot be read")
-    cfg = dict(cfg, class_name=_short_class(cfg))
+    # "package>Name" (what tf.keras writes for a registered class) is kept as the registered
+    # name, the registry's first key
+    registered = cfg.get("registered_name") or (
+        cfg["class_name"] if ">" in str(cfg["class_name"]) else None)
+    cfg = dict(cfg, class_name=_short_class(cfg), registered_name=registered)
     try:
         return optimizers.deserialize(cfg)
     except (TypeError, ValueError) as exc:
@@ -177,7 +182,8 @@ def _optimizer_to_keras(opt):
         return None
     name = type(opt).__name__
     return {"module": "keras.optimizers", "class_name": name,
-            "config": {"name": name.lower(), **config}, "registered_name": None}
+            "config": {"name": name.lower(), **config},
+            "registered_name": _registry.registered_key(type(opt))}
 
 
 def _loss_to_keras(loss):
@@ -229,5 +235,7 @@ def _legacy_training_config(model):
         return None
     out = {k: cfg[k] for k in ("loss", "metrics", "weighted_metrics", "loss_weights")}
     opt = cfg["optimizer"]
-    out["optimizer_config"] = {"class_name": opt["class_name"], "config": opt["config"]}
+    # tf.keras names a registered class by its registered name
+    out["optimizer_config"] = {"class_name": opt["registered_name"] or opt["class_name"],
+                               "config": opt["config"]}
     return out
