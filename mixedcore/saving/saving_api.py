@@ -11,7 +11,6 @@ import datetime
 import json
 import os
 import warnings
-import zipfile
 
 import numpy as np
 
