@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from mixedcore import kernels
+from mixedcore.saving import object_registration as _registry
 
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "swish",
            "softplus", "softsign", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
@@ -671,6 +672,7 @@ _FUNCTIONS = {
     "squareplus": squareplus, "sparse_plus": sparse_plus, "soft_shrink": soft_shrink,
     "hard_shrink": hard_shrink,
 }
+_registry.register_builtins("activation", _FUNCTIONS)
 _GELU_APPROXIMATE = functools.partial(gelu, approximate=True)
 
 
@@ -709,8 +711,17 @@ def serialize(activation):
 def deserialize(config, custom_objects=None):
     """The function for a name or a Keras serialized function dict ``{"class_name":
     "function", "config": name, ...}``; ``custom_objects`` maps other names to functions."""
-    if custom_objects and isinstance(config, str) and config in custom_objects:
-        return custom_objects[config]
+    if isinstance(config, dict):
+        name = config.get("config") if config.get("class_name") == "function" else None
+        keys = [config.get("registered_name"), name]
+    else:
+        name = config
+        keys = [name]
+    if isinstance(name, str) and ">" in name:          # "package>name"
+        keys.append(name.split(">")[-1])
+    found = _registry.lookup_keys("activation", keys, custom_objects)
+    if found is not None:
+        return found.obj
     if not isinstance(config, (str, dict)):
         raise TypeError(f"activations.deserialize: expected a name or a dict, got "
                         f"{type(config).__name__}: {config!r}")

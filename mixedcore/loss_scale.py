@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mixedcore import kernels
+from mixedcore.saving import object_registration as _registry
 
 __all__ = ["LossScale", "FixedLossScale", "DynamicLossScale", "get", "serialize", "deserialize"]
 
@@ -263,30 +264,34 @@ class DynamicLossScale(LossScale):
                 f"increment_period={self._increment_period}, multiplier={self._multiplier!r})")
 
 
-_LOSS_SCALE_CLASSES: dict[str, type[LossScale]] = {"FixedLossScale": FixedLossScale, "DynamicLossScale": DynamicLossScale}
+# The built-in loss scales by class name (the registry's table).
+_LOSS_SCALE_CLASSES: dict[str, type[LossScale]] = _registry.builtin_table("loss_scale")
+_registry.register_builtins("loss_scale", [FixedLossScale, DynamicLossScale])
 
 
 def serialize(loss_scale: LossScale) -> dict[str, Any]:
     """``{"class_name": ..., "config": ...}`` of a loss scale (tf.keras' format)."""
     if not isinstance(loss_scale, LossScale):
         raise TypeError(f"serialize: expected a LossScale, got {type(loss_scale).__name__}")
-    return {"class_name": type(loss_scale).__name__, "config": loss_scale.get_config()}
+    entry = {"class_name": type(loss_scale).__name__, "config": loss_scale.get_config()}
+    registered = _registry.registered_key(type(loss_scale))
+    if registered is not None:
+        entry["registered_name"] = registered
+    return entry
 
 
 def deserialize(config: dict[str, Any],
                 custom_objects: dict[str, Any] | None = None) -> LossScale:
     """The loss scale described by ``serialize()`` output (in its initial state)."""
-    classes: dict[str, type[LossScale]] = dict(_LOSS_SCALE_CLASSES)
-    if custom_objects:
-        classes.update(custom_objects)
     if not isinstance(config, dict) or "class_name" not in config:
         raise ValueError(f"deserialize: expected a dict with 'class_name' and 'config', got "
                          f"{config!r}")
-    cls = classes.get(config["class_name"])
-    if cls is None:
+    found = _registry.lookup("loss_scale", config, custom_objects)
+    if found is None:
+        known = sorted(set(_LOSS_SCALE_CLASSES) | set(custom_objects or {}))
         raise ValueError(f"deserialize: unknown loss scale class {config['class_name']!r}; "
-                         f"expected one of {sorted(classes)}")
-    return cls.from_config(config.get("config", {}))
+                         f"expected one of {known}")
+    return found.obj.from_config(config.get("config", {}))
 
 
 def get(identifier: Any) -> LossScale | None:

@@ -155,7 +155,7 @@ def test_names_and_configs_match_keras(keras, cls, kwargs):
     # Keras reads mixedcore's config (delta included)
     assert getattr(keras.losses, cls).from_config(mine.get_config()).name == mine.name
     # a Keras-style config (with its reduction and axis) loads through load_model's reader
-    from mixedcore.models._saving import _loss_from_config
+    from mixedcore.trainers.compile_state import _loss_from_config
     again = _loss_from_config({"class_name": cls, "config": dict(kconf, **mine.get_config())})
     assert type(again) is type(mine) and again.get_config() == mine.get_config()
 

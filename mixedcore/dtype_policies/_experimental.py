@@ -28,6 +28,7 @@ import numpy as np
 
 from mixedcore.dtype_policies import _policy
 from mixedcore.dtype_policies._policy import DTypePolicy
+from mixedcore.saving import object_registration as _registry
 
 __all__ = ["Policy", "set_policy", "global_policy"]
 
@@ -85,17 +86,16 @@ def _is_loss_scale_dict(value):
 
 def _deserialize_loss_scale(config, custom_objects=None):
     """A loss scale from its ``{"class_name": ..., "config": {...}}`` form (tf.keras format)."""
-    ls = _loss_scale_module()
-    classes = {"FixedLossScale": ls.FixedLossScale, "DynamicLossScale": ls.DynamicLossScale}
-    if custom_objects:
-        classes.update(custom_objects)
+    _loss_scale_module()            # registers the built-in loss scales
     class_name = config.get("class_name")
     inner = config.get("config", {})
-    cls = classes.get(class_name)
-    if cls is None:
+    found = _registry.lookup("loss_scale", config, custom_objects)
+    if found is None:
+        known = set(_registry.builtin_objects("loss_scale")) | set(custom_objects or {})
         raise ValueError(
             f"Policy: unknown loss scale class {class_name!r} in {config!r}; expected one of "
-            f"{sorted(classes)}")
+            f"{sorted(known)}")
+    cls = found.obj
     if not isinstance(inner, dict):
         raise ValueError(f"Policy: the 'config' of a serialized loss scale must be a dict, "
                          f"got {config!r}")

@@ -22,11 +22,13 @@ import numpy as np
 from mixedcore.dtype_policies import _policy
 from mixedcore.dtype_policies import _experimental
 from mixedcore.dtype_policies._policy import DTypePolicy
+from mixedcore.saving import object_registration as _registry
 
 __all__ = ["serialize", "deserialize", "get"]
 
 # class_name -> how it loads: every known class loads as a plain DTypePolicy (decision A).
-_PLAIN_CLASSES = ("DTypePolicy", "FloatDTypePolicy", "Policy", "PolicyV1")
+_registry.register_builtins("dtype_policy", {name: DTypePolicy for name in (
+    "DTypePolicy", "FloatDTypePolicy", "Policy", "PolicyV1")})
 _IGNORED_KEYS = ("module", "registered_name")
 
 
@@ -59,7 +61,8 @@ def serialize(policy: DTypePolicy) -> dict[str, Any]:
     # a user's subclass: its own name, which deserialize finds in custom_objects (Keras 3
     # writes it as the registered name too)
     name = type(policy).__name__
-    return {"class_name": name, "config": policy.get_config(), "registered_name": name}
+    return {"class_name": name, "config": policy.get_config(),
+            "registered_name": _registry.get_registered_name(type(policy))}
 
 
 def deserialize(config: dict[str, Any] | str,
@@ -106,19 +109,15 @@ def deserialize(config: dict[str, Any] | str,
     if not isinstance(inner, dict):
         raise ValueError(f"deserialize: 'config' must be a dict such as {{'name': 'float32'}}, "
                          f"got {type(inner).__name__}: {inner!r}")
-    if custom_objects:
-        for key in (config.get("registered_name"), class_name):
-            if key is not None and key in custom_objects:
-                cls = custom_objects[key]
-                if not (isinstance(cls, type) and issubclass(cls, DTypePolicy)):
-                    raise TypeError(f"deserialize: custom_objects[{key!r}] must be a subclass "
-                                    f"of DTypePolicy, got {cls!r}")
-                return cls.from_config(inner)
-    if class_name not in _PLAIN_CLASSES:
+    found = _registry.lookup("dtype_policy", config, custom_objects)
+    if found is None:
         raise ValueError(f"deserialize: unknown policy class {class_name!r}; expected one of "
-                         f"{list(_PLAIN_CLASSES)}")
+                         f"{list(_registry.builtin_objects('dtype_policy'))}")
+    if not (isinstance(found.obj, type) and issubclass(found.obj, DTypePolicy)):
+        raise TypeError(f"deserialize: custom_objects[{found.key!r}] must be a subclass "
+                        f"of DTypePolicy, got {found.obj!r}")
     # DTypePolicy.from_config checks the keys and drops "loss_scale" (decision A).
-    return DTypePolicy.from_config(inner)
+    return found.obj.from_config(inner)
 
 
 def get(identifier: Any) -> DTypePolicy:

@@ -6,6 +6,7 @@ policy's variable dtype and computes in its compute dtype (docs/layers.md, 'Poli
 autocasting').  docs/layers.md
 lists them with their arguments and numerics.
 """
+from mixedcore.saving import object_registration as _registry
 from mixedcore.layers._base import Layer
 from mixedcore.layers._activation import (ELU, Activation, LeakyReLU, PReLU, ReLU, Softmax)
 from mixedcore.layers._attention import MultiHeadAttention
@@ -34,20 +35,21 @@ __all__ = ["Layer", "Input", "InputLayer", "Dense", "Embedding", "Activation", "
            "AveragePooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D",
            "GlobalMaxPooling1D", "GlobalMaxPooling2D", "serialize", "deserialize"]
 
-_CLASSES = {cls.__name__: cls for cls in (
+# The built-in layer classes, by the class name configs give them (the registry's table).
+_CLASSES = _registry.builtin_table("layer")
+_registry.register_builtins("layer", [
     InputLayer, Dense, Embedding, Activation, Softmax, ReLU, LeakyReLU, PReLU, ELU, Dropout,
     SpatialDropout1D, SpatialDropout2D, GaussianNoise, Flatten, Reshape, Permute, RepeatVector,
     ZeroPadding1D, ZeroPadding2D, UpSampling2D, Cropping2D, LayerNormalization,
     BatchNormalization, MultiHeadAttention, Add, Subtract, Multiply, Average, Maximum, Minimum,
     Concatenate, Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D, MaxPooling1D, MaxPooling2D,
     AveragePooling1D, AveragePooling2D, GlobalAveragePooling1D, GlobalAveragePooling2D,
-    GlobalMaxPooling1D, GlobalMaxPooling2D)}
+    GlobalMaxPooling1D, GlobalMaxPooling2D])
 
 
 def register(cls, name=None):
     """Make ``cls`` known to :func:`deserialize` under ``name`` (its class name by default)."""
-    _CLASSES[name or cls.__name__] = cls
-    return cls
+    return _registry.register_builtin("layer", cls, name)
 
 
 def _jsonable_shape(shape):
@@ -65,11 +67,11 @@ def serialize(layer):
     "build_config"}`` (classes mixedcore does not know are named by their module)."""
     cls = type(layer)
     name = cls.__dict__.get("_keras_class", cls.__name__)
-    known = _CLASSES.get(name) is cls
+    known = _registry.is_builtin("layer", cls, name)
     entry = {"module": getattr(cls, "_keras_module", "keras.layers") if known else cls.__module__,
              "class_name": name, "config": layer.get_config(),
              "registered_name": ("Functional" if name == "Functional" else None) if known
-             else cls.__name__}
+             else _registry.get_registered_name(cls)}
     if layer.built and not isinstance(layer, InputLayer):
         shape = layer._config_build_shape() if hasattr(layer, "_set_graph") \
             else layer.input_shape
@@ -120,22 +122,13 @@ def deserialize(config, custom_objects=None):
     if not isinstance(config, dict) or "class_name" not in config:
         raise ValueError(f"layers.deserialize: expected a dict with 'class_name' and 'config', "
                          f"got {config!r}"[:300])
-    classes = dict(_CLASSES)
-    if custom_objects:
-        classes.update(custom_objects)
     name = config["class_name"]
-    registered = config.get("registered_name")
-    cls = None
-    if registered and registered in classes:
-        cls = classes[registered]
-    if cls is None:
-        cls = classes.get(name)
-    if cls is None and isinstance(name, str) and ">" in name:      # "package>Name"
-        cls = classes.get(name.split(">")[-1])
-    if cls is None:
+    found = _registry.lookup("layer", config, custom_objects)
+    if found is None:
         raise ValueError(f"layers.deserialize: unknown layer class {name!r}; supported: "
                          f"{sorted(_CLASSES)} (pass custom_objects={{{name!r}: YourClass}} for "
                          f"your own layers)")
+    cls = found.obj
     inner = config.get("config", {})
     if not isinstance(inner, dict):
         raise ValueError(f"layers.deserialize: the config of {name!r} must be a dict, got "

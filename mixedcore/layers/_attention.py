@@ -567,6 +567,22 @@ class MultiHeadAttention(Layer):
         dv = to_compute(to_compute(np.asarray(dxv), w) + to_compute(np.asarray(dxk), w), cd)
         return {"query": dq, "value": dv.reshape(v_shape), "key": None}
 
+    # Keras keeps the projections in sub-layers and files their variables under these paths,
+    # in the order their weights come in ``self.weights``.
+    _KERAS_SUBLAYERS = ("query_dense", "key_dense", "value_dense", "output_dense")
+
+    def keras_weight_paths(self):
+        """Keras's layout: each projection's kernel (and bias) under its sub-layer's path."""
+        n = len(self.weights)
+        subpaths = self._KERAS_SUBLAYERS
+        if not n:
+            return super().keras_weight_paths()
+        if n % len(subpaths):
+            raise ValueError(f"{type(self).__name__} '{self.name}': {n} weights do not split "
+                             f"into the {len(subpaths)} sub-layers Keras files them under")
+        k = n // len(subpaths)
+        return [(sub, list(range(i * k, (i + 1) * k))) for i, sub in enumerate(subpaths)]
+
     def get_config(self):
         config = super().get_config()
         config.update({

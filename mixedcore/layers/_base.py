@@ -289,6 +289,22 @@ class Layer:
         return ([i for i, t in enumerate(self._trainable_flags) if t]
                 + [i for i, t in enumerate(self._trainable_flags) if not t])
 
+    def keras_weight_paths(self):
+        """Where Keras files this layer's variables: [(sub-path, positions in ``self.weights``)].
+
+        Sub-path "" is the layer's own ``vars`` group, whose datasets ``0, 1, ...`` are the
+        variables in creation order, trainable ones first (whatever ``self.trainable``).  A
+        layer that Keras builds from sub-layers overrides this to file its weights under their
+        paths; the loader checks every weight against it before it sets any.
+        """
+        flags = self._trainable_flags
+        if len(flags) != len(self.weights):
+            return [("", list(range(len(self.weights))))]
+        where = {creation: pos for pos, creation in enumerate(self._weight_index_order())}
+        creation_order = ([i for i, t in enumerate(flags) if t] +
+                          [i for i, t in enumerate(flags) if not t])
+        return [("", [where[i] for i in creation_order])]
+
     def weight_names(self):
         return [f"{self.name}/{self._names[i]}" for i in self._weight_index_order()]
 

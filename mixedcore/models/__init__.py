@@ -4,15 +4,17 @@ training loop and Keras's file formats.
 - ``_graph``: the graph of layer calls, run forwards and backwards;
 - ``_model``: ``Model``, a layer made of a graph; ``_sequential``: ``Sequential``, a stack
   that becomes such a graph;
-- ``_training``: compile / fit / evaluate / predict;
-- ``_saving``: Keras's files (``.keras``, legacy ``.h5``, ``.weights.h5``) and JSON configs.
+- ``_training``: compile / fit / evaluate / predict.
+
+Keras's files (``.keras``, legacy ``.h5``, ``.weights.h5``) and JSON configs are
+``mixedcore.saving``'s; ``load_model`` and the others are re-exported here.
 """
 from mixedcore import layers as _layers
 from mixedcore.models._model import Model
 from mixedcore.models._sequential import Sequential
 from mixedcore.models._training import History
-from mixedcore.models._saving import (load_model, load_weights, model_from_json, save_model,
-                                      save_weights)
+from mixedcore.saving.saving_api import (load_model, load_weights, model_from_json, save_model,
+                                         save_weights)
 
 __all__ = ["Model", "Sequential", "History", "load_model", "save_model", "model_from_json",
            "load_weights", "save_weights"]

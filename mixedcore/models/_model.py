@@ -257,8 +257,8 @@ class Model(Trainer, Layer):
         """Write the weights: ``*.weights.h5`` in Keras 3's layout (``keras.Model.load_weights``
         reads it), ``*.h5`` in tf.keras's legacy layout, ``*.npz`` as arrays in get_weights
         order with their names.  See ``models.save_weights``."""
-        from mixedcore.models import _saving
-        _saving.save_weights(self, filepath, overwrite=overwrite)
+        from mixedcore.saving import saving_api
+        saving_api.save_weights(self, filepath, overwrite=overwrite)
 
     def load_weights(self, filepath: str | os.PathLike, skip_mismatch: bool = False) -> None:
         """Read weights into the built model and set them (counts and shapes must match).
@@ -268,22 +268,22 @@ class Model(Trainer, Layer):
         ``np.savez(path, *weights)`` file (keys ``arr_0``, ``arr_1``, ...), such as
         ``np.savez("w.npz", *keras_model.get_weights())``.  See ``models.load_weights``.
         """
-        from mixedcore.models import _saving
-        _saving.load_weights(self, filepath, skip_mismatch=skip_mismatch)
+        from mixedcore.saving import saving_api
+        saving_api.load_weights(self, filepath, skip_mismatch=skip_mismatch)
 
     def save(self, filepath: str | os.PathLike, overwrite: bool = True) -> None:
         """Write the model (config, weights, compile state) to ``*.keras`` (Keras 3's archive)
         or ``*.h5`` (the legacy format); any other name is a ValueError.  Keras's
         ``keras.models.load_model`` reads both.  See ``models.save_model``."""
-        from mixedcore.models import _saving
-        _saving.save_model(self, filepath, overwrite=overwrite)
+        from mixedcore.saving import saving_api
+        saving_api.save_model(self, filepath, overwrite=overwrite)
 
     def to_json(self, **kwargs):
         """The model's config (Keras's ``to_json`` form, with the compile config when compiled)
         as a JSON string; ``kwargs`` go to ``json.dumps``.  ``models.model_from_json`` reads it
         back."""
-        from mixedcore.models import _saving
-        return _saving.model_to_json(self, **kwargs)
+        from mixedcore.saving import saving_api
+        return saving_api.model_to_json(self, **kwargs)
 
     # -- calling --------------------------------------------------------------------------------
     def _standardize_inputs(self, owner, x):

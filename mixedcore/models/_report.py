@@ -234,7 +234,7 @@ def numerics_report(model, x, y=None, policy=None, batch_size=32, loss_scale=Non
         ``y`` is given and the model is not compiled (as ``evaluate``).
     """
     from mixedcore.models._model import Model
-    from mixedcore.models._saving import clone_with_policy
+    from mixedcore.saving.config import clone_with_policy
     from mixedcore.models._training import _batch_size, _require_samples
     owner = "numerics_report"
     if not isinstance(model, Model):

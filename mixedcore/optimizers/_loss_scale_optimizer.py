@@ -25,6 +25,7 @@ from mixedcore import kernels
 from mixedcore import loss_scale as _loss_scale
 from mixedcore.loss_scale import DynamicLossScale, FixedLossScale
 from mixedcore.optimizers import _optimizer as _optimizers
+from mixedcore.saving import object_registration as _registry
 
 __all__ = ["LossScaleOptimizer"]
 
@@ -286,4 +287,4 @@ class LossScaleOptimizer(_optimizers.Optimizer):
                 f"dynamic={self.dynamic}, loss_scale={self.loss_scale!r}{counter}{growth})")
 
 
-_optimizers._CLASSES["LossScaleOptimizer"] = LossScaleOptimizer
+_registry.register_builtin("optimizer", LossScaleOptimizer)

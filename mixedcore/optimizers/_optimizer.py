@@ -37,6 +37,7 @@ import numpy as np
 
 from mixedcore._dtypes import BF16
 from mixedcore.optimizers import schedules as _schedules
+from mixedcore.saving import object_registration as _registry
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Nadam", "get",
            "serialize", "deserialize"]
@@ -642,9 +643,10 @@ class Nadam(Optimizer):
 
 _BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop, "adagrad": Adagrad,
             "nadam": Nadam}
-# Classes ``deserialize`` knows by name; LossScaleOptimizer adds itself when its module loads.
-_CLASSES = {"SGD": SGD, "Adam": Adam, "AdamW": AdamW, "RMSprop": RMSprop, "Adagrad": Adagrad,
-            "Nadam": Nadam}
+# Classes ``deserialize`` knows by name (the registry's table); LossScaleOptimizer adds itself
+# when its module loads.
+_CLASSES = _registry.builtin_table("optimizer")
+_registry.register_builtins("optimizer", [SGD, Adam, AdamW, RMSprop, Adagrad, Nadam])
 
 
 def serialize(optimizer):
@@ -652,7 +654,11 @@ def serialize(optimizer):
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"serialize: expected a mixedcore optimizer, got "
                         f"{type(optimizer).__name__}")
-    return {"class_name": type(optimizer).__name__, "config": optimizer.get_config()}
+    entry = {"class_name": type(optimizer).__name__, "config": optimizer.get_config()}
+    registered = _registry.registered_key(type(optimizer))
+    if registered is not None:
+        entry["registered_name"] = registered
+    return entry
 
 
 def deserialize(config, custom_objects=None):
@@ -681,15 +687,9 @@ def deserialize(config, custom_objects=None):
     if custom_objects is not None and not isinstance(custom_objects, dict):
         raise TypeError(f"deserialize: custom_objects must be a dict of name -> class, got "
                         f"{type(custom_objects).__name__}")
-    custom = custom_objects or {}
     name = config["class_name"]
-    cls = None
-    for key in (config.get("registered_name"), name):
-        if key is not None and key in custom:
-            cls = custom[key]
-            break
-    if cls is None:
-        cls = _CLASSES.get(name) or _BY_NAME.get(str(name).lower())
+    found = _registry.lookup("optimizer", config, custom_objects)
+    cls = found.obj if found is not None else _BY_NAME.get(str(name).lower())
     if cls is None:
         raise ValueError(f"deserialize: unknown optimizer class {name!r}; expected one of "
                          f"{sorted(_CLASSES)} or a class given in custom_objects")

@@ -13,6 +13,8 @@ import numbers
 
 import numpy as np
 
+from mixedcore.saving import object_registration as _registry
+
 __all__ = ["LearningRateSchedule", "ExponentialDecay", "PiecewiseConstantDecay", "CosineDecay",
            "serialize", "deserialize"]
 
@@ -203,9 +205,9 @@ class CosineDecay(LearningRateSchedule):
                 "warmup_target": self.warmup_target, "warmup_steps": self.warmup_steps}
 
 
-_CLASSES = {"ExponentialDecay": ExponentialDecay,
-            "PiecewiseConstantDecay": PiecewiseConstantDecay,
-            "CosineDecay": CosineDecay}
+# The built-in schedules by class name (the registry's table).
+_CLASSES = _registry.builtin_table("schedule")
+_registry.register_builtins("schedule", [ExponentialDecay, PiecewiseConstantDecay, CosineDecay])
 
 
 def serialize(schedule):
@@ -214,10 +216,10 @@ def serialize(schedule):
         raise TypeError(f"schedules.serialize: expected a LearningRateSchedule, got "
                         f"{type(schedule).__name__}")
     cls = type(schedule)
-    builtin = _CLASSES.get(cls.__name__) is cls
+    builtin = _registry.is_builtin("schedule", cls)
     return {"module": "keras.optimizers.schedules" if builtin else cls.__module__,
             "class_name": cls.__name__, "config": schedule.get_config(),
-            "registered_name": None if builtin else cls.__name__}
+            "registered_name": None if builtin else _registry.get_registered_name(cls)}
 
 
 def deserialize(config, custom_objects=None):
@@ -244,15 +246,9 @@ def deserialize(config, custom_objects=None):
     if custom_objects is not None and not isinstance(custom_objects, dict):
         raise TypeError(f"schedules.deserialize: custom_objects must be a dict of name -> "
                         f"class, got {type(custom_objects).__name__}")
-    custom = custom_objects or {}
     name = str(config["class_name"]).split(">")[-1]
-    cls = None
-    for key in (config.get("registered_name"), config["class_name"], name):
-        if key is not None and key in custom:
-            cls = custom[key]
-            break
-    if cls is None:
-        cls = _CLASSES.get(name)
+    found = _registry.lookup("schedule", config, custom_objects)
+    cls = found.obj if found is not None else None
     if cls is None:
         raise ValueError(f"schedules.deserialize: unknown learning-rate schedule {name!r}; "
                          f"expected one of {sorted(_CLASSES)} or a class given in "

@@ -95,4 +95,3 @@ const mc_level_kernels *mc_kernels(int level)
         level = MC_ISA_COUNT - 1;
     return &mc_resolved_[level];
 }
-

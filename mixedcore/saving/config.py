@@ -1,0 +1,396 @@
+"""Model configs: reading what Keras and tf.keras wrote, and writing Keras's form.
+
+A model is rebuilt by the ``from_config`` of its class (``Sequential``, the functional ``Model``,
+or the user's), which the registry gives.  The config is first normalized here: what tf.keras
+2.x wrote (list-form inbound nodes, ``batch_input_shape``) becomes Keras 3's form, Keras's
+object-sharing ids are dropped, every class name is checked (an unknown one is an error naming
+the file and the classes mixedcore has), and ``dtype_policy=`` replaces the layers' policies.
+
+``dtype_policy=`` replaces the model's policy, not every policy in the file.  The model's policy
+(the "reference") is the policy most layers of the file carry (Input layers left out, nested
+models' layers counted); a tie goes to the ``dtype`` of a top Sequential config (the global
+policy when Keras built it) when that is among the tied, else to the policy met first.  Layers
+stored with the reference policy, or with none, take the new policy; a layer stored with another
+policy was set that way explicitly (a float32 softmax at the end of a mixed model) and keeps it,
+as do integer and bool policies.  Input layers keep their dtype.
+"""
+import inspect
+import json
+
+import numpy as np
+
+from mixedcore import dtype_policies as _policies
+from mixedcore.dtype_policies import DTypePolicy
+from mixedcore.saving import object_registration as _registry
+from mixedcore.saving.file_utils import _fail
+from mixedcore.saving.weight_structure import _is_model
+
+_MODEL_CLASSES = ("Sequential", "Functional", "Model")
+
+
+def _layer_classes():
+    return _registry.builtin_objects("layer")
+
+
+def _model_classes():
+    """(Sequential, the functional Model): the models register them as the layer classes
+    "Sequential" and "Functional"."""
+    classes = _registry.builtin_objects("layer")
+    return classes["Sequential"], classes["Functional"]
+
+
+def _strip_sharing(obj):
+    """Drop Keras's ``shared_object_id`` keys (every occurrence keeps the full config)."""
+    if isinstance(obj, dict):
+        return {k: _strip_sharing(v) for k, v in obj.items() if k != "shared_object_id"}
+    if isinstance(obj, list):
+        return [_strip_sharing(v) for v in obj]
+    return obj
+
+
+def _legacy_tensor_ref(value, layer_names):
+    return (isinstance(value, list) and len(value) == 3 and isinstance(value[0], str) and
+            value[0] in layer_names and all(isinstance(v, int) for v in value[1:]))
+
+
+def _tensor_dict(ref):
+    return {"class_name": "__keras_tensor__",
+            "config": {"shape": None, "dtype": None, "keras_history": list(ref[:3])}}
+
+
+def _convert_legacy_node(node, layer_names):
+    """One tf.keras 2.x inbound node ``[[name, node, tensor, kwargs], ...]`` in Keras 3's form
+    ``{"args": [...], "kwargs": {...}}``: one input is the first argument, several are a list."""
+    tensors = [_tensor_dict(entry) for entry in node]
+    kwargs = {}
+    if node and len(node[-1]) >= 4 and isinstance(node[-1][3], dict):
+        kwargs = node[-1][3]
+
+    def convert(v):
+        if _legacy_tensor_ref(v, layer_names):
+            return _tensor_dict(v)
+        if isinstance(v, dict):
+            return {k: convert(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [convert(x) for x in v]
+        return v
+    first = tensors[0] if len(tensors) == 1 else tensors
+    return {"args": [first] if tensors else [], "kwargs": convert(kwargs)}
+
+
+class _Normalizer:
+    """Normalizes one model config (B) and collects the class names it uses."""
+
+    def __init__(self, owner, source, custom, policy):
+        self.owner, self.source, self.custom, self.policy = owner, source, custom, policy
+        self.classes = _layer_classes()
+        self.unknown = []
+        self.reference = None           # the model's policy name, what dtype_policy= replaces (G)
+
+    def known(self, entry):
+        name = entry.get("class_name")
+        registered = entry.get("registered_name")
+        if registered and registered in self.custom and name not in self.custom:
+            self.custom[name] = self.custom[registered]
+        return _registry.lookup("layer", entry, self.custom) is not None or \
+            name in _MODEL_CLASSES
+
+    def model(self, class_name, config):
+        if class_name == "Sequential":
+            return self.sequential(config)
+        return self.functional(config)
+
+    def sequential(self, config):
+        if isinstance(config, list):                    # Keras 2.0-2.2: a bare layer list
+            config = {"layers": config}
+        if not isinstance(config, dict) or not isinstance(config.get("layers"), list):
+            raise _fail(self.owner, self.source, "the Sequential config has no 'layers' list")
+        config = dict(config)
+        config["layers"] = [self.layer(entry) for entry in config["layers"]]
+        if self.policy is not None and "dtype" in config and self.replaces(config["dtype"]):
+            config["dtype"] = self.policy_config()
+        return config
+
+    def functional(self, config):
+        if not isinstance(config, dict) or not isinstance(config.get("layers"), list):
+            raise _fail(self.owner, self.source, "the model config has no 'layers' list")
+        config = dict(config)
+        names = {e.get("name") or e.get("config", {}).get("name") for e in config["layers"]
+                 if isinstance(e, dict)}
+        layers = []
+        for entry in config["layers"]:
+            entry = self.layer(entry)
+            nodes = entry.get("inbound_nodes")
+            if isinstance(nodes, list):
+                entry["inbound_nodes"] = [
+                    _convert_legacy_node(node, names) if isinstance(node, list) else node
+                    for node in nodes]
+            layers.append(entry)
+        config["layers"] = layers
+        return config
+
+    def layer(self, entry):
+        if not isinstance(entry, dict) or "class_name" not in entry:
+            raise _fail(self.owner, self.source, f"a layer entry is not a dict with "
+                                                 f"'class_name': {str(entry)[:200]}")
+        entry = dict(entry)
+        name = entry["class_name"]
+        inner = entry.get("config")
+        if not self.known(entry):
+            label = inner.get("name") if isinstance(inner, dict) else None
+            self.unknown.append(f"{name}" + (f" (layer '{label}')" if label else ""))
+            return entry
+        if name in _MODEL_CLASSES:
+            entry["config"] = self.model(name, inner)
+            return entry
+        if not isinstance(inner, dict):
+            raise _fail(self.owner, self.source, f"layer class {name} has no config dict")
+        inner = dict(inner)
+        if name != "InputLayer":
+            self.check_policy(inner)
+            if self.policy is not None and self.replaces(inner.get("dtype")):
+                inner["dtype"] = self.policy_config()
+        entry["config"] = inner
+        return entry
+
+    def check_policy(self, inner):
+        dtype = inner.get("dtype")
+        if isinstance(dtype, dict):
+            cls = dtype.get("class_name")
+            if _registry.lookup("dtype_policy", dtype, self.custom) is None:
+                known = list(_registry.builtin_objects("dtype_policy"))
+                raise _fail(self.owner, self.source,
+                            f"layer '{inner.get('name')}' has a dtype policy of class {cls} "
+                            f"({dtype.get('config')}); mixedcore knows {known} "
+                            f"(quantized weights are not supported)")
+
+    def replaces(self, dtype):
+        """Whether ``dtype_policy=`` replaces a stored policy (G)."""
+        if not self.overridable(dtype):
+            return False
+        name = _policy_name(dtype)
+        return name is None or self.reference is None or name == self.reference
+
+    @staticmethod
+    def overridable(dtype):
+        """Whether a layer's stored policy is replaced by ``dtype_policy=``: floating (or unset)
+        policies are; integer and bool ones, which a layer needs for what it computes, are not."""
+        try:
+            policy = _policies.get(dtype) if dtype is not None else None
+        except (TypeError, ValueError):
+            return True
+        if policy is None or policy.compute_dtype is None:
+            return True
+        return policy.compute_dtype in ("float16", "bfloat16", "float32", "float64")
+
+    def policy_config(self):
+        return {"module": "keras", "class_name": "DTypePolicy",
+                "config": {"name": self.policy.name}, "registered_name": None}
+
+
+def _policy_name(dtype):
+    """The name of a stored policy (a name, a serialized policy dict of any known class), or
+    None when unset or unreadable."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, dict):
+        inner = dtype.get("config")
+        if isinstance(inner, dict) and isinstance(inner.get("name"), str):
+            return inner["name"]
+        return None
+    if isinstance(dtype, str):
+        try:
+            return _policies.get(dtype).name
+        except (TypeError, ValueError):
+            return dtype
+    return None
+
+
+def _reference_policy(model_dict):
+    """The name of the model's policy in a serialized model (G), or None."""
+    config = model_dict.get("config")
+    own = None
+    if model_dict.get("class_name") == "Sequential" and isinstance(config, dict):
+        own = _policy_name(config.get("dtype"))
+    counts = {}
+
+    def visit(entries):
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict):
+                continue
+            inner = entry.get("config")
+            if isinstance(inner, list):                 # Keras 2.0-2.2 Sequential
+                visit(inner)
+                continue
+            if not isinstance(inner, dict):
+                continue
+            if entry.get("class_name") in _MODEL_CLASSES:
+                visit(inner.get("layers"))
+                continue
+            if entry.get("class_name") == "InputLayer":
+                continue
+            name = _policy_name(inner.get("dtype"))
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1   # dicts keep the first-met order
+    layers = config.get("layers") if isinstance(config, dict) else config
+    visit(layers)
+    if not counts:
+        return own
+    best = max(counts.values())
+    tied = [name for name, n in counts.items() if n == best]
+    return own if own in tied else tied[0]
+
+
+def _model_class(owner, source, model_dict, custom):
+    class_name = model_dict["class_name"]
+    found = _registry.lookup("layer", model_dict, custom, builtins=False)
+    if found is not None:
+        return found.obj
+    sequential, functional = _model_classes()
+    if class_name == "Sequential":
+        return sequential
+    if class_name in ("Functional", "Model"):
+        return functional
+    raise _fail(owner, source, f"the file holds a {class_name!r}, not a Sequential or "
+                               f"functional model; pass custom_objects={{{class_name!r}: "
+                               f"YourModelClass}} for your own model class")
+
+
+def _model_from_dict(owner, source, model_dict, custom, policy):
+    """A model from a serialized model dict ({"class_name", "config", ...}), normalized (B)."""
+    if not isinstance(model_dict, dict) or "class_name" not in model_dict or \
+            "config" not in model_dict:
+        raise _fail(owner, source, "the model config is not a dict with 'class_name' and "
+                                   "'config'")
+    model_dict = _strip_sharing(model_dict)
+    class_name = model_dict["class_name"]
+    registered = model_dict.get("registered_name")
+    if registered and registered in custom and class_name not in custom:
+        custom[class_name] = custom[registered]
+    cls = _model_class(owner, source, model_dict, custom)
+    normalizer = _Normalizer(owner, source, custom, policy)
+    if policy is not None:
+        normalizer.reference = _reference_policy(model_dict)
+    kind = "Sequential" if class_name == "Sequential" or (
+        isinstance(cls, type) and issubclass(cls, _model_classes()[0])) else "Functional"
+    config = normalizer.model(kind, model_dict["config"])
+    if normalizer.unknown:
+        supported = sorted(set(normalizer.classes) | set(_MODEL_CLASSES))
+        raise _fail(owner, source,
+                    f"unknown layer class(es) {', '.join(normalizer.unknown)}; mixedcore "
+                    f"supports {supported}; pass custom_objects={{'ClassName': YourLayer}} to "
+                    f"load your own layers")
+    try:
+        from_config = cls.from_config
+        with _registry.custom_object_scope(custom):
+            if "custom_objects" in inspect.signature(from_config).parameters:
+                model = from_config(config, custom_objects=custom or None)
+            else:
+                model = from_config(config)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        raise _fail(owner, source, f"cannot rebuild the model from its config: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+    build = model_dict.get("build_config")
+    if not getattr(model, "built", True) and isinstance(build, dict) and \
+            build.get("input_shape") is not None and hasattr(model, "build"):
+        try:
+            model.build(build["input_shape"])
+        except (TypeError, ValueError) as exc:
+            raise _fail(owner, source, f"cannot build the model for input shape "
+                                       f"{build['input_shape']}: {exc}") from exc
+    if policy is not None:
+        _set_model_policies(model, policy)
+    return model
+
+
+def clone_with_policy(owner, model, policy):
+    """A copy of a built ``model`` whose policy ``policy`` replaces its own as
+    ``load_model(dtype_policy=)`` does (G), with the same weights."""
+    policy = _as_policy(owner, policy)
+    model_dict = _model_dict(owner, model)
+    model_dict.pop("compile_config", None)
+    custom = {}
+
+    def collect(m):
+        custom.setdefault(type(m).__name__, type(m))
+        for layer in m.layers:
+            if _is_model(layer):
+                collect(layer)
+            else:
+                custom.setdefault(type(layer).__name__, type(layer))
+
+    collect(model)
+    builtin = set(_layer_classes()) | set(_MODEL_CLASSES)
+    custom = {k: v for k, v in custom.items() if k not in builtin}
+    clone = _model_from_dict(owner, f"model '{model.name}'", model_dict, custom, policy)
+    clone.set_weights(model.get_weights())
+    return clone
+
+
+def _set_model_policies(model, policy):
+    """Functional configs carry no policy of the model itself: under ``dtype_policy=`` the
+    model and its nested functional models take it (compile reads it for loss scaling)."""
+    sequential, functional = _model_classes()
+    if not isinstance(model, sequential):
+        model._dtype_policy = policy
+    for layer in model.layers:
+        if isinstance(layer, functional):
+            _set_model_policies(layer, policy)
+
+
+def _as_policy(owner, dtype_policy):
+    if dtype_policy is None:
+        return None
+    policy = _policies.get(dtype_policy)
+    if policy.compute_dtype not in ("float16", "bfloat16", "float32", "float64"):
+        raise ValueError(f"{owner}: dtype_policy must be a floating-point policy such as "
+                         f"'float32', 'mixed_float16' or 'mixed_bfloat16', got {policy.name!r}")
+    return policy
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, DTypePolicy):
+        return _policies.serialize(value)
+    raise TypeError(f"a value of type {type(value).__name__} ({value!r}) cannot be written "
+                    f"to JSON")
+
+
+def _dumps(owner, obj, **kwargs):
+    try:
+        return json.dumps(obj, default=_json_default, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{owner}: the model's config cannot be written: {exc}") from None
+
+
+def _model_dict(owner, model, legacy=False):
+    """The serialized model (Keras's top-level config.json form)."""
+    if not getattr(model, "built", True):
+        raise ValueError(f"{owner}: the model is not built yet; start it with "
+                         f"Input(shape=...) or call build() first")
+    try:
+        config = model.get_config()
+    except (NotImplementedError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{owner}: the model's config cannot be made: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    cls = type(model)
+    if "_keras_class" in cls.__dict__:
+        class_name = cls.__dict__["_keras_class"]
+        module = getattr(cls, "_keras_module", "keras")
+        registered = "Functional" if class_name == "Functional" else None
+    else:
+        class_name, module = cls.__name__, cls.__module__
+        registered = _registry.get_registered_name(cls)
+    if legacy:
+        return {"class_name": class_name, "config": config}
+    build_shape = model._config_build_shape() if hasattr(model, "_config_build_shape") else None
+    out = {"module": module, "class_name": class_name, "config": config,
+           "registered_name": registered, "build_config": {"input_shape": build_shape}}
+    from mixedcore.trainers.compile_state import _compile_config
+    compile_config = _compile_config(model)
+    if compile_config is not None:
+        out["compile_config"] = compile_config
+    return out

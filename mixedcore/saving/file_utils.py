@@ -1,0 +1,112 @@
+"""What every file of this package needs: errors naming the file, the path argument, the kind
+of a file read from its first bytes, writing through a temporary file, the zip limits.
+
+A file is recognised by its content, not its name: a zip archive (a ``.keras`` model, or a
+``.npz`` of weights) or an HDF5 file (a legacy ``.h5`` model, ``.weights.h5``, tf.keras
+weights).  The name only chooses what to write.  Files are written to a temporary file beside
+the target and renamed over it once complete: a failed save leaves no partial file and an
+existing file intact.
+"""
+import contextlib
+import os
+import secrets
+
+from mixedcore._dtypes import BF16 as _BF16
+
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+# The Keras format generation these files follow (Keras reads this field only for display).
+_KERAS_FORMAT_VERSION = "3.0.0"
+# A zip member that expands more than this much and past the floor is refused (a "zip bomb").
+_MAX_EXPANSION = 100
+_EXPANSION_FLOOR = 256 << 20
+
+
+def _fail(owner, source, what):
+    return ValueError(f"{owner}: {source}: {what}")
+
+
+def _path_of(owner, filepath):
+    try:
+        path = os.fspath(filepath)
+    except TypeError:
+        raise TypeError(f"{owner}: filepath must be a str or os.PathLike, got "
+                        f"{type(filepath).__name__}") from None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return path
+
+
+def _hdf5_at(path, size):
+    """True when an HDF5 superblock signature is at offset 0, 512, 1024, 2048, ...: HDF5 puts
+    it at one of these (after a user block) and nowhere else."""
+    offset = 0
+    with open(path, "rb") as f:
+        while offset + 8 <= size:
+            f.seek(offset)
+            if f.read(8) == _HDF5_SIGNATURE:
+                return True
+            offset = 512 if offset == 0 else offset * 2
+    return False
+
+
+def _kind(owner, path):
+    """"zip", "hdf5" or "npy", from the file's first bytes; ValueError for anything else."""
+    if not os.path.exists(path):
+        raise ValueError(f"{owner}: cannot read {path!r}: no such file")
+    if os.path.isdir(path):
+        raise ValueError(f"{owner}: {path!r} is a directory, not a model file (a TensorFlow "
+                         f"SavedModel?); mixedcore reads .keras, .h5 and .weights.h5 files")
+    if not os.path.isfile(path):
+        raise ValueError(f"{owner}: {path!r} is not a regular file")
+    size = os.path.getsize(path)
+    if size == 0:
+        raise ValueError(f"{owner}: {path!r} is empty")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "zip"
+    if _hdf5_at(path, size):
+        return "hdf5"
+    if head[:6] == b"\x93NUMPY":
+        return "npy"
+    raise ValueError(f"{owner}: {path!r} is neither a zip archive (.keras) nor an HDF5 file "
+                     f"(.h5, .weights.h5); it starts with {head!r}")
+
+
+@contextlib.contextmanager
+def _atomic_write(owner, path, overwrite):
+    """Yield a temporary path beside ``path``; rename it over ``path`` when the block succeeds,
+    remove it when it fails (E)."""
+    if os.path.isdir(path):
+        raise ValueError(f"{owner}: {path!r} is a directory")
+    if not overwrite and os.path.exists(path):
+        raise ValueError(f"{owner}: {path!r} exists and overwrite=False")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ValueError(f"{owner}: the directory {directory!r} does not exist")
+    base = os.path.basename(path)
+    while True:
+        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+            break
+        except FileExistsError:
+            continue
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class _Array:
+    """A weight in a file: its shape, and its values read on demand."""
+
+    def __init__(self, where, shape, read):
+        self.where, self.shape, self._read = where, tuple(shape), read
+
+    def read(self):
+        return self._read()

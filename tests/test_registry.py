@@ -1,0 +1,286 @@
+"""One registry for every kind of serializable object: ``custom_objects=``,
+``register_keras_serializable``, ``custom_object_scope`` and ``"package>Name"`` work the same
+for layers, optimizers, learning-rate schedules, activations, loss scales and dtype policies."""
+import importlib
+
+import numpy as np
+import pytest
+
+from mixedcore import activations, experimental, layers, loss_scale, models, optimizers, policies
+from mixedcore.optimizers import schedules
+from mixedcore.policy import DTypePolicy, policy_scope
+from mixedcore.saving import object_registration
+
+saving = importlib.import_module("mixedcore.saving")
+
+
+@pytest.fixture(autouse=True)
+def restore_registrations():
+    """Registrations are global: each test's are undone after it."""
+    registered = dict(object_registration._REGISTERED)
+    names = dict(object_registration._REGISTERED_NAMES)
+    yield
+    object_registration._REGISTERED.clear()
+    object_registration._REGISTERED.update(registered)
+    object_registration._REGISTERED_NAMES.clear()
+    object_registration._REGISTERED_NAMES.update(names)
+
+
+# -- one user class (or function) of each kind ---------------------------------------------------
+
+class Doubling(layers.Layer):
+    def call(self, inputs):
+        return inputs * inputs.dtype.type(2)
+
+
+class MySGD(optimizers.SGD):
+    pass
+
+
+class MyDecay(schedules.ExponentialDecay):
+    pass
+
+
+def twice(x):
+    return 2 * x
+
+
+class MyFixedLossScale(loss_scale.FixedLossScale):
+    pass
+
+
+class MyPolicy(DTypePolicy):
+    pass
+
+
+def _activation_entry(fn):
+    return {"module": fn.__module__, "class_name": "function", "config": fn.__name__,
+            "registered_name": object_registration.get_registered_name(fn)}
+
+
+class Kind:
+    """How one kind of object is made, serialized and deserialized."""
+
+    def __init__(self, name, obj, make, serialize, deserialize):
+        self.name, self.obj, self.make = name, obj, make
+        self.serialize, self.deserialize = serialize, deserialize
+
+    def check(self, result):
+        if self.name == "activation":
+            assert result is self.obj
+        else:
+            assert type(result) is self.obj
+
+    def __repr__(self):
+        return self.name
+
+
+KINDS = [
+    Kind("layer", Doubling, lambda: Doubling(name="twice"), layers.serialize,
+         layers.deserialize),
+    Kind("optimizer", MySGD, lambda: MySGD(learning_rate=0.1), optimizers.serialize,
+         optimizers.deserialize),
+    Kind("schedule", MyDecay, lambda: MyDecay(0.1, 10, 0.5), schedules.serialize,
+         schedules.deserialize),
+    Kind("activation", twice, lambda: twice, _activation_entry, activations.deserialize),
+    Kind("loss scale", MyFixedLossScale, lambda: MyFixedLossScale(128), loss_scale.serialize,
+         loss_scale.deserialize),
+    Kind("dtype policy", MyPolicy, lambda: MyPolicy("mixed_float16"), policies.serialize,
+         policies.deserialize),
+]
+
+
+def _short(kind):
+    return kind.obj.__name__
+
+
+def _with_package(kind, entry):
+    """The entry as a Keras file names a class of a package: "Test>Name"."""
+    entry = dict(entry)
+    entry.pop("registered_name", None)
+    key = "config" if kind.name == "activation" else "class_name"
+    entry[key] = f"Test>{entry[key]}"
+    return entry
+
+
+# -- the same rules for every kind -------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+def test_unknown_until_given_in_custom_objects(kind):
+    entry = kind.serialize(kind.make())
+    with pytest.raises(ValueError):
+        kind.deserialize(entry)
+    kind.check(kind.deserialize(entry, custom_objects={_short(kind): kind.obj}))
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+def test_registered_objects_need_no_custom_objects(kind):
+    saving.register_keras_serializable(package="Test")(kind.obj)
+    entry = kind.serialize(kind.make())
+    assert entry["registered_name"] == f"Test>{_short(kind)}"
+    assert object_registration.get_registered_object(f"Test>{_short(kind)}") is kind.obj
+    kind.check(kind.deserialize(entry))
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+def test_package_names(kind):
+    entry = _with_package(kind, kind.serialize(kind.make()))
+    with pytest.raises(ValueError):
+        kind.deserialize(entry)
+    kind.check(kind.deserialize(entry, custom_objects={_short(kind): kind.obj}))
+    saving.register_keras_serializable(package="Test")(kind.obj)
+    kind.check(kind.deserialize(entry))
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+def test_custom_object_scope(kind):
+    entry = kind.serialize(kind.make())
+    with saving.custom_object_scope({_short(kind): kind.obj}):
+        kind.check(kind.deserialize(entry))
+    with pytest.raises(ValueError):
+        kind.deserialize(entry)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+def test_custom_objects_win_over_registered_and_builtin(kind):
+    class Other(kind.obj if isinstance(kind.obj, type) else object):
+        pass
+    saving.register_keras_serializable(package="Test")(kind.obj)
+    entry = kind.serialize(kind.make())
+    if kind.name == "activation":
+        def other(x):
+            return x
+        assert kind.deserialize(entry, custom_objects={"Test>twice": other}) is other
+        assert kind.deserialize("relu", custom_objects={"relu": other}) is other
+        return
+    result = kind.deserialize(entry, custom_objects={f"Test>{_short(kind)}": Other})
+    assert type(result) is Other
+
+
+# -- through the files and the configs that hold them --------------------------------------------
+
+def _model_with(layer=None, dtype=None):
+    with policy_scope("float32"):
+        hidden = layer if layer is not None else layers.Dense(4, dtype=dtype, name="d")
+        return models.Sequential([layers.Input(shape=(3,)), hidden, layers.Dense(2)])
+
+
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+@pytest.mark.parametrize("how", ["custom_objects", "registered", "scope"])
+def test_layer_through_load_model(tmp_path, ext, how):
+    model = _model_with(Doubling(name="twice"))
+    x = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    if how == "registered":
+        saving.register_keras_serializable(package="Test")(Doubling)
+    model.save(tmp_path / f"m{ext}")
+    if how == "custom_objects":
+        loaded = models.load_model(tmp_path / f"m{ext}", custom_objects={"Doubling": Doubling})
+    elif how == "scope":
+        with saving.custom_object_scope({"Doubling": Doubling}):
+            loaded = models.load_model(tmp_path / f"m{ext}")
+    else:
+        loaded = models.load_model(tmp_path / f"m{ext}")
+    assert type(loaded.get_layer("twice")) is Doubling
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+@pytest.mark.parametrize("how", ["custom_objects", "registered"])
+def test_dtype_policy_through_load_model(tmp_path, how):
+    model = _model_with(dtype=MyPolicy("mixed_float16"))
+    if how == "registered":
+        saving.register_keras_serializable(package="Test")(MyPolicy)
+    model.save(tmp_path / "m.keras")
+    custom = {"MyPolicy": MyPolicy} if how == "custom_objects" else None
+    loaded = models.load_model(tmp_path / "m.keras", custom_objects=custom)
+    policy = loaded.get_layer("d").dtype_policy
+    assert type(policy) is MyPolicy and policy.name == "mixed_float16"
+
+
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+@pytest.mark.parametrize("how", ["custom_objects", "registered"])
+def test_optimizer_through_load_model(tmp_path, ext, how):
+    model = _model_with()
+    model.compile(optimizer=MySGD(learning_rate=0.05), loss="mse")
+    if how == "registered":
+        saving.register_keras_serializable(package="Test")(MySGD)
+    model.save(tmp_path / f"m{ext}")
+    custom = {"MySGD": MySGD} if how == "custom_objects" else None
+    loaded = models.load_model(tmp_path / f"m{ext}", custom_objects=custom)
+    assert type(loaded.optimizer) is MySGD
+    assert loaded.optimizer.get_config()["learning_rate"] == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("how", ["custom_objects", "registered"])
+def test_schedule_through_optimizer_from_config(how):
+    config = optimizers.serialize(optimizers.Adam(learning_rate=MyDecay(0.1, 10, 0.5)))
+    custom = {"MyDecay": MyDecay}
+    if how == "registered":
+        saving.register_keras_serializable(package="Test")(MyDecay)
+        config = optimizers.serialize(optimizers.Adam(learning_rate=MyDecay(0.1, 10, 0.5)))
+        custom = None
+    else:
+        with pytest.raises(ValueError, match="unknown learning-rate schedule 'MyDecay'"):
+            optimizers.Adam.from_config(config["config"])
+    optimizer = optimizers.Adam.from_config(config["config"], custom_objects=custom)
+    assert type(optimizer.learning_rate) is MyDecay
+
+
+@pytest.mark.parametrize("how", ["custom_objects", "registered"])
+def test_loss_scale_through_policy_from_config(how):
+    if how == "registered":
+        saving.register_keras_serializable(package="Test")(MyFixedLossScale)
+    config = {"name": "mixed_float16", "loss_scale": loss_scale.serialize(MyFixedLossScale(64))}
+    custom = {"MyFixedLossScale": MyFixedLossScale} if how == "custom_objects" else None
+    with pytest.warns(Warning):
+        policy = experimental.Policy.from_config(config, custom_objects=custom)
+    assert type(policy.loss_scale) is MyFixedLossScale
+
+
+def test_activation_names_in_a_function_dict():
+    saving.register_keras_serializable(package="Test")(twice)
+    entry = {"class_name": "function", "config": "twice", "registered_name": "Test>twice"}
+    assert activations.deserialize(entry) is twice
+    assert activations.deserialize("Test>twice") is twice
+    assert activations.deserialize("relu") is activations.relu
+
+
+# -- the registry's own rules ------------------------------------------------------------------
+
+def test_builtin_tables_are_the_registry():
+    assert object_registration.builtin_objects("layer")["Dense"] is layers.Dense
+    assert object_registration.builtin_objects("layer")["Functional"] is models.Model
+    assert object_registration.builtin_objects("optimizer")["LossScaleOptimizer"] is \
+        optimizers.LossScaleOptimizer
+    assert list(object_registration.builtin_objects("dtype_policy")) == [
+        "DTypePolicy", "FloatDTypePolicy", "Policy", "PolicyV1"]
+    assert object_registration.builtin_objects("activation")["relu"] is activations.relu
+
+
+def test_register_keras_serializable_checks_its_arguments():
+    with pytest.raises(ValueError, match="without '>'"):
+        saving.register_keras_serializable(package="a>b")
+
+    class NoConfig:
+        pass
+    with pytest.raises(ValueError, match="no get_config"):
+        saving.register_keras_serializable()(NoConfig)
+    saving.register_keras_serializable(package="Pkg", name="Renamed")(MySGD)
+    assert object_registration.get_registered_name(MySGD) == "Pkg>Renamed"
+    assert saving.get_custom_objects()["Pkg>Renamed"] is MySGD
+    assert object_registration.get_registered_name(optimizers.SGD) == "SGD"
+
+
+def test_custom_objects_must_be_a_dict_of_names(tmp_path):
+    with pytest.raises(TypeError, match="load_model: custom_objects must be a dict"):
+        models.load_model(tmp_path / "m.keras", custom_objects=[Doubling])
+    with pytest.raises(TypeError, match="custom_object_scope: expected dicts"):
+        saving.custom_object_scope([Doubling])
+
+
+def test_saving_exports():
+    missing = [n for n in saving.__all__ if not hasattr(saving, n)]
+    assert not missing
+    namespace = {}
+    exec("from mixedcore.saving import *", namespace)
+    assert set(saving.__all__) <= set(namespace)
+    assert saving.load_model is models.load_model
