@@ -6,7 +6,7 @@ from mixedcore import kernels
 from mixedcore import regularizers as _regularizers
 from mixedcore.layers import _args, _initializers
 from mixedcore._dtypes import BF16, is_floating, to_compute, work_dtype
-from mixedcore.layers._base import Layer
+from mixedcore.layers._base import Layer, Weight
 
 
 _F32 = np.dtype(np.float32)
@@ -42,6 +42,8 @@ class LayerNormalization(Layer):
     """
 
     supports_masking = True
+    gamma = Weight()
+    beta = Weight()
 
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
@@ -99,13 +101,11 @@ class LayerNormalization(Layer):
 
     def _kernel_params(self):
         """gamma and beta as float32 arrays (None where absent) for ``kernels.layer_norm``."""
-        k = 0
         gamma = beta = None
         if self.scale:
-            gamma = to_compute(self._values[k], _F32)
-            k += 1
+            gamma = to_compute(self.gamma, _F32)
         if self.center:
-            beta = to_compute(self._values[k], _F32)
+            beta = to_compute(self.beta, _F32)
         return gamma, beta
 
     def _uses_kernel(self, x):
@@ -180,14 +180,12 @@ class LayerNormalization(Layer):
         inv = 1.0 / np.sqrt(var + w.type(self.epsilon))
         xhat = centered * inv
         y = xhat
-        k = 0
         gamma = None
         if self.scale:
-            gamma = self._param_view(to_compute(self._values[k], w), x.ndim, axes)
+            gamma = self._param_view(to_compute(self.gamma, w), x.ndim, axes)
             y = y * gamma
-            k += 1
         if self.center:
-            y = y + self._param_view(to_compute(self._values[k], w), x.ndim, axes)
+            y = y + self._param_view(to_compute(self.beta, w), x.ndim, axes)
         if training:
             self._train_cache = ("numpy", xhat, inv, gamma, axes, x.dtype)
         return to_compute(y, x.dtype)
@@ -207,14 +205,12 @@ class LayerNormalization(Layer):
         w = xhat.dtype
         dyw = to_compute(dy, w)
         reduce_axes = tuple(a for a in range(xhat.ndim) if a not in axes)
-        grads = []
+        grads = {}
         if self.scale:
-            dgamma = (dyw * xhat).sum(axis=reduce_axes)
-            grads.append(to_compute(dgamma, self._values[0].dtype))
+            grads["gamma"] = (dyw * xhat).sum(axis=reduce_axes)
         if self.center:
-            dbeta = dyw.sum(axis=reduce_axes)
-            grads.append(to_compute(dbeta, self._values[-1].dtype))
-        self.gradients = grads if self.trainable else []
+            grads["beta"] = dyw.sum(axis=reduce_axes)
+        self._set_gradients(grads)
         if not need_input_grad:
             return None
         g = dyw * gamma if gamma is not None else dyw
@@ -274,6 +270,11 @@ class BatchNormalization(Layer):
     """
 
     supports_masking = True
+    # created in this order: [gamma], [beta], moving_mean, moving_variance
+    gamma = Weight()
+    beta = Weight()
+    moving_mean = Weight()
+    moving_variance = Weight()
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones",
@@ -306,30 +307,6 @@ class BatchNormalization(Layer):
         self._train_cache = None
         self._affine_key = None
         self._affine = None
-
-    # weights in creation order: [gamma], [beta], moving_mean, moving_variance
-    def _index(self, name):
-        return self._names.index(name) if self.built and name in self._names else None
-
-    @property
-    def gamma(self):
-        i = self._index("gamma")
-        return None if i is None else self._values[i]
-
-    @property
-    def beta(self):
-        i = self._index("beta")
-        return None if i is None else self._values[i]
-
-    @property
-    def moving_mean(self):
-        i = self._index("moving_mean")
-        return None if i is None else self._values[i]
-
-    @property
-    def moving_variance(self):
-        i = self._index("moving_variance")
-        return None if i is None else self._values[i]
 
     def _feature_axis(self, ndim):
         return self.axis % ndim
@@ -459,8 +436,7 @@ class BatchNormalization(Layer):
 
     def _update_moving(self, mean, var):
         m = self.momentum
-        for name, batch in (("moving_mean", mean), ("moving_variance", var)):
-            target = self._values[self._index(name)]
+        for target, batch in ((self.moving_mean, mean), (self.moving_variance, var)):
             t = target.dtype.type
             value = target * t(m) + to_compute(batch, target.dtype) * t(1.0 - m)
             target[...] = value
@@ -476,12 +452,12 @@ class BatchNormalization(Layer):
             return to_compute(to_compute(dy, scale.dtype) * scale, in_dtype)
         _, xhat, inv, gamma, red, in_dtype, weights, c = cache
         dyw = to_compute(dy, xhat.dtype)
-        grads = []
+        grads = {}
         if self.scale:
-            grads.append(to_compute((dyw * xhat).sum(axis=red), self.gamma.dtype))
+            grads["gamma"] = (dyw * xhat).sum(axis=red)
         if self.center:
-            grads.append(to_compute(dyw.sum(axis=red), self.beta.dtype))
-        self.gradients = grads if self.trainable else []
+            grads["beta"] = dyw.sum(axis=red)
+        self._set_gradients(grads)
         if not need_input_grad:
             return None
         # d xhat_i / d x_j = inv * (delta_ij - w_j - xhat_i * w_j * (xhat_j - c * inv)) with
