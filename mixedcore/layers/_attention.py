@@ -161,21 +161,11 @@ class MultiHeadAttention(Layer):
         self._train_cache = None
 
     # the projections' weights under the attributes Keras keeps its EinsumDense sub-layers in
-    @property
-    def query_dense(self):
-        return _Projection(self, "query")
-
-    @property
-    def key_dense(self):
-        return _Projection(self, "key")
-
-    @property
-    def value_dense(self):
-        return _Projection(self, "value")
-
-    @property
-    def output_dense(self):
-        return _Projection(self, "attention_output")
+    # (``layer.query_dense.kernel``); the weights are named "query/kernel", ... (docs/layers.md)
+    query_dense = property(lambda self: _Projection(self, "query"))
+    key_dense = property(lambda self: _Projection(self, "key"))
+    value_dense = property(lambda self: _Projection(self, "value"))
+    output_dense = property(lambda self: _Projection(self, "attention_output"))
 
     # -- calling ---------------------------------------------------------------------------------
     def __call__(self, query=None, value=None, key=None, *, training=False, **kwargs):

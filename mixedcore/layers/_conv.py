@@ -156,6 +156,13 @@ class _ConvBase(_Affine):
             return dyw
         return _activations.backward(self.activation, dyw, z, y_work)
 
+    def _set_conv_gradients(self, dz, grads):
+        """``self.gradients`` from the kernels' gradients ``grads`` and, with ``use_bias``, the
+        bias's: the pre-activation gradient dz (N, OH, OW, F) summed in its dtype."""
+        if self.use_bias:
+            grads["bias"] = dz.sum(axis=(0, 1, 2), dtype=dz.dtype)
+        self._set_gradients(grads)
+
     def _geometry_config(self):
         return {"kernel_size": self.kernel_size, "strides": self.strides,
                 "padding": self.padding, "data_format": self.data_format,
@@ -341,10 +348,7 @@ class _Conv(_ConvBase):
         x4, z, y_work, kernel4 = self._train_cache
         dz = self._dz(self._to4(dy), z, y_work)
         dk, dx = _conv_backward(x4, kernel4, dz, self.groups, self._opts(), need_input_grad)
-        grads = {"kernel": dk.reshape(self.kernel.shape)}
-        if self.use_bias:
-            grads["bias"] = dz.sum(axis=(0, 1, 2), dtype=dz.dtype)
-        self._set_gradients(grads)
+        self._set_conv_gradients(dz, {"kernel": dk.reshape(self.kernel.shape)})
         if dx is None:
             return None
         return self._from4(to_compute(dx, x4.dtype))
@@ -461,10 +465,7 @@ class DepthwiseConv2D(_ConvBase):
         x4, z, y_work, kernel = self._train_cache
         dz = self._dz(dy, z, y_work)
         dk, dx = _depthwise_backward(x4, kernel, dz, self._opts(), need_input_grad)
-        grads = {"kernel": dk}
-        if self.use_bias:
-            grads["bias"] = dz.sum(axis=(0, 1, 2), dtype=dz.dtype)
-        self._set_gradients(grads)
+        self._set_conv_gradients(dz, {"kernel": dk})
         return None if dx is None else to_compute(dx, x4.dtype)
 
     def get_config(self):
@@ -560,10 +561,7 @@ class SeparableConv2D(_ConvBase):
         if h.dtype.itemsize == 2:       # the depthwise result was rounded to the compute dtype
             dh = to_compute(to_compute(dh, h.dtype), dh.dtype)
         ddk, dx = _depthwise_backward(x4, dkernel, dh, self._opts(), need_input_grad)
-        grads = {"depthwise_kernel": ddk, "pointwise_kernel": dpk}
-        if self.use_bias:
-            grads["bias"] = dz.sum(axis=(0, 1, 2), dtype=dz.dtype)
-        self._set_gradients(grads)
+        self._set_conv_gradients(dz, {"depthwise_kernel": ddk, "pointwise_kernel": dpk})
         return None if dx is None else to_compute(dx, x4.dtype)
 
     def get_config(self):

@@ -14,6 +14,17 @@ _F32 = np.dtype(np.float32)
 _KERNEL_DTYPES = (np.dtype(np.float16), BF16, _F32)
 
 
+def _set_scale_shift_gradients(layer, dyw, xhat, axes):
+    """The gradients of gamma (``dy * xhat``) and beta (``dy``) summed over ``axes``, for those
+    the layer has (``scale``, ``center``)."""
+    grads = {}
+    if layer.scale:
+        grads["gamma"] = (dyw * xhat).sum(axis=axes)
+    if layer.center:
+        grads["beta"] = dyw.sum(axis=axes)
+    layer._set_gradients(grads)
+
+
 class LayerNormalization(Layer):
     """Normalizes each sample over ``axis``: ``gamma * (x - mean) / sqrt(var + epsilon) + beta``.
 
@@ -202,15 +213,9 @@ class LayerNormalization(Layer):
             xhat = (s - mean) * inv
         else:
             _, xhat, inv, gamma, axes, in_dtype = cache
-        w = xhat.dtype
-        dyw = to_compute(dy, w)
-        reduce_axes = tuple(a for a in range(xhat.ndim) if a not in axes)
-        grads = {}
-        if self.scale:
-            grads["gamma"] = (dyw * xhat).sum(axis=reduce_axes)
-        if self.center:
-            grads["beta"] = dyw.sum(axis=reduce_axes)
-        self._set_gradients(grads)
+        dyw = to_compute(dy, xhat.dtype)
+        _set_scale_shift_gradients(self, dyw, xhat,
+                                   tuple(a for a in range(xhat.ndim) if a not in axes))
         if not need_input_grad:
             return None
         g = dyw * gamma if gamma is not None else dyw
@@ -452,12 +457,7 @@ class BatchNormalization(Layer):
             return to_compute(to_compute(dy, scale.dtype) * scale, in_dtype)
         _, xhat, inv, gamma, red, in_dtype, weights, c = cache
         dyw = to_compute(dy, xhat.dtype)
-        grads = {}
-        if self.scale:
-            grads["gamma"] = (dyw * xhat).sum(axis=red)
-        if self.center:
-            grads["beta"] = dyw.sum(axis=red)
-        self._set_gradients(grads)
+        _set_scale_shift_gradients(self, dyw, xhat, red)
         if not need_input_grad:
             return None
         # d xhat_i / d x_j = inv * (delta_ij - w_j - xhat_i * w_j * (xhat_j - c * inv)) with
