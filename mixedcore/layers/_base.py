@@ -179,6 +179,9 @@ class Layer:
     -----
     Weights are numpy arrays in the variable dtype, updated in place by optimizers.  If you write
     into them yourself, call :meth:`weights_updated` so the cached compute-dtype copies are redone.
+    mixedcore's layers show theirs as attributes named as Keras names them, declared on the class
+    with :class:`Weight` (``kernel = Weight()``) and created in ``build`` by ``add_weight`` under
+    the same name.
     """
 
     def __init__(self, trainable=True, name=None, dtype=None, autocast=True, input_shape=None,
