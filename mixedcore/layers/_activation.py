@@ -6,7 +6,7 @@ from mixedcore import initializers as _initializers
 from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import is_floating, to_compute, work_dtype
 from mixedcore.layers import _args
-from mixedcore.layers._base import Layer
+from mixedcore.layers._base import Layer, Weight
 
 
 class _Elementwise(Layer):
@@ -295,6 +295,7 @@ class PReLU(Layer):
     """
 
     supports_masking = True
+    alpha = Weight()
 
     def __init__(self, alpha_initializer="Zeros", alpha_regularizer=None, alpha_constraint=None,
                  shared_axes=None, **kwargs):
@@ -314,10 +315,6 @@ class PReLU(Layer):
             self.shared_axes = [int(a) for a in axes]
         self._train_cache = None
 
-    @property
-    def alpha(self):
-        return self._values[0] if self.built else None
-
     def build(self, input_shape):
         ndim = len(input_shape)
         if ndim < 2:
@@ -336,7 +333,7 @@ class PReLU(Layer):
         self.add_weight("alpha", shape, self.alpha_initializer, self.alpha_regularizer)
 
     def check_input_shape(self, shape):
-        alpha = self._values[0]
+        alpha = self.alpha
         ok = len(shape) == alpha.ndim + 1 and all(
             a == 1 and (i + 1) in (self.shared_axes or ()) or a == d
             for i, (a, d) in enumerate(zip(alpha.shape, shape[1:])))
@@ -351,7 +348,7 @@ class PReLU(Layer):
         x = inputs if is_floating(inputs.dtype) else inputs.astype(self._compute_np())
         w = work_dtype(x.dtype)
         xw = to_compute(x, w)
-        alpha = to_compute(self.compute_weights()[0], w)
+        alpha = to_compute(self._compute_weight("alpha"), w)
         y = np.where(xw >= 0, xw, alpha * xw)
         if training:
             self._train_cache = (xw, alpha, x.dtype)
@@ -365,7 +362,7 @@ class PReLU(Layer):
         # summed over the batch and the shared axes (alpha is 1 there)
         reduce_axes = (0,) + tuple(i + 1 for i, d in enumerate(alpha.shape) if d == 1)
         dalpha = dalpha.sum(axis=reduce_axes, keepdims=True).reshape(alpha.shape)
-        self.gradients = [to_compute(dalpha, self._values[0].dtype)] if self.trainable else []
+        self._set_gradients({"alpha": dalpha})
         if not need_input_grad:
             return None
         return to_compute(np.where(neg, alpha * dyw, dyw), in_dtype)

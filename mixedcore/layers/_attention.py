@@ -160,7 +160,13 @@ class MultiHeadAttention(Layer):
         self._generator = _random.generator(seed) if seed is not None else None
         self._scale = 1.0 / math.sqrt(float(self.key_dim))
         self._train_cache = None
-        self._bias_cache = {}
+
+    # the projections' weights under the attributes Keras keeps its EinsumDense sub-layers in
+    # (``layer.query_dense.kernel``); the weights are named "query/kernel", ... (docs/layers.md)
+    query_dense = property(lambda self: _Projection(self, "query"))
+    key_dense = property(lambda self: _Projection(self, "key"))
+    value_dense = property(lambda self: _Projection(self, "value"))
+    output_dense = property(lambda self: _Projection(self, "attention_output"))
 
     # -- calling ---------------------------------------------------------------------------------
     def __call__(self, query=None, value=None, key=None, *, training=False, **kwargs):
@@ -238,8 +244,7 @@ class MultiHeadAttention(Layer):
             raise ValueError(f"{owner}: the feature (last) dimensions must be known, got query "
                              f"{q}, value {v}, key {k}")
         if built:
-            dq, dk, dv = (self._values[self._kernel_index(n)].shape[0]
-                          for n in ("query", "key", "value"))
+            dq, dk, dv = (self._weight(f"{n}/kernel").shape[0] for n in ("query", "key", "value"))
             if (q[-1], k_eff[-1], v[-1]) != (dq, dk, dv):
                 raise ValueError(f"{owner}: built for query / key / value features ({dq}, {dk}, "
                                  f"{dv}), received query {q}, value {v}, key {k}")
@@ -292,17 +297,11 @@ class MultiHeadAttention(Layer):
     def _add_projection(self, name, shape, initializer, regularizer, split=1):
         """A kernel initialized as the matrix (prod(shape[:split]), prod(shape[split:])) of the
         GEMM it is used as (so the fans are a Dense layer's), stored in Keras's shape."""
-        rows = int(np.prod(shape[:split]))
-        cols = int(np.prod(shape[split:]))
-        value = self.add_weight(name, (rows, cols), initializer, regularizer)
-        self._values[-1] = value.reshape(shape)
+        matrix = (int(np.prod(shape[:split])), int(np.prod(shape[split:])))
 
-    def _kernel_index(self, name):
-        return self._names.index(f"{name}/kernel")
-
-    def _bias_index(self, name):
-        key = f"{name}/bias"
-        return self._names.index(key) if key in self._names else None
+        def as_matrix(shape, dtype):
+            return _initializers.initialize(initializer, matrix, dtype).reshape(shape)
+        self.add_weight(name, shape, as_matrix, regularizer)
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         if value_shape is None and isinstance(query_shape, (list, tuple)) and query_shape and \
@@ -388,23 +387,20 @@ class MultiHeadAttention(Layer):
 
     def _project(self, x2, name, training):
         """x2 (rows, d) @ kernel (d, cols) + bias, in the compute dtype (float32 accumulation)."""
-        i = self._kernel_index(name)
-        j = self._bias_index(name)
+        kernel, bias = f"{name}/kernel", f"{name}/bias"
         cd = x2.dtype
         sixteen = cd.itemsize == 2
         if _gemm_ok(x2):
             if training:
-                kernel = self._matrix(self.compute_weights()[i], name)
+                k = self._matrix(self._compute_weight(kernel), name)
             else:
-                kernel = self._packed2d(i, name)
-            bias = self._bias32(j) if j is not None else None
-            return kernels.matmul(x2, kernel, bias=bias,
-                                  out_dtype=dtype_name(cd) if sixteen else None)
-        weights = self.compute_weights()
+                k = self.packed_weight(kernel)
+            b = self._bias32(bias) if self.use_bias else None
+            return kernels.matmul(x2, k, bias=b, out_dtype=dtype_name(cd) if sixteen else None)
         w = work_dtype(cd)
-        z = to_compute(x2, w) @ to_compute(self._matrix(weights[i], name), w)
-        if j is not None:
-            z += to_compute(weights[j], w).reshape(-1)
+        z = to_compute(x2, w) @ to_compute(self._matrix(self._compute_weight(kernel), name), w)
+        if self.use_bias:
+            z += to_compute(self._compute_weight(bias), w).reshape(-1)
         return to_compute(z, cd)
 
     @staticmethod
@@ -413,27 +409,9 @@ class MultiHeadAttention(Layer):
             return kernel.reshape(kernel.shape[0] * kernel.shape[1], -1)
         return kernel.reshape(kernel.shape[0], -1)
 
-    def _packed2d(self, index, name):
-        """The kernel as its GEMM matrix, packed once per weight version in the compute dtype
-        (kept where ``Layer.packed_weight`` keeps its packs, so ``inference_nbytes`` counts it)."""
-        cd = self._compute_np()
-        key = (self._version, cd)
-        entry = self._packed.get(index)
-        if entry is None or entry[0] != key or entry[1].stale:
-            entry = (key, kernels.pack(self._matrix(self._values[index], name), dtype=cd))
-            self._packed[index] = entry
-        return entry[1]
-
-    def _bias32(self, index):
-        """The bias rounded to the compute dtype and held in float32 (what the epilogue adds)."""
-        cd = self._compute_np()
-        key = (self._version, cd)
-        entry = self._bias_cache.get(index)
-        if entry is None or entry[0] != key:
-            b = to_compute(to_compute(self._values[index], cd), np.dtype(np.float32))
-            entry = (key, np.ascontiguousarray(b.reshape(-1)))
-            self._bias_cache[index] = entry
-        return entry[1]
+    def _pack(self, name, value, cd):
+        """A projection's kernel packed as its GEMM matrix (for ``packed_weight``)."""
+        return kernels.pack(self._matrix(value, name.split("/")[0]), dtype=cd)
 
     def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
              attention_mask=None, return_attention_scores=False, training=False,
@@ -460,7 +438,7 @@ class MultiHeadAttention(Layer):
         kh = kp.transpose(0, 2, 1, 3)
         vh = vp.transpose(0, 2, 1, 3)
 
-        out_tail = tuple(self._values[self._kernel_index("attention_output")].shape[2:])
+        out_tail = tuple(self._weight("attention_output/kernel").shape[2:])
         if not training and not return_attention_scores and _gemm_ok(qh):
             # inference: the fused kernel, the same numbers as the path below without the
             # (b, n, t, s) scores in memory (docs/layers.md, MultiHeadAttention)
@@ -512,21 +490,18 @@ class MultiHeadAttention(Layer):
         cd, b, t, s = c["cd"], c["b"], c["t"], c["s"]
         n, h, hv = self.num_heads, self.key_dim, self.value_dim
         out16 = c["out16"]
-        weights = self.compute_weights()
-        vd = self._values[0].dtype
         grads = {}
 
         def dense_backward(name, x2, dz2, need_dx):
             """Weight gradients of a projection (float32), and the input gradient."""
-            i, j = self._kernel_index(name), self._bias_index(name)
-            dk = _mm(x2.T, dz2)
-            grads[i] = to_compute(np.asarray(dk), vd).reshape(self._values[i].shape)
-            if j is not None:
+            kernel, bias = f"{name}/kernel", f"{name}/bias"
+            grads[kernel] = np.asarray(_mm(x2.T, dz2)).reshape(self._weight(kernel).shape)
+            if self.use_bias:
                 db = to_compute(dz2, work_dtype(dz2.dtype)).sum(axis=0)
-                grads[j] = to_compute(db, vd).reshape(self._values[j].shape)
+                grads[bias] = db.reshape(self._weight(bias).shape)
             if not need_dx:
                 return None
-            return _mm(dz2, self._matrix(weights[i], name).T, out_dtype=out16)
+            return _mm(dz2, self._matrix(self._compute_weight(kernel), name).T, out_dtype=out16)
 
         dy_scores = None
         if isinstance(dy, (list, tuple)):       # a call with return_attention_scores
@@ -553,9 +528,7 @@ class MultiHeadAttention(Layer):
         dxq = dense_backward("query", c["xq"], dqp.reshape(b * t, n * h), need_input_grad)
         dxk = dense_backward("key", c["xk"], dkp.reshape(b * s, n * h), need_input_grad)
         dxv = dense_backward("value", c["xv"], dvp.reshape(b * s, n * hv), need_input_grad)
-        order = self._weight_index_order()
-        self.gradients = [grads[i] for i in order if self._trainable_flags[i]] \
-            if self.trainable else []
+        self._set_gradients(grads)
         if not need_input_grad:
             return None
         q_shape, v_shape, k_shape = c["shapes"]
@@ -600,6 +573,24 @@ class MultiHeadAttention(Layer):
             "use_gate": False,
         })
         return config
+
+
+class _Projection:
+    """One projection's weights as Keras's EinsumDense sub-layer shows them: ``kernel`` and
+    ``bias`` (None before the layer is built, and the bias without ``use_bias``)."""
+
+    __slots__ = ("_layer", "_name")
+
+    def __init__(self, layer, name):
+        self._layer, self._name = layer, name
+
+    @property
+    def kernel(self):
+        return self._layer._weight(f"{self._name}/kernel")
+
+    @property
+    def bias(self):
+        return self._layer._weight(f"{self._name}/bias")
 
 
 def _softmax_last(scores):

@@ -3,12 +3,17 @@
 Design:
   A. A layer snapshots its policy at construction (docs/policies.md, 'The global policy and
      `policy_scope`'): None -> the policy in effect then.
-  B. Weights live in the variable dtype (float32 under the mixed policies).  What a training call
-     uses is a copy in the compute dtype, made once with ``kernels.cast`` and cached; inference
-     products take the weight packed once by ``kernels.pack`` in the compute dtype instead (no
-     cast copy, no packing per call).  Both caches are keyed by a version counter that
-     ``set_weights`` and every optimizer step of a model bump (``Layer.weights_updated``); a
-     packed weight is made again when the kernels' level or block size changed since.
+  B. Weights live in the variable dtype (float32 under the mixed policies), in one list in
+     creation order (parallel lists hold their names, trainable flags and regularizers); a layer
+     reads its own by name, through ``Weight`` attributes (``self.kernel``, ``self.bias``) or
+     the by-name helpers below, never by position.  What a training call uses is a copy in the
+     compute dtype, made once with ``kernels.cast`` and cached; inference products take the
+     weight packed once in the compute dtype instead (``packed_weight``: ``kernels.pack``
+     unless the layer's ``_pack`` says otherwise; no cast copy, no packing per call), and a
+     bias rounded to the compute dtype and held in float32 (``_bias32``).  These caches are
+     keyed by a version counter that ``set_weights`` and every optimizer step of a model bump
+     (``Layer.weights_updated``); a packed weight is made again when the kernels' level or block
+     size changed since.
   C. Floating array inputs (float64 too) are cast to the compute dtype on the way in; integer and
      bool inputs pass untouched (docs/layers.md, 'Policies and autocasting').
   D. The experimental "infer" policies resolve on the first call, from the first input's dtype.
@@ -115,24 +120,31 @@ def _spec(shape, dtype):
     raise TypeError(f"compute_output_shape returned {shape!r}, not a shape")
 
 
-def fold_affine(layer, kernel, norm, pack):
-    """The operands of ``layer`` (a Dense or convolution: its bias is weight 1 when
-    ``use_bias``) with the affine normalization ``norm`` after it folded in, for inference:
-    ``(pack(kernel * scale, compute dtype), bias * scale + shift)``, the products and the bias in
-    float32, ``(scale, shift) = norm.inference_affine()`` over the last axis of ``kernel``.
-    Cached on the layer per weight version of both layers and per compute dtype
-    (docs/models.md, "Folding")."""
-    cd = layer._compute_np()
-    key = (layer._version, cd, id(norm), norm._version)
-    entry = layer._folded
-    if entry is None or entry[0] != key or entry[1].stale:
-        f32 = np.dtype(np.float32)
-        scale, shift = norm.inference_affine()
-        bias = shift if not layer.use_bias else to_compute(layer._values[1], f32) * scale + shift
-        entry = (key, pack(to_compute(kernel, f32) * scale, cd),
-                 np.ascontiguousarray(bias, dtype=f32))
-        layer._folded = entry
-    return entry[1], entry[2]
+class Weight:
+    """A named weight as a layer attribute, as Keras's ``self.kernel``.
+
+    ``kernel = Weight()`` in a layer class makes ``layer.kernel`` the array its ``build``
+    created with ``add_weight("kernel", ...)`` (the weight named as the attribute), or None
+    while the layer has no such weight (not built yet, or ``bias`` under ``use_bias=False``).
+    The array itself lives in the layer's weight list, the one place ``weights``,
+    ``get_weights`` / ``set_weights``, the optimizers, saving and pickling read and write; the
+    attribute only finds it by name, so it cannot go stale.  It cannot be assigned: write into
+    the array (``layer.kernel[...] = ...``, then ``layer.weights_updated()``) or call
+    ``set_weights``.
+    """
+
+    def __set_name__(self, owner, attr):
+        self.name = attr
+
+    def __get__(self, layer, owner=None):
+        if layer is None:
+            return self
+        return layer._weight(self.name)
+
+    def __set__(self, layer, value):
+        raise AttributeError(f"{type(layer).__name__} '{layer.name}': {self.name} is a weight of "
+                             f"the layer; write into it ({self.name}[...] = ...) and call "
+                             f"weights_updated(), or use set_weights")
 
 
 class Layer:
@@ -157,6 +169,9 @@ class Layer:
     -----
     Weights are numpy arrays in the variable dtype, updated in place by optimizers.  If you write
     into them yourself, call :meth:`weights_updated` so the cached compute-dtype copies are redone.
+    mixedcore's layers show theirs as attributes named as Keras names them, declared on the class
+    with :class:`Weight` (``kernel = Weight()``) and created in ``build`` by ``add_weight`` under
+    the same name.
     """
 
     def __init__(self, trainable=True, name=None, dtype=None, autocast=True, input_shape=None,
@@ -189,6 +204,7 @@ class Layer:
         self._cache_key = None
         self._cache = None
         self._packed = {}
+        self._bias_cache = {}
         self.gradients = None
         self._out_dtype = None
         self.input_shape = None
@@ -341,6 +357,11 @@ class Layer:
             target[...] = to_compute(w, target.dtype)
         self.weights_updated()
 
+    def _weight(self, name):
+        """The weight called ``name`` (None if the layer has none): what ``Weight`` reads."""
+        names = self._names
+        return self._values[names.index(name)] if name in names else None
+
     def weights_updated(self):
         """Mark the weights as changed: the next call recasts them to the compute dtype."""
         self._version += 1
@@ -354,16 +375,49 @@ class Layer:
             self._cache_key = key
         return self._cache
 
-    def packed_weight(self, index):
-        """Weight ``index`` (creation order) packed by ``kernels.pack`` in the compute dtype, for
-        inference products; cached until the weights change or the packed panels go stale."""
+    def _compute_weight(self, name):
+        """The weight called ``name`` in the compute dtype (from :meth:`compute_weights`)."""
+        return self.compute_weights()[self._names.index(name)]
+
+    def packed_weight(self, which):
+        """A weight (``which``: its name, or its index in creation order) packed in the compute
+        dtype for inference products, as :meth:`_pack` packs it; cached until the weights change
+        or the packed panels go stale."""
+        index = self._names.index(which) if isinstance(which, str) else which
         cd = self._compute_np()
         key = (self._version, cd)
         entry = self._packed.get(index)
         if entry is None or entry[0] != key or entry[1].stale:
-            entry = (key, kernels.pack(self._values[index], dtype=cd))
+            entry = (key, self._pack(self._names[index], self._values[index], cd))
             self._packed[index] = entry
         return entry[1]
+
+    def _pack(self, name, value, cd):
+        """The weight ``name`` (``value``) packed in ``cd`` for :meth:`packed_weight`: by
+        ``kernels.pack``, as the right operand of a GEMM.  Layers whose products take a weight
+        another way (convolutions, attention's projections) override this."""
+        return kernels.pack(value, dtype=cd)
+
+    def _bias32(self, name):
+        """The weight ``name`` (a bias) rounded to the compute dtype and held flat in float32,
+        what a product's epilogue adds; cached per weight version."""
+        cd = self._compute_np()
+        key = (self._version, cd)
+        entry = self._bias_cache.get(name)
+        if entry is None or entry[0] != key:
+            b = to_compute(to_compute(self._weight(name), cd), np.dtype(np.float32))
+            entry = (key, np.ascontiguousarray(b.reshape(-1)))
+            self._bias_cache[name] = entry
+        return entry[1]
+
+    def _set_gradients(self, grads):
+        """``self.gradients`` from ``{weight name: gradient}``: each in its weight's variable
+        dtype, in the order of ``trainable_weights`` (none for a frozen layer)."""
+        if not self.trainable:
+            self.gradients = []
+            return
+        self.gradients = [to_compute(grads[n], v.dtype) for n, v, t in
+                          zip(self._names, self._values, self._trainable_flags) if t]
 
     def inference_nbytes(self):
         """Bytes of the weights as inference holds them: the packed panels of those packed for

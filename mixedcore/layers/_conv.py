@@ -10,6 +10,9 @@ Design:
      does) and fuses bias, activation and the rounding to the compute dtype into the product;
      training takes the float32 pre-activation from the same product, so both give the same bits.
      Depthwise convolution runs on ``kernels.depthwise_conv2d`` (float32 accumulation too).
+     What they share with Dense (named kernel and bias weights, the inference product with
+     bias, activation and rounding fused, folding) is ``_affine._Affine``; each layer gives its
+     product (``_product``) and how its kernel is packed (``_pack``).
   C. Under float64 the same products run in numpy float64 on ``kernels.im2col``.
   D. Backward: the kernel gradient is ``im2col(x).T @ dz`` and the input gradient is
      ``col2im(dz @ kernel.T)`` per group, on ``kernels.matmul`` (16-bit operands, float32
@@ -19,15 +22,13 @@ Design:
 import numpy as np
 
 from mixedcore import activations as _activations
-from mixedcore import initializers as _initializers
 from mixedcore import kernels
-from mixedcore import regularizers as _regularizers
-from mixedcore._dtypes import dtype_name, is_floating, to_compute, work_dtype
+from mixedcore._dtypes import dtype_name, is_floating, to_compute
 from mixedcore.layers import _args
-from mixedcore.layers._base import Layer, fold_affine
+from mixedcore.layers._affine import _Affine
+from mixedcore.layers._base import Weight
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
-_F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 # elements of one im2col chunk in the backward pass (the batch is split to stay below it)
 _CHUNK_ELEMENTS = 1 << 24
@@ -72,8 +73,8 @@ def _chunks(n, per_image):
 
 # -- the shared base -----------------------------------------------------------------------------
 
-class _ConvBase(Layer):
-    """What the convolution layers share: geometry, the 4-D view, activations, bias caches."""
+class _ConvBase(_Affine):
+    """What the convolution layers share: geometry, the 4-D view, the activation's gradient."""
 
     _rank = 2
     _paddings: "tuple[str, ...]" = ("valid", "same")
@@ -86,7 +87,6 @@ class _ConvBase(Layer):
         self.data_format = check_data_format(owner, data_format)
         self.dilation_rate = _args.int_tuple(owner, "dilation_rate", dilation_rate, self._rank)
         self._train_cache = None
-        self._bias_keys = {}
 
     # geometry of the 4-D operation
     def _opts(self):
@@ -149,29 +149,19 @@ class _ConvBase(Layer):
         self._check_window(x.shape)
         return self._to4(x)
 
-    def _bias32(self, index):
-        """Weight ``index`` (a bias) rounded to the compute dtype and held in float32 (what the
-        kernels' epilogue adds); cached per weight version."""
-        cd = self._compute_np()
-        key = (self._version, cd)
-        entry = self._bias_keys.get(index)
-        if entry is None or entry[0] != key:
-            entry = (key, to_compute(to_compute(self._values[index], cd), _F32))
-            self._bias_keys[index] = entry
-        return entry[1]
-
-    def _finish(self, z, cd):
-        """y from the pre-activation z (work dtype): activation, rounding to the compute dtype."""
-        y_work = _activations.forward(self.activation, z)
-        y = to_compute(y_work, cd)
-        return y, y_work
-
     def _dz(self, dy, z, y_work):
         """The pre-activation gradient in the work dtype."""
         dyw = to_compute(dy, z.dtype) if is_floating(dy.dtype) else dy.astype(z.dtype)
         if self.activation == "linear":
             return dyw
         return _activations.backward(self.activation, dyw, z, y_work)
+
+    def _set_conv_gradients(self, dz, grads):
+        """``self.gradients`` from the kernels' gradients ``grads`` and, with ``use_bias``, the
+        bias's: the pre-activation gradient dz (N, OH, OW, F) summed in its dtype."""
+        if self.use_bias:
+            grads["bias"] = dz.sum(axis=(0, 1, 2), dtype=dz.dtype)
+        self._set_gradients(grads)
 
     def _geometry_config(self):
         return {"kernel_size": self.kernel_size, "strides": self.strides,
@@ -284,6 +274,8 @@ def _depthwise_backward(x4, kernel, dz, opts, need_input_grad):
 class _Conv(_ConvBase):
     """The convolution layers' implementation (rank 1 or 2)."""
 
+    kernel = Weight()
+
     def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format=None,
                  dilation_rate=1, groups=1, activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
@@ -296,21 +288,8 @@ class _Conv(_ConvBase):
         if self.filters % self.groups:
             raise ValueError(f"{owner}: filters ({self.filters}) must be a multiple of groups "
                              f"({self.groups})")
-        self.activation = _activations.resolve(owner, activation)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = _initializers.check(owner, kernel_initializer)
-        self.bias_initializer = _initializers.check(owner, bias_initializer)
-        self.kernel_regularizer = _regularizers.get(kernel_regularizer)
-        self.bias_regularizer = _regularizers.get(bias_regularizer)
-        self._folded = None
-
-    @property
-    def kernel(self):
-        return self._values[0] if self.built else None
-
-    @property
-    def bias(self):
-        return self._values[1] if self.built and self.use_bias else None
+        self._init_affine(owner, activation, use_bias, (kernel_initializer, bias_initializer),
+                          (kernel_regularizer, bias_regularizer))
 
     def call_folded(self, x, norm, activation=None):
         """Inference of ``activation(norm(self(x)))`` in one convolution, for a linear
@@ -319,11 +298,7 @@ class _Conv(_ConvBase):
         the bias becomes ``bias * scale + shift`` in float32, packed once per weight version of
         both layers (docs/models.md, "Folding").  ``x`` is in a GEMM compute dtype."""
         x4 = self._prepare(x)
-        cd = x4.dtype
-        packed, bias = fold_affine(self, self._kernel4(self._values[0]), norm,
-                                   lambda w, dtype: kernels.pack_conv(w, self.groups, dtype=dtype))
-        y = _conv_forward(x4, packed, bias, self.groups, self._opts(), activation=activation,
-                          out_dtype=dtype_name(cd) if cd.itemsize == 2 else None)
+        y = self._infer(x4, *self._folded_operands(norm), activation or "linear", x4.dtype)
         return self._from4(y)
 
     def build(self, input_shape):
@@ -333,10 +308,8 @@ class _Conv(_ConvBase):
             raise ValueError(f"{type(self).__name__} '{self.name}': input channels ({c}) must be "
                              f"a multiple of groups ({self.groups})")
         self._check_window(input_shape)
-        shape = self.kernel_size + (c // self.groups, self.filters)
-        self.add_weight("kernel", shape, self.kernel_initializer, self.kernel_regularizer)
-        if self.use_bias:
-            self.add_weight("bias", (self.filters,), self.bias_initializer, self.bias_regularizer)
+        self._build_affine(self.kernel_size + (c // self.groups, self.filters),
+                           bias_shape=(self.filters,))
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0],) + self._spatial_out(tuple(input_shape[1:-1])) + (self.filters,)
@@ -344,43 +317,28 @@ class _Conv(_ConvBase):
     def _kernel4(self, kernel):
         return kernel.reshape((1,) + kernel.shape) if self._rank == 1 else kernel
 
-    def packed_weight(self, index):
-        """The kernel (index 0) packed by ``kernels.pack_conv`` in the compute dtype; cached
-        until the weights change or the panels go stale."""
-        if index != 0:
-            return super().packed_weight(index)
-        cd = self._compute_np()
-        key = (self._version, cd)
-        entry = self._packed.get(0)
-        if entry is None or entry[0] != key or entry[1].stale:
-            entry = (key, kernels.pack_conv(self._kernel4(self._values[0]), self.groups,
-                                            dtype=cd))
-            self._packed[0] = entry
-        return entry[1]
+    def _pack(self, name, value, cd):
+        """The kernel packed by ``kernels.pack_conv`` (as its 4-D view)."""
+        if name != "kernel":
+            return super()._pack(name, value, cd)
+        return kernels.pack_conv(self._kernel4(value), self.groups, dtype=cd)
+
+    def _product(self, x, kernel, bias, activation=None, out_dtype=None):
+        return _conv_forward(x, kernel, bias, self.groups, self._opts(), activation=activation,
+                             out_dtype=out_dtype)
 
     def call(self, inputs, training=False):
         x4 = self._prepare(inputs)
         cd = x4.dtype
-        act = self.activation
-        opts = self._opts()
         gemm = dtype_name(cd) in _GEMM_DTYPES
         if not training and gemm:
-            packed = self.packed_weight(0)
-            bias = self._bias32(1) if self.use_bias else None
-            out = dtype_name(cd) if cd.itemsize == 2 else None
-            if act in _activations.FUSED or act == "linear":
-                y = _conv_forward(x4, packed, bias, self.groups, opts,
-                                  activation=None if act == "linear" else act, out_dtype=out)
-            else:       # softmax over the filters: float32 logits, one rounding at the end
-                z = _conv_forward(x4, packed, bias, self.groups, opts)
-                y = to_compute(_activations.forward(act, z), cd)
-            return self._from4(y)
-        weights = self.compute_weights()
-        kernel4 = self._kernel4(weights[0])
-        bias = weights[1] if self.use_bias else None
-        if gemm and bias is not None:
-            bias = self._bias32(1)
-        z = _conv_forward(x4, kernel4, bias, self.groups, opts)
+            return self._from4(self._infer(x4, *self._inference_operands(), self.activation,
+                                           cd))
+        kernel4 = self._kernel4(self._compute_weight("kernel"))
+        bias = None
+        if self.use_bias:
+            bias = self._bias32("bias") if gemm else self._compute_weight("bias")
+        z = self._product(x4, kernel4, bias)
         y, y_work = self._finish(z, cd)
         if training:
             self._train_cache = (x4, z, y_work, kernel4)
@@ -390,11 +348,7 @@ class _Conv(_ConvBase):
         x4, z, y_work, kernel4 = self._train_cache
         dz = self._dz(self._to4(dy), z, y_work)
         dk, dx = _conv_backward(x4, kernel4, dz, self.groups, self._opts(), need_input_grad)
-        grads = [to_compute(dk.reshape(self._values[0].shape), self._values[0].dtype)]
-        if self.use_bias:
-            db = dz.sum(axis=(0, 1, 2), dtype=dz.dtype)
-            grads.append(to_compute(db, self._values[1].dtype))
-        self.gradients = grads if self.trainable else []
+        self._set_conv_gradients(dz, {"kernel": dk.reshape(self.kernel.shape)})
         if dx is None:
             return None
         return self._from4(to_compute(dx, x4.dtype))
@@ -403,18 +357,8 @@ class _Conv(_ConvBase):
         config = super().get_config()
         config.update({"filters": self.filters})
         config.update(self._geometry_config())
-        config.update({
-            "groups": self.groups,
-            "activation": self.activation,
-            "use_bias": self.use_bias,
-            "kernel_initializer": _initializers.serialize(self.kernel_initializer),
-            "bias_initializer": _initializers.serialize(self.bias_initializer),
-            "kernel_regularizer": _regularizers.serialize(self.kernel_regularizer),
-            "bias_regularizer": _regularizers.serialize(self.bias_regularizer),
-            "activity_regularizer": None,
-            "kernel_constraint": None,
-            "bias_constraint": None,
-        })
+        config["groups"] = self.groups
+        config.update(self._affine_config())
         return config
 
 
@@ -472,6 +416,9 @@ class DepthwiseConv2D(_ConvBase):
     and fuses bias, activation and the rounding to the compute dtype.
     """
 
+    _KERNELS = (("kernel", "depthwise"),)
+    kernel = Weight()
+
     def __init__(self, kernel_size, strides=(1, 1), padding="valid", depth_multiplier=1,
                  data_format=None, dilation_rate=(1, 1), activation=None, use_bias=True,
                  depthwise_initializer="glorot_uniform", bias_initializer="zeros",
@@ -480,52 +427,35 @@ class DepthwiseConv2D(_ConvBase):
         owner = type(self).__name__
         self._init_geometry(kernel_size, strides, padding, data_format, dilation_rate)
         self.depth_multiplier = _args.positive_int(owner, "depth_multiplier", depth_multiplier)
-        self.activation = _activations.resolve(owner, activation)
-        self.use_bias = bool(use_bias)
-        self.depthwise_initializer = _initializers.check(owner, depthwise_initializer)
-        self.bias_initializer = _initializers.check(owner, bias_initializer)
-        self.depthwise_regularizer = _regularizers.get(depthwise_regularizer)
-        self.bias_regularizer = _regularizers.get(bias_regularizer)
-
-    @property
-    def kernel(self):
-        return self._values[0] if self.built else None
-
-    @property
-    def bias(self):
-        return self._values[1] if self.built and self.use_bias else None
+        self._init_affine(owner, activation, use_bias, (depthwise_initializer, bias_initializer),
+                          (depthwise_regularizer, bias_regularizer))
 
     def build(self, input_shape):
         self._check_rank(input_shape)
         self._check_window(input_shape)
         c = int(input_shape[-1])
-        self.add_weight("kernel", self.kernel_size + (c, self.depth_multiplier),
-                        self.depthwise_initializer, self.depthwise_regularizer)
-        if self.use_bias:
-            self.add_weight("bias", (c * self.depth_multiplier,), self.bias_initializer,
-                            self.bias_regularizer)
+        self._build_affine(self.kernel_size + (c, self.depth_multiplier),
+                           bias_shape=(c * self.depth_multiplier,))
 
     def compute_output_shape(self, input_shape):
         return ((input_shape[0],) + self._spatial_out(tuple(input_shape[1:-1])) +
                 (input_shape[-1] * self.depth_multiplier,))
 
+    def _product(self, x, kernel, bias, activation=None, out_dtype=None):
+        return _depthwise_forward(x, kernel, bias, self._opts(), activation=activation,
+                                  out_dtype=out_dtype)
+
     def call(self, inputs, training=False):
         x4 = self._prepare(inputs)
         cd = x4.dtype
-        act = self.activation
-        opts = self._opts()
-        weights = self.compute_weights()
-        kernel = weights[0]
+        kernel = self._compute_weight("kernel")
         f64 = cd == _F64
         bias = None
         if self.use_bias:
-            bias = weights[1] if f64 else self._bias32(1)
-        if not training and not f64 and (act in _activations.FUSED or act == "linear"):
-            out = dtype_name(cd) if cd.itemsize == 2 else None
-            return _depthwise_forward(x4, kernel, bias, opts,
-                                      activation=None if act == "linear" else act,
-                                      out_dtype=out)
-        z = _depthwise_forward(x4, kernel, bias, opts)
+            bias = self._compute_weight("bias") if f64 else self._bias32("bias")
+        if not training and not f64:
+            return self._infer(x4, kernel, bias, self.activation, cd)
+        z = self._product(x4, kernel, bias)
         y, y_work = self._finish(z, cd)
         if training:
             self._train_cache = (x4, z, y_work, kernel)
@@ -535,28 +465,14 @@ class DepthwiseConv2D(_ConvBase):
         x4, z, y_work, kernel = self._train_cache
         dz = self._dz(dy, z, y_work)
         dk, dx = _depthwise_backward(x4, kernel, dz, self._opts(), need_input_grad)
-        grads = [to_compute(dk, self._values[0].dtype)]
-        if self.use_bias:
-            grads.append(to_compute(dz.sum(axis=(0, 1, 2), dtype=dz.dtype),
-                                    self._values[1].dtype))
-        self.gradients = grads if self.trainable else []
+        self._set_conv_gradients(dz, {"kernel": dk})
         return None if dx is None else to_compute(dx, x4.dtype)
 
     def get_config(self):
         config = super().get_config()
         config.update({"depth_multiplier": self.depth_multiplier})
         config.update(self._geometry_config())
-        config.update({
-            "activation": self.activation,
-            "use_bias": self.use_bias,
-            "depthwise_initializer": _initializers.serialize(self.depthwise_initializer),
-            "bias_initializer": _initializers.serialize(self.bias_initializer),
-            "depthwise_regularizer": _regularizers.serialize(self.depthwise_regularizer),
-            "bias_regularizer": _regularizers.serialize(self.bias_regularizer),
-            "activity_regularizer": None,
-            "depthwise_constraint": None,
-            "bias_constraint": None,
-        })
+        config.update(self._affine_config())
         return config
 
 
@@ -571,6 +487,10 @@ class SeparableConv2D(_ConvBase):
     the packed pointwise kernel, bias and activation fused.
     """
 
+    _KERNELS = (("depthwise_kernel", "depthwise"), ("pointwise_kernel", "pointwise"))
+    depthwise_kernel = Weight()
+    pointwise_kernel = Weight()
+
     def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
                  dilation_rate=(1, 1), depth_multiplier=1, activation=None, use_bias=True,
                  depthwise_initializer="glorot_uniform", pointwise_initializer="glorot_uniform",
@@ -581,83 +501,55 @@ class SeparableConv2D(_ConvBase):
         self.filters = _args.positive_int(owner, "filters", filters)
         self._init_geometry(kernel_size, strides, padding, data_format, dilation_rate)
         self.depth_multiplier = _args.positive_int(owner, "depth_multiplier", depth_multiplier)
-        self.activation = _activations.resolve(owner, activation)
-        self.use_bias = bool(use_bias)
-        self.depthwise_initializer = _initializers.check(owner, depthwise_initializer)
-        self.pointwise_initializer = _initializers.check(owner, pointwise_initializer)
-        self.bias_initializer = _initializers.check(owner, bias_initializer)
-        self.depthwise_regularizer = _regularizers.get(depthwise_regularizer)
-        self.pointwise_regularizer = _regularizers.get(pointwise_regularizer)
-        self.bias_regularizer = _regularizers.get(bias_regularizer)
-
-    @property
-    def depthwise_kernel(self):
-        return self._values[0] if self.built else None
-
-    @property
-    def pointwise_kernel(self):
-        return self._values[1] if self.built else None
-
-    @property
-    def bias(self):
-        return self._values[2] if self.built and self.use_bias else None
+        self._init_affine(owner, activation, use_bias,
+                          (depthwise_initializer, pointwise_initializer, bias_initializer),
+                          (depthwise_regularizer, pointwise_regularizer, bias_regularizer))
 
     def build(self, input_shape):
         self._check_rank(input_shape)
         self._check_window(input_shape)
         c = int(input_shape[-1])
         cm = c * self.depth_multiplier
-        self.add_weight("depthwise_kernel", self.kernel_size + (c, self.depth_multiplier),
-                        self.depthwise_initializer, self.depthwise_regularizer)
-        self.add_weight("pointwise_kernel", (1, 1, cm, self.filters),
-                        self.pointwise_initializer, self.pointwise_regularizer)
-        if self.use_bias:
-            self.add_weight("bias", (self.filters,), self.bias_initializer, self.bias_regularizer)
+        self._build_affine(self.kernel_size + (c, self.depth_multiplier),
+                           (1, 1, cm, self.filters), bias_shape=(self.filters,))
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0],) + self._spatial_out(tuple(input_shape[1:-1])) + (self.filters,)
 
-    def packed_weight(self, index):
-        """The pointwise kernel (index 1) packed by ``kernels.pack_conv`` in the compute dtype;
-        cached until the weights change or the panels go stale."""
-        if index != 1:
-            return super().packed_weight(index)
-        cd = self._compute_np()
-        key = (self._version, cd)
-        entry = self._packed.get(1)
-        if entry is None or entry[0] != key or entry[1].stale:
-            entry = (key, kernels.pack_conv(self._values[1], 1, dtype=cd))
-            self._packed[1] = entry
-        return entry[1]
+    def _pack(self, name, value, cd):
+        """The pointwise kernel packed by ``kernels.pack_conv``."""
+        if name != "pointwise_kernel":
+            return super()._pack(name, value, cd)
+        return kernels.pack_conv(value, 1, dtype=cd)
 
     _POINTWISE = {"strides": (1, 1), "padding": "valid", "dilation_rate": (1, 1)}
+
+    def _product(self, x, kernel, bias, activation=None, out_dtype=None):
+        """The pointwise product of the depthwise result ``x``."""
+        return _conv_forward(x, kernel, bias, 1, self._POINTWISE, activation=activation,
+                             out_dtype=out_dtype)
 
     def call(self, inputs, training=False):
         x4 = self._prepare(inputs)
         cd = x4.dtype
-        act = self.activation
         opts = self._opts()
-        weights = self.compute_weights()
+        dkernel = self._compute_weight("depthwise_kernel")
         f64 = cd == _F64
         sixteen = cd.itemsize == 2
-        h = _depthwise_forward(x4, weights[0], None, opts,
+        h = _depthwise_forward(x4, dkernel, None, opts,
                                out_dtype=dtype_name(cd) if sixteen else None)
         gemm = not f64
+        if not training and gemm:
+            return self._infer(h, *self._inference_operands("pointwise_kernel"),
+                               self.activation, cd)
+        pkernel = self._compute_weight("pointwise_kernel")
         bias = None
         if self.use_bias:
-            bias = self._bias32(2) if gemm else weights[2]
-        if not training and gemm:
-            packed = self.packed_weight(1)
-            out = dtype_name(cd) if sixteen else None
-            if act in _activations.FUSED or act == "linear":
-                return _conv_forward(h, packed, bias, 1, self._POINTWISE,
-                                     activation=None if act == "linear" else act, out_dtype=out)
-            z = _conv_forward(h, packed, bias, 1, self._POINTWISE)
-            return to_compute(_activations.forward(act, z), cd)
-        z = _conv_forward(h, weights[1], bias, 1, self._POINTWISE)
+            bias = self._bias32("bias") if gemm else self._compute_weight("bias")
+        z = self._product(h, pkernel, bias)
         y, y_work = self._finish(z, cd)
         if training:
-            self._train_cache = (x4, h, z, y_work, weights[0], weights[1])
+            self._train_cache = (x4, h, z, y_work, dkernel, pkernel)
         return y
 
     def backward(self, dy, need_input_grad=True):
@@ -669,29 +561,12 @@ class SeparableConv2D(_ConvBase):
         if h.dtype.itemsize == 2:       # the depthwise result was rounded to the compute dtype
             dh = to_compute(to_compute(dh, h.dtype), dh.dtype)
         ddk, dx = _depthwise_backward(x4, dkernel, dh, self._opts(), need_input_grad)
-        grads = [to_compute(ddk, self._values[0].dtype), to_compute(dpk, self._values[1].dtype)]
-        if self.use_bias:
-            grads.append(to_compute(dz.sum(axis=(0, 1, 2), dtype=dz.dtype),
-                                    self._values[2].dtype))
-        self.gradients = grads if self.trainable else []
+        self._set_conv_gradients(dz, {"depthwise_kernel": ddk, "pointwise_kernel": dpk})
         return None if dx is None else to_compute(dx, x4.dtype)
 
     def get_config(self):
         config = super().get_config()
         config.update({"depth_multiplier": self.depth_multiplier, "filters": self.filters})
         config.update(self._geometry_config())
-        config.update({
-            "activation": self.activation,
-            "use_bias": self.use_bias,
-            "depthwise_initializer": _initializers.serialize(self.depthwise_initializer),
-            "pointwise_initializer": _initializers.serialize(self.pointwise_initializer),
-            "bias_initializer": _initializers.serialize(self.bias_initializer),
-            "depthwise_regularizer": _regularizers.serialize(self.depthwise_regularizer),
-            "pointwise_regularizer": _regularizers.serialize(self.pointwise_regularizer),
-            "bias_regularizer": _regularizers.serialize(self.bias_regularizer),
-            "activity_regularizer": None,
-            "depthwise_constraint": None,
-            "pointwise_constraint": None,
-            "bias_constraint": None,
-        })
+        config.update(self._affine_config())
         return config

@@ -8,7 +8,8 @@ from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import (as_numeric_array, dtype_name, is_floating, np_dtype, to_compute,
                                work_dtype)
 from mixedcore.layers import _args, _node
-from mixedcore.layers._base import Layer, fold_affine
+from mixedcore.layers._affine import _Affine
+from mixedcore.layers._base import Layer, Weight
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
 
@@ -130,7 +131,7 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None, 
     return layer.output
 
 
-class Dense(Layer):
+class Dense(_Affine):
     """Densely connected layer: ``activation(inputs @ kernel + bias)`` (``keras.layers.Dense``).
 
     Parameters
@@ -155,30 +156,16 @@ class Dense(Layer):
     """
 
     supports_masking = True
+    kernel = Weight()
 
     def __init__(self, units, activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  kernel_regularizer=None, bias_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         self.units = _check_positive_int("Dense", "units", units)
-        self.activation = _activations.resolve("Dense", activation)
-        self.use_bias = bool(use_bias)
-        self.kernel_initializer = _initializers.check("Dense", kernel_initializer)
-        self.bias_initializer = _initializers.check("Dense", bias_initializer)
-        self.kernel_regularizer = _regularizers.get(kernel_regularizer)
-        self.bias_regularizer = _regularizers.get(bias_regularizer)
+        self._init_affine("Dense", activation, use_bias, (kernel_initializer, bias_initializer),
+                          (kernel_regularizer, bias_regularizer))
         self._train_cache = None
-        self._bias_key = None
-        self._bias32 = None
-        self._folded = None
-
-    @property
-    def kernel(self):
-        return self._values[0] if self.built else None
-
-    @property
-    def bias(self):
-        return self._values[1] if self.built and self.use_bias else None
 
     def build(self, input_shape):
         if len(input_shape) < 2 or input_shape[-1] is None:
@@ -187,15 +174,13 @@ class Dense(Layer):
         if self.compute_dtype is not None and not is_floating(np_dtype(self.compute_dtype)):
             raise TypeError(f"Dense '{self.name}': compute dtype must be floating, got "
                             f"{self.compute_dtype}")
-        self.add_weight("kernel", (int(input_shape[-1]), self.units), self.kernel_initializer,
-                        self.kernel_regularizer)
-        if self.use_bias:
-            self.add_weight("bias", (self.units,), self.bias_initializer, self.bias_regularizer)
+        self._build_affine((int(input_shape[-1]), self.units), bias_shape=(self.units,))
 
     def check_input_shape(self, shape):
-        if len(shape) < 2 or shape[-1] != self._values[0].shape[0]:
+        features = self.kernel.shape[0]
+        if len(shape) < 2 or shape[-1] != features:
             raise ValueError(f"Dense '{self.name}': expected input of shape "
-                             f"(batch, ..., {self._values[0].shape[0]}), received {tuple(shape)}")
+                             f"(batch, ..., {features}), received {tuple(shape)}")
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.units,)
@@ -206,17 +191,8 @@ class Dense(Layer):
     def _gemm_ok(self, x):
         return dtype_name(x.dtype) in _GEMM_DTYPES
 
-    def _inference_operands(self):
-        """The kernel packed in the compute dtype, and the bias rounded to the compute dtype and
-        held in float32 (what the product's epilogue adds): both cached per weight version."""
-        kernel = self.packed_weight(0)
-        if not self.use_bias:
-            return kernel, None
-        key = (self._version, self._compute_np())
-        if self._bias_key != key:
-            self._bias32 = to_compute(to_compute(self._values[1], key[1]), np.dtype(np.float32))
-            self._bias_key = key
-        return kernel, self._bias32
+    def _product(self, x, kernel, bias, activation=None, out_dtype=None):
+        return kernels.matmul(x, kernel, bias=bias, activation=activation, out_dtype=out_dtype)
 
     def call(self, inputs, training=False):
         x = inputs
@@ -225,26 +201,13 @@ class Dense(Layer):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])
         cd = x.dtype
-        act = self.activation
         if not training and self._gemm_ok(x):
-            kernel, bias = self._inference_operands()
-            sixteen = cd.itemsize == 2
-            if act in _activations.FUSED:
-                y = kernels.matmul(x2, kernel, bias=bias, activation=act,
-                                   out_dtype=dtype_name(cd) if sixteen else None)
-            elif act == "linear":
-                y = kernels.matmul(x2, kernel, bias=bias,
-                                   out_dtype=dtype_name(cd) if sixteen else None)
-            else:  # the others after the GEMM: float32 logits, one rounding at the end
-                z = kernels.matmul(x2, kernel, bias=bias)
-                y = to_compute(_activations.forward(act, z), cd)
+            y = self._infer(x2, *self._inference_operands(), self.activation, cd)
             return y.reshape(lead + (self.units,))
-        weights = self.compute_weights()
-        kernel = weights[0]
-        bias = weights[1] if self.use_bias else None
+        kernel = self._compute_weight("kernel")
+        bias = self._compute_weight("bias") if self.use_bias else None
         z = self._affine(x2, kernel, bias)
-        y_work = _activations.forward(act, z)
-        y = to_compute(y_work, cd)
+        y, y_work = self._finish(z, cd)
         if training:
             self._train_cache = (x2, z, y_work, lead, kernel)
         return y.reshape(lead + (self.units,))
@@ -270,14 +233,9 @@ class Dense(Layer):
         ``bias * scale + shift`` in float32, packed once per weight version of both layers.
         ``x`` is already in the compute dtype, a GEMM dtype (float16, bfloat16, float32); the
         result is in the compute dtype."""
-        cd = self._compute_np()
-        kernel, bias = fold_affine(self, self._values[0], norm,
-                                   lambda w, dtype: kernels.pack(w, dtype=dtype))
         lead = x.shape[:-1]
-        sixteen = cd.itemsize == 2
-        y = kernels.matmul(x.reshape(-1, x.shape[-1]), kernel, bias=bias,
-                           activation=activation or "linear",
-                           out_dtype=dtype_name(cd) if sixteen else None)
+        y = self._infer(x.reshape(-1, x.shape[-1]), *self._folded_operands(norm),
+                        activation or "linear", self._compute_np())
         return y.reshape(lead + (self.units,))
 
     def logits(self):
@@ -304,7 +262,6 @@ class Dense(Layer):
 
     def _backward_affine(self, dz, lead, need_input_grad):
         x2, z, y_work, _, kernel = self._train_cache
-        vd = self._values[0].dtype
         if self._gemm_ok(x2):
             # fp32-accumulating GEMMs on transposed views: the kernel packs them, no copies here.
             dk = kernels.matmul(x2.T, dz)
@@ -320,26 +277,18 @@ class Dense(Layer):
             dx = dzw @ to_compute(kernel, w).T if need_input_grad else None
             if dx is not None:
                 dx = to_compute(dx, x2.dtype)
-        grads = [to_compute(dk, vd)]
+        grads = {"kernel": dk}
         if self.use_bias:
-            db = to_compute(dz, work_dtype(dz.dtype)).sum(axis=0)
-            grads.append(to_compute(db, self._values[1].dtype))
-        self.gradients = grads if self.trainable else []
+            grads["bias"] = to_compute(dz, work_dtype(dz.dtype)).sum(axis=0)
+        self._set_gradients(grads)
         if dx is None:
             return None
         return dx.reshape(lead + (x2.shape[1],))
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "units": self.units,
-            "activation": self.activation,
-            "use_bias": self.use_bias,
-            "kernel_initializer": _initializers.serialize(self.kernel_initializer),
-            "bias_initializer": _initializers.serialize(self.bias_initializer),
-            "kernel_regularizer": _regularizers.serialize(self.kernel_regularizer),
-            "bias_regularizer": _regularizers.serialize(self.bias_regularizer),
-        })
+        config["units"] = self.units
+        config.update(self._affine_config(constraints=False))
         return config
 
 
@@ -372,6 +321,8 @@ class Embedding(Layer):
     quantization and LoRA are not supported (the None values Keras's configs hold are accepted).
     """
 
+    embeddings = Weight()
+
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",
                  embeddings_regularizer=None, embeddings_constraint=None, mask_zero=False,
                  weights=None, **kwargs):
@@ -394,15 +345,11 @@ class Embedding(Layer):
             self.build_from_shape((None,))
             self.set_weights(weights if isinstance(weights, (list, tuple)) else [weights])
 
-    @property
-    def embeddings(self):
-        return self._values[0] if self.built else None
-
     def build(self, input_shape=None):
         if self.compute_dtype is not None and not is_floating(np_dtype(self.compute_dtype)):
             raise TypeError(f"Embedding '{self.name}': compute dtype must be floating, got "
                             f"{self.compute_dtype}")
-        if not self._values:
+        if self.embeddings is None:
             self.add_weight("embeddings", (self.input_dim, self.output_dim),
                             self.embeddings_initializer, self.embeddings_regularizer)
 
@@ -447,7 +394,7 @@ class Embedding(Layer):
 
     def call(self, inputs, training=False):
         idx = self._indices(inputs)
-        table = self.compute_weights()[0]
+        table = self._compute_weight("embeddings")
         y = np.take(table, idx, axis=0)
         if training:
             self._train_cache = idx
@@ -455,12 +402,11 @@ class Embedding(Layer):
 
     def backward(self, dy, need_input_grad=True):
         idx = self._train_cache
-        vd = self._values[0].dtype
-        w = work_dtype(vd)
+        w = work_dtype(self.embeddings.dtype)
         grad = np.zeros((self.input_dim, self.output_dim), dtype=w)
         rows = to_compute(np.asarray(dy), w).reshape(-1, self.output_dim)
         np.add.at(grad, idx.reshape(-1), rows)
-        self.gradients = [to_compute(grad, vd)] if self.trainable else []
+        self._set_gradients({"embeddings": grad})
         return None
 
     def get_config(self):

@@ -7,12 +7,23 @@ from mixedcore import kernels
 from mixedcore import regularizers as _regularizers
 from mixedcore.layers import _args
 from mixedcore._dtypes import BF16, is_floating, to_compute, work_dtype
-from mixedcore.layers._base import Layer
+from mixedcore.layers._base import Layer, Weight
 
 
 _F32 = np.dtype(np.float32)
 # compute dtypes LayerNormalization hands to kernels.layer_norm
 _KERNEL_DTYPES = (np.dtype(np.float16), BF16, _F32)
+
+
+def _set_scale_shift_gradients(layer, dyw, xhat, axes):
+    """The gradients of gamma (``dy * xhat``) and beta (``dy``) summed over ``axes``, for those
+    the layer has (``scale``, ``center``)."""
+    grads = {}
+    if layer.scale:
+        grads["gamma"] = (dyw * xhat).sum(axis=axes)
+    if layer.center:
+        grads["beta"] = dyw.sum(axis=axes)
+    layer._set_gradients(grads)
 
 
 class LayerNormalization(Layer):
@@ -43,6 +54,8 @@ class LayerNormalization(Layer):
     """
 
     supports_masking = True
+    gamma = Weight()
+    beta = Weight()
 
     def __init__(self, axis=-1, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
@@ -100,13 +113,11 @@ class LayerNormalization(Layer):
 
     def _kernel_params(self):
         """gamma and beta as float32 arrays (None where absent) for ``kernels.layer_norm``."""
-        k = 0
         gamma = beta = None
         if self.scale:
-            gamma = to_compute(self._values[k], _F32)
-            k += 1
+            gamma = to_compute(self.gamma, _F32)
         if self.center:
-            beta = to_compute(self._values[k], _F32)
+            beta = to_compute(self.beta, _F32)
         return gamma, beta
 
     def _uses_kernel(self, x):
@@ -181,14 +192,12 @@ class LayerNormalization(Layer):
         inv = 1.0 / np.sqrt(var + w.type(self.epsilon))
         xhat = centered * inv
         y = xhat
-        k = 0
         gamma = None
         if self.scale:
-            gamma = self._param_view(to_compute(self._values[k], w), x.ndim, axes)
+            gamma = self._param_view(to_compute(self.gamma, w), x.ndim, axes)
             y = y * gamma
-            k += 1
         if self.center:
-            y = y + self._param_view(to_compute(self._values[k], w), x.ndim, axes)
+            y = y + self._param_view(to_compute(self.beta, w), x.ndim, axes)
         if training:
             self._train_cache = ("numpy", xhat, inv, gamma, axes, x.dtype)
         return to_compute(y, x.dtype)
@@ -205,17 +214,9 @@ class LayerNormalization(Layer):
             xhat = (s - mean) * inv
         else:
             _, xhat, inv, gamma, axes, in_dtype = cache
-        w = xhat.dtype
-        dyw = to_compute(dy, w)
-        reduce_axes = tuple(a for a in range(xhat.ndim) if a not in axes)
-        grads = []
-        if self.scale:
-            dgamma = (dyw * xhat).sum(axis=reduce_axes)
-            grads.append(to_compute(dgamma, self._values[0].dtype))
-        if self.center:
-            dbeta = dyw.sum(axis=reduce_axes)
-            grads.append(to_compute(dbeta, self._values[-1].dtype))
-        self.gradients = grads if self.trainable else []
+        dyw = to_compute(dy, xhat.dtype)
+        _set_scale_shift_gradients(self, dyw, xhat,
+                                   tuple(a for a in range(xhat.ndim) if a not in axes))
         if not need_input_grad:
             return None
         g = dyw * gamma if gamma is not None else dyw
@@ -275,6 +276,11 @@ class BatchNormalization(Layer):
     """
 
     supports_masking = True
+    # created in this order: [gamma], [beta], moving_mean, moving_variance
+    gamma = Weight()
+    beta = Weight()
+    moving_mean = Weight()
+    moving_variance = Weight()
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones",
@@ -307,30 +313,6 @@ class BatchNormalization(Layer):
         self._train_cache = None
         self._affine_key = None
         self._affine = None
-
-    # weights in creation order: [gamma], [beta], moving_mean, moving_variance
-    def _index(self, name):
-        return self._names.index(name) if self.built and name in self._names else None
-
-    @property
-    def gamma(self):
-        i = self._index("gamma")
-        return None if i is None else self._values[i]
-
-    @property
-    def beta(self):
-        i = self._index("beta")
-        return None if i is None else self._values[i]
-
-    @property
-    def moving_mean(self):
-        i = self._index("moving_mean")
-        return None if i is None else self._values[i]
-
-    @property
-    def moving_variance(self):
-        i = self._index("moving_variance")
-        return None if i is None else self._values[i]
 
     def _feature_axis(self, ndim):
         return self.axis % ndim
@@ -460,8 +442,7 @@ class BatchNormalization(Layer):
 
     def _update_moving(self, mean, var):
         m = self.momentum
-        for name, batch in (("moving_mean", mean), ("moving_variance", var)):
-            target = self._values[self._index(name)]
+        for target, batch in ((self.moving_mean, mean), (self.moving_variance, var)):
             t = target.dtype.type
             value = target * t(m) + to_compute(batch, target.dtype) * t(1.0 - m)
             target[...] = value
@@ -477,12 +458,7 @@ class BatchNormalization(Layer):
             return to_compute(to_compute(dy, scale.dtype) * scale, in_dtype)
         _, xhat, inv, gamma, red, in_dtype, weights, c = cache
         dyw = to_compute(dy, xhat.dtype)
-        grads = []
-        if self.scale:
-            grads.append(to_compute((dyw * xhat).sum(axis=red), self.gamma.dtype))
-        if self.center:
-            grads.append(to_compute(dyw.sum(axis=red), self.beta.dtype))
-        self.gradients = grads if self.trainable else []
+        _set_scale_shift_gradients(self, dyw, xhat, red)
         if not need_input_grad:
             return None
         # d xhat_i / d x_j = inv * (delta_ij - w_j - xhat_i * w_j * (xhat_j - c * inv)) with

@@ -11,8 +11,6 @@ import contextlib
 import os
 import secrets
 
-from mixedcore._dtypes import BF16 as _BF16
-
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 # The Keras format generation these files follow (Keras reads this field only for display).
 _KERAS_FORMAT_VERSION = "3.0.0"

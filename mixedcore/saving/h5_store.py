@@ -9,7 +9,8 @@ them by layer name, in the order of the ``weight_names`` attribute (:func:`_lega
 """
 import numpy as np
 
-from mixedcore.saving.file_utils import _BF16, _Array, _fail
+from mixedcore._dtypes import BF16 as _BF16
+from mixedcore.saving.file_utils import _Array, _fail
 
 # HDF5 keeps attributes in the object header, whose limit Keras's legacy writer splits around.
 _ATTR_LIMIT = 64512

@@ -19,7 +19,8 @@ try:
 except ImportError:         # numpy < 2
     from numpy.core import multiarray as _multiarray  # type: ignore[no-redef]
 
-from mixedcore.saving.file_utils import _BF16, _EXPANSION_FLOOR, _MAX_EXPANSION, _Array, _fail
+from mixedcore._dtypes import BF16 as _BF16
+from mixedcore.saving.file_utils import _EXPANSION_FLOOR, _MAX_EXPANSION, _Array, _fail
 
 
 class _PickledVariable:
