@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from mixedcore._version import __version__
 from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.archive import (_CONFIG, _WEIGHTS_H5, _WEIGHTS_NPZ, _Archive,
                                       write_archive)
@@ -67,7 +68,6 @@ def save_model(model, filepath, overwrite=True):
 
 
 def _save_keras(owner, model, path, overwrite):
-    from mixedcore import __version__
     config_json = _dumps(owner, _model_dict(owner, model))
     metadata_json = json.dumps({
         "keras_version": _KERAS_FORMAT_VERSION, "mixedcore_version": __version__,
@@ -85,7 +85,6 @@ def _save_keras(owner, model, path, overwrite):
 
 
 def _save_legacy_h5(owner, model, path, overwrite):
-    from mixedcore import __version__
     config_json = _dumps(owner, _model_dict(owner, model, legacy=True))
     from mixedcore.trainers.compile_state import _legacy_training_config
     training = _legacy_training_config(model)

@@ -16,6 +16,7 @@ mixedcore allocate more than the model's own weights.
 """
 import warnings
 
+from mixedcore._version import __version__
 from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.file_utils import _KERAS_FORMAT_VERSION, _fail
 from mixedcore.saving.h5_store import _legacy_groups, _write_attr_list, _write_dataset
@@ -250,7 +251,6 @@ def _write_structured(model, h5):
 
 def _write_legacy_weights(model, group):
     """The weights in the legacy layout (C): a group per layer, datasets named in weight_names."""
-    from mixedcore import __version__
     everything = _model_layers(model)
     _write_attr_list(group, "layer_names", [layer.name for layer in everything])
     group.attrs["backend"] = "mixedcore".encode("utf-8")
