@@ -5,7 +5,7 @@ import time
 import numpy as np
 
 from mixedcore import datasets, kernels, layers, models, utils
-from mixedcore.models import _training
+from mixedcore.trainers import trainer as _training
 from mixedcore._dtypes import as_numeric_array
 from mixedcore.optimizers import LossScaleOptimizer
 from mixedcore.optimizers import Adam

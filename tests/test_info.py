@@ -165,7 +165,7 @@ def _tiny_model():
 
 
 def test_fit_without_tqdm_prints_plain_lines(monkeypatch, capsys):
-    from mixedcore.models import _training
+    from mixedcore.trainers import trainer as _training
     monkeypatch.setitem(sys.modules, "tqdm", None)             # tqdm not installed
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)
     monkeypatch.setattr(_training, "_interactive", lambda: True)

@@ -10,7 +10,7 @@ training loop and Keras's file formats.
 from mixedcore import layers as _layers
 from mixedcore.models._model import Model
 from mixedcore.models._sequential import Sequential
-from mixedcore.models._training import History
+from mixedcore.callbacks import History
 from mixedcore.models._saving import (load_model, load_weights, model_from_json, save_model,
                                       save_weights)
 

@@ -29,7 +29,7 @@ from mixedcore.layers._base import Layer, _unique_name
 from mixedcore.layers._core import InputLayer
 from mixedcore.layers._node import KerasTensor, any_symbolic, flatten, pack_like
 from mixedcore.models._graph import Graph
-from mixedcore.models._training import Trainer
+from mixedcore.trainers.trainer import Trainer
 
 __all__ = ["Model"]
 

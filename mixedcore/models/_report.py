@@ -235,7 +235,7 @@ def numerics_report(model, x, y=None, policy=None, batch_size=32, loss_scale=Non
     """
     from mixedcore.models._model import Model
     from mixedcore.models._saving import clone_with_policy
-    from mixedcore.models._training import _batch_size, _require_samples
+    from mixedcore.trainers.trainer import _batch_size, _require_samples
     owner = "numerics_report"
     if not isinstance(model, Model):
         raise TypeError(f"{owner}: model must be a mixedcore Model or Sequential, got "

@@ -41,10 +41,10 @@ import numpy as np
 from mixedcore import kernels
 from mixedcore import losses as _losses
 from mixedcore import metrics as _metrics
-from mixedcore import scale_out as _scale_out
+from mixedcore.trainers import scale_out as _scale_out
 from mixedcore._dtypes import as_numeric_array, to_compute
 from mixedcore.callbacks import CallbackList, History
-from mixedcore.models._data import Batches
+from mixedcore.trainers.data_adapters import Batches
 
 __all__ = ["Trainer", "History"]
 

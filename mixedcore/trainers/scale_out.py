@@ -370,7 +370,7 @@ def predict(model, x, batch_size=32):
 def _evaluate_chunk(handle, batch_size, n_x, n_y, *arrays):
     """The chunk's per-batch contributions, as the in-memory evaluate adds them up:
     ({log name: [value * batch size, ...]}, [batch sizes])."""
-    from mixedcore.models._data import Batches
+    from mixedcore.trainers.data_adapters import Batches
     model = handle.model()
     xs = list(arrays[:n_x])
     ys = list(arrays[n_x:n_x + n_y])
