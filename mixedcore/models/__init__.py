@@ -1,11 +1,11 @@
-"""Models: functional graphs (``Model(inputs, outputs)``) and ``Sequential`` stacks, with one
-training loop and Keras's file formats.
+"""Models: functional graphs (``Model(inputs, outputs)``) and ``Sequential`` stacks, trained by
+the one training loop of ``mixedcore.trainers``, saved in Keras's file formats.
 
-- ``_graph``: the graph of layer calls, run forwards and backwards;
-- ``_model``: ``Model``, a layer made of a graph; ``_sequential``: ``Sequential``, a stack
-  that becomes such a graph;
-- ``_training``: compile / fit / evaluate / predict;
-- ``_saving``: Keras's files (``.keras``, legacy ``.h5``, ``.weights.h5``) and JSON configs.
+- ``_graph``: the graph of layer calls: its order, run forwards and backwards;
+- ``_model``: ``Model``, a layer made of a graph (a ``trainers.Trainer`` too);
+  ``_sequential``: ``Sequential``, a stack that becomes such a graph;
+- ``_saving``: Keras's files (``.keras``, legacy ``.h5``, ``.weights.h5``) and JSON configs;
+- ``_report``: the numerics report (where a model overflows, underflows or makes NaN).
 """
 from mixedcore import layers as _layers
 from mixedcore.models._model import Model

@@ -1,8 +1,14 @@
 """Predict and evaluate over Dask arrays, on Dask's local schedulers or a dask.distributed cluster.
 
 ``Model.predict`` and ``Model.evaluate`` come here when given ``dask.array.Array`` inputs; the
-functions below are also what a ``map_blocks`` of your own needs (docs/scale_out.md).  Dask is
-optional: nothing here imports it until a Dask array or :func:`delayed_model` asks for it.
+functions below are also what a ``map_blocks`` of your own needs (docs/scale_out.md; users
+import them from ``mixedcore.scale_out``).  Dask is optional: nothing here imports it until a
+Dask array or :func:`delayed_model` asks for it.
+
+This module receives the model and never imports ``mixedcore.models``: it uses the model's
+public attributes (``inputs``, ``input_names``, ``outputs``, ``output_names``), ``predict`` and
+the trainer's hooks (:class:`mixedcore.trainers.trainer.Trainer`): ``input_keys``,
+``build_from_sample``, ``pack_outputs``, ``data_adapter``, ``batch_logs`` and ``mean_logs``.
 
 How the model travels
 ---------------------
@@ -38,6 +44,10 @@ import numpy as np
 from mixedcore import kernels
 
 __all__ = ["ModelHandle", "delayed_model", "is_dask_array", "model_threads", "worker_info"]
+
+# what a model offers this module besides its public attributes (see the module notes)
+_HOOKS = ("predict", "input_keys", "build_from_sample", "pack_outputs", "data_adapter",
+          "batch_logs", "mean_logs")
 
 
 def is_dask_array(x):
@@ -90,8 +100,8 @@ class ModelHandle:
     """
 
     def __init__(self, model):
-        from mixedcore.models import Model
-        if not isinstance(model, Model):
+        if isinstance(model, type) or not all(callable(getattr(model, hook, None))
+                                               for hook in _HOOKS):
             raise TypeError(f"ModelHandle: expected a mixedcore Model, got "
                             f"{type(model).__name__}: {model!r}")
         self._blob = pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)
@@ -210,7 +220,7 @@ def _as_list(model, owner, x, what):
     names = model.input_names
     n = len(model.inputs)
     if isinstance(x, dict):
-        keys = sorted(model._inputs_struct) if isinstance(model._inputs_struct, dict) else names
+        keys = model.input_keys()
         missing = [k for k in keys if k not in x]
         if missing:
             raise ValueError(f"{owner}: inputs {missing} are missing; got keys {sorted(x)}, the "
@@ -289,11 +299,9 @@ def _check_features(model, owner, xs):
 def _ensure_built(model, owner, x):
     """Build a model that waits for its data (a Sequential without an input shape) from the
     Dask array's shape and dtype, without computing it."""
-    if model._graph is None:
-        first = next(iter(x.values())) if isinstance(x, dict) else (
-            x[0] if isinstance(x, (list, tuple)) else x)
-        model._build_from_data(owner, np.zeros((1,) + tuple(first.shape[1:]),
-                                               dtype=first.dtype))
+    first = next(iter(x.values())) if isinstance(x, dict) else (
+        x[0] if isinstance(x, (list, tuple)) else x)
+    model.build_from_sample(owner, np.zeros((1,) + tuple(first.shape[1:]), dtype=first.dtype))
 
 
 def _output_specs(model):
@@ -363,14 +371,13 @@ def predict(model, x, batch_size=32):
             graph.dependencies[name] = {run}
             results.append(da.Array(graph, name, chunks=(chunks0,) + tuple((d,) for d in tail),
                                     dtype=dtype, meta=np.empty((0,) * (1 + len(tail)), dtype)))
-    return model._pack_outputs(results)
+    return model.pack_outputs(results)
 
 
 # -- evaluate -------------------------------------------------------------------------------------
 def _evaluate_chunk(handle, batch_size, n_x, n_y, *arrays):
     """The chunk's per-batch contributions, as the in-memory evaluate adds them up:
     ({log name: [value * batch size, ...]}, [batch sizes])."""
-    from mixedcore.trainers.data_adapters import Batches
     model = handle.model()
     xs = list(arrays[:n_x])
     ys = list(arrays[n_x:n_x + n_y])
@@ -378,18 +385,16 @@ def _evaluate_chunk(handle, batch_size, n_x, n_y, *arrays):
     if sws is not None and all(s is None for s in sws):
         sws = None
     with model_threads():
-        batches = Batches(model, "evaluate", xs if len(xs) > 1 else xs[0],
-                          ys if len(ys) > 1 else ys[0],
-                          None if sws is None else (sws if len(sws) > 1 else sws[0]),
-                          None, batch_size, False, None)
+        batches = model.data_adapter("evaluate", xs if len(xs) > 1 else xs[0],
+                                     ys if len(ys) > 1 else ys[0],
+                                     None if sws is None else (sws if len(sws) > 1 else sws[0]),
+                                     None, batch_size, False, None)
         parts = {}
         sizes = []
         for xb, yb, swb in batches.epoch():
-            outs, _ = model._run(xb, training=False)
-            total, per_output, _, _ = model._losses(yb, outs, None, False, swb)
             m = xb[0].shape[0]
             sizes.append(m)
-            for k, v in model._logs(total, per_output, yb, outs).items():
+            for k, v in model.batch_logs(xb, yb, swb).items():
                 parts.setdefault(k, []).append(v * m)
     return parts, sizes
 
@@ -403,9 +408,7 @@ def _combine(model, *chunk_results):
             seen += m
             for k, values in parts.items():
                 totals[k] = totals.get(k, 0.0) + values[b]
-    logs = {k: v / max(seen, 1) for k, v in totals.items()}
-    logs["loss"] = logs.get("loss", 0.0) + model._regularization()[0]
-    return logs
+    return model.mean_logs(totals, seen)
 
 
 def evaluate(model, x, y, sample_weight=None, batch_size=32):
