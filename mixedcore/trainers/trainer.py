@@ -541,7 +541,7 @@ class Trainer:
                              f"{validation_split!r}")
         train = self.data_adapter("fit", x, y, sample_weight, class_weight, batch_size, shuffle,
                         steps_per_epoch)
-        if train.kind == "arrays":
+        if isinstance(train, data_adapters.ArrayDataAdapter):
             require_samples("fit", train.n)
         val_batch = check_batch_size("fit", validation_batch_size or batch_size)
         val = None
@@ -666,7 +666,7 @@ class Trainer:
                 return logs
             return logs["loss"] if len(logs) == 1 else list(logs.values())
         batches = self.data_adapter("evaluate", x, y, sample_weight, None, batch_size, False, steps)
-        if batches.kind == "arrays":
+        if isinstance(batches, data_adapters.ArrayDataAdapter):
             require_samples("evaluate", batches.n)
         cbs = CallbackList(callbacks, model=self, owner="evaluate", verbose=verbose,
                            steps=batches.steps())
