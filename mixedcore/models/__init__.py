@@ -3,7 +3,7 @@ the one training loop of ``mixedcore.trainers``, saved in Keras's file formats.
 
 - ``_graph``: the graph of layer calls: its order, run forwards and backwards;
   ``_folding``: which chains of calls the graph runs as one fused call at inference;
-- ``_model``: ``Model``, a layer made of a graph (a ``trainers.Trainer`` too);
+- ``_model``: ``Model``, a layer made of a graph (and a ``trainers.trainer.Trainer``);
   ``_sequential``: ``Sequential``, a stack that becomes such a graph;
 - ``_saving``: Keras's files (``.keras``, legacy ``.h5``, ``.weights.h5``) and JSON configs;
 - ``_report``: the numerics report (where a model overflows, underflows or makes NaN).

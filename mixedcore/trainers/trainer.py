@@ -69,7 +69,7 @@ class Trainer:
 
     Hooks
     -----
-    A layer that runs a model somewhere else (:mod:`mixedcore.trainers.scale_out`, on Dask)
+    Code that runs a model somewhere else (:mod:`mixedcore.trainers.scale_out`, on Dask)
     calls these methods, ``predict``, ``evaluate`` and the public attributes above, and nothing
     else of the model: ``input_keys``, ``build_from_sample``, ``pack_outputs``,
     ``data_adapter``, ``batch_logs`` and ``mean_logs``.
