@@ -6,9 +6,10 @@ import them from ``mixedcore.scale_out``).  Dask is optional: nothing here impor
 Dask array or :func:`delayed_model` asks for it.
 
 This module receives the model and never imports ``mixedcore.models``: it uses the model's
-public attributes (``inputs``, ``input_names``, ``outputs``, ``output_names``), ``predict`` and
-the trainer's hooks (:class:`mixedcore.trainers.trainer.Trainer`): ``input_keys``,
-``build_from_sample``, ``pack_outputs``, ``data_adapter``, ``batch_logs`` and ``mean_logs``.
+public attributes (``built``, ``inputs``, ``input_names``, ``outputs``, ``output_names``),
+``predict`` and the trainer's hooks (:class:`mixedcore.trainers.trainer.Trainer`):
+``input_keys``, ``build_from_sample``, ``pack_outputs``, ``data_adapter``, ``batch_logs`` and
+``mean_logs``.
 
 How the model travels
 ---------------------
@@ -299,9 +300,11 @@ def _check_features(model, owner, xs):
 def _ensure_built(model, owner, x):
     """Build a model that waits for its data (a Sequential without an input shape) from the
     Dask array's shape and dtype, without computing it."""
-    first = next(iter(x.values())) if isinstance(x, dict) else (
-        x[0] if isinstance(x, (list, tuple)) else x)
-    model.build_from_sample(owner, np.zeros((1,) + tuple(first.shape[1:]), dtype=first.dtype))
+    if not model.built:
+        first = next(iter(x.values())) if isinstance(x, dict) else (
+            x[0] if isinstance(x, (list, tuple)) else x)
+        model.build_from_sample(owner, np.zeros((1,) + tuple(first.shape[1:]),
+                                                dtype=first.dtype))
 
 
 def _output_specs(model):

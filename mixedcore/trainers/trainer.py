@@ -60,7 +60,7 @@ def _loss_scale_value(optimizer):
 class Trainer:
     """compile / fit / evaluate / predict / train_on_batch, mixed into a model class.
 
-    The model provides ``inputs``, ``input_names``, ``outputs``, ``output_names``,
+    The model provides ``built``, ``inputs``, ``input_names``, ``outputs``, ``output_names``,
     ``_dtype_policy``, the weight lists, ``_leaf_layers()``, ``_standardize_inputs(owner, x)``
     (a flat list of arrays aligned with its inputs), ``_run(xs, training)`` (flat outputs and,
     when training, the saved states), ``_backward(states, output_grads, logits_grads)``
