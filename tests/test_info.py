@@ -165,10 +165,10 @@ def _tiny_model():
 
 
 def test_fit_without_tqdm_prints_plain_lines(monkeypatch, capsys):
-    from mixedcore.models import _training
+    from mixedcore.trainers import progress
     monkeypatch.setitem(sys.modules, "tqdm", None)             # tqdm not installed
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)
-    monkeypatch.setattr(_training, "_interactive", lambda: True)
+    monkeypatch.setattr(progress, "_interactive", lambda: True)
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((40, 3)), rng.standard_normal((40, 2))
     model = _tiny_model()

@@ -5,7 +5,7 @@ import time
 import numpy as np
 
 from mixedcore import datasets, kernels, layers, models, utils
-from mixedcore.models import _training
+from mixedcore.trainers import progress
 from mixedcore._dtypes import as_numeric_array
 from mixedcore.optimizers import LossScaleOptimizer
 from mixedcore.optimizers import Adam
@@ -120,7 +120,7 @@ def run(data=None, epochs=5, batch_size=64, hidden=512, samples=16000, seed=0, v
     if verbose != 1 and verbose != 2:
         for e in range(len(history.epoch)):
             out(f"epoch {e + 1}/{epochs}: " + ", ".join(
-                f"{k} {_training._fmt(v[e], k)}" for k, v in history.history.items()))
+                f"{k} {progress.format_log(v[e], k)}" for k, v in history.history.items()))
     out(f"final loss scale {opt.loss_scale:.0f} after {int(opt.iterations)} steps")
     out("")
     weights = model.get_weights()

@@ -29,7 +29,7 @@ from mixedcore.layers._base import Layer, _unique_name
 from mixedcore.layers._core import InputLayer
 from mixedcore.layers._node import KerasTensor, any_symbolic, flatten, pack_like
 from mixedcore.models._graph import Graph
-from mixedcore.models._training import Trainer
+from mixedcore.trainers.trainer import Trainer
 
 __all__ = ["Model"]
 
@@ -286,17 +286,26 @@ class Model(Trainer, Layer):
         return saving_api.model_to_json(self, **kwargs)
 
     # -- calling --------------------------------------------------------------------------------
+    def input_keys(self):
+        """The keys by which a dict of inputs is read, in the order of :attr:`inputs`: those of
+        the dict the model was made from (sorted), else the input names."""
+        if isinstance(self._inputs_struct, dict):
+            return sorted(self._inputs_struct)
+        return list(self.input_names)
+
+    def build_from_sample(self, owner, sample):
+        """Build a model that waits for its first batch from ``sample`` (one batch of inputs);
+        nothing when the model is built."""
+        if self._graph is None:
+            self._build_from_data(owner, sample)
+
     def _standardize_inputs(self, owner, x):
         """``x`` as a flat list of arrays aligned with :attr:`inputs`, checked against them."""
-        if self._graph is None:
-            self._build_from_data(owner, x)
+        self.build_from_sample(owner, x)
         names = self.input_names
         n = len(self.inputs)
         if isinstance(x, dict):
-            if isinstance(self._inputs_struct, dict):
-                keys = sorted(self._inputs_struct)
-            else:
-                keys = names
+            keys = self.input_keys()
             missing = [k for k in keys if k not in x]
             if missing:
                 raise ValueError(f"{owner}: inputs {missing} are missing; got keys {sorted(x)}, "
@@ -358,7 +367,8 @@ class Model(Trainer, Layer):
         logits = layer.logits()
         return (logits, node) if logits is not None else (None, None)
 
-    def _pack_outputs(self, outs):
+    def pack_outputs(self, outs):
+        """A flat list aligned with :attr:`outputs` arranged as the model's outputs."""
         if isinstance(self._outputs_struct, (list, tuple, dict)):
             return pack_like(self._outputs_struct, outs)
         return outs[0]
@@ -380,7 +390,7 @@ class Model(Trainer, Layer):
         outs, states = self._run(xs, training)
         if training:
             self._train_cache = states
-        return self._pack_outputs(outs)
+        return self.pack_outputs(outs)
 
     def _build_for_call(self, args, kwargs):
         self._check_call(args, kwargs)
@@ -402,7 +412,7 @@ class Model(Trainer, Layer):
         given = flatten(args[0])
         batch = given[0].shape[0] if given and len(given[0].shape) else None
         outs = [KerasTensor((batch,) + tuple(t.shape[1:]), t.dtype) for t in self.outputs]
-        return self._pack_outputs(outs)
+        return self.pack_outputs(outs)
 
     def backward(self, dy, need_input_grad=True):
         """Backpropagate the last training call (the model used as a layer of another)."""

@@ -235,18 +235,18 @@ def numerics_report(model, x, y=None, policy=None, batch_size=32, loss_scale=Non
     """
     from mixedcore.models._model import Model
     from mixedcore.saving.config import clone_with_policy
-    from mixedcore.models._training import _batch_size, _require_samples
+    from mixedcore.trainers.data_adapters import check_batch_size, require_samples
     owner = "numerics_report"
     if not isinstance(model, Model):
         raise TypeError(f"{owner}: model must be a mixedcore Model or Sequential, got "
                         f"{type(model).__name__}")
-    batch_size = _batch_size(owner, batch_size)
+    batch_size = check_batch_size(owner, batch_size)
     if y is not None:
         model._require_compiled(owner)
     scale = _loss_scale(owner, model, loss_scale) if y is not None else None
     xs = model._standardize_inputs(owner, x)
     n = xs[0].shape[0] if xs and xs[0].ndim else 0
-    _require_samples(owner, n)
+    require_samples(owner, n)
     target = model if policy is None else clone_with_policy(owner, model, policy)
     if policy is not None and y is not None:
         target._loss_fns, target._loss_weights = model._loss_fns, model._loss_weights

@@ -179,8 +179,7 @@ class Sequential(Model):
         return out
 
     def _standardize_inputs(self, owner, x):
-        if self._graph is None:
-            self._build_from_data(owner, x)
+        self.build_from_sample(owner, x)
         if isinstance(x, (list, tuple)) and not isinstance(x, np.ndarray):
             x = as_numeric_array(owner, x)      # one input: a nested list is array data
         return Model._standardize_inputs(self, owner, x)

@@ -1,4 +1,8 @@
-"""Training: what ``compile`` / ``fit`` / ``evaluate`` / ``predict`` need beside the model.
+"""Trainers: what every model uses to learn and to be evaluated, apart from what a model is.
 
-- ``compile_state``: the compile state to and from Keras's compile config.
+- ``trainer``: ``Trainer``, the compile / fit / evaluate / predict of every model;
+- ``data_adapters``: batches from arrays, Sequence-like datasets and generators;
+- ``progress``: the progress display of fit / evaluate / predict;
+- ``compile_state``: the compile state to and from Keras's compile config;
+- ``scale_out``: predict and evaluate over Dask arrays.
 """

@@ -31,7 +31,6 @@ Design:
 """
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 from typing import Any, Callable
@@ -41,92 +40,14 @@ import numpy as np
 from mixedcore import kernels
 from mixedcore import losses as _losses
 from mixedcore import metrics as _metrics
-from mixedcore import scale_out as _scale_out
 from mixedcore._dtypes import as_numeric_array, to_compute
 from mixedcore.callbacks import CallbackList, History
-from mixedcore.models._data import Batches
+from mixedcore.trainers import data_adapters
+from mixedcore.trainers import scale_out as _scale_out
+from mixedcore.trainers.data_adapters import check_batch_size, require_samples
+from mixedcore.trainers.progress import format_log, progress_bar, verbosity
 
 __all__ = ["Trainer", "History"]
-
-
-def _interactive():
-    """Whether stdout is a terminal (progress bars redraw there; elsewhere they would write a
-    line per update)."""
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def _verbosity(owner, verbose):
-    """Keras's verbose argument, resolved: "auto" and 1 draw a bar on a terminal; redirected,
-    they write one line per epoch (2), as Keras's progress bar does without a terminal."""
-    if verbose == "auto":
-        verbose = 1
-    if isinstance(verbose, bool) or verbose not in (0, 1, 2):
-        raise ValueError(f"{owner}: verbose must be 'auto', 0, 1 or 2, got {verbose!r}")
-    if verbose == 1 and not _interactive():
-        return 2
-    return verbose
-
-
-def _require_samples(owner, n):
-    if not n:
-        raise ValueError(f"{owner}: the input data is empty (0 samples); expected at least one "
-                         f"sample")
-
-
-class _PlainProgress:
-    """Progress as plain lines on stdout, for verbose=1 when tqdm is not installed: a line at
-    every tenth of the steps and one at the end, with the latest logs."""
-
-    def __init__(self, total, desc):
-        self.total, self.desc, self.done, self.post = total, desc, 0, {}
-        self.next_report = 0.1
-        self.closed = False
-
-    def set_postfix(self, post, refresh=False):
-        self.post = dict(post)
-
-    def _line(self):
-        logs = "".join(f" - {k}: {v}" for k, v in self.post.items())
-        total = "?" if self.total is None else self.total
-        print(f"{self.desc}: {self.done}/{total} steps{logs}", file=sys.stdout, flush=True)
-
-    def update(self, n):
-        self.done += n
-        if self.total and self.done < self.total and self.done >= self.next_report * self.total:
-            self._line()
-            while self.next_report * self.total <= self.done:
-                self.next_report += 0.1
-
-    def close(self):
-        if not self.closed:
-            self.closed = True
-            self._line()
-
-
-def _progress(total, desc, verbose):
-    """Keras's verbose=1 display on stdout: a tqdm bar when tqdm is installed (the "progress"
-    extra), else plain lines (_PlainProgress); None for verbose 0 and 2."""
-    if verbose != 1:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return _PlainProgress(total, desc)
-    return tqdm(total=total, desc=desc, unit="step", file=sys.stdout, leave=True,
-                dynamic_ncols=True, mininterval=0.2)
-
-
-def _fmt(value, key=""):
-    if key == "loss_scale":
-        return f"{value:.0f}" if value < 1e15 else f"{value:g}"
-    if isinstance(value, float):
-        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
-            return f"{value:.4g}"
-        return f"{value:.4f}"
-    return str(value)
 
 
 def _loss_scale_value(optimizer):
@@ -136,31 +57,32 @@ def _loss_scale_value(optimizer):
     return float(value)
 
 
-def _batch_size(owner, batch_size):
-    if batch_size is None:
-        return 32
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-        raise TypeError(f"{owner}: batch_size must be an int, got {type(batch_size).__name__}")
-    if batch_size < 1:
-        raise ValueError(f"{owner}: batch_size must be >= 1, got {batch_size}")
-    return int(batch_size)
-
-
 class Trainer:
-    """compile / fit / evaluate / predict / train_on_batch for a model with a graph.
+    """compile / fit / evaluate / predict / train_on_batch, mixed into a model class.
 
-    The model provides ``_standardize_inputs(owner, x)`` (a flat list of arrays aligned with its
-    inputs), ``_run(xs, training)`` (flat outputs and, when training, the saved states),
-    ``_backward(states, output_grads, logits_grads)`` (weight gradients by weight id),
-    ``outputs``, ``output_names``, ``_dtype_policy`` and the weight lists.
+    The model provides ``built``, ``inputs``, ``input_names``, ``outputs``, ``output_names``,
+    ``_dtype_policy``, the weight lists, ``_leaf_layers()``, ``_standardize_inputs(owner, x)``
+    (a flat list of arrays aligned with its inputs), ``_run(xs, training)`` (flat outputs and,
+    when training, the saved states), ``_backward(states, output_grads, logits_grads)``
+    (weight gradients by weight id), ``_output_logits(i, states)``, and three of the hooks
+    below (``input_keys``, ``build_from_sample``, ``pack_outputs``).
+
+    Hooks
+    -----
+    Code that runs a model somewhere else (:mod:`mixedcore.trainers.scale_out`, on Dask)
+    calls these methods, ``predict``, ``evaluate`` and the public attributes above, and nothing
+    else of the model: ``input_keys``, ``build_from_sample``, ``pack_outputs``,
+    ``data_adapter``, ``batch_logs`` and ``mean_logs``.
     """
 
     # provided by the model class this is mixed into
     _dtype_policy: Any
+    inputs: Any
+    input_names: list[str]
     outputs: Any
     output_names: list[str]
     _run: Callable[..., Any]
-    _pack_outputs: Callable[..., Any]
+    _standardize_inputs: Callable[..., Any]
 
     def _init_training(self):
         self.optimizer = None
@@ -173,6 +95,61 @@ class Trainer:
         self._compile_config = None
         self.history = None
         self.stop_training = False
+
+    # -- hooks ----------------------------------------------------------------------------------
+    def input_keys(self) -> list[str]:
+        """Hook: the keys by which a dict of inputs is read, in the order of :attr:`inputs`."""
+        raise NotImplementedError
+
+    def build_from_sample(self, owner: str, sample: Any) -> None:
+        """Hook: build a model that waits for its first batch (a Sequential without an input
+        shape) from ``sample``, an array shaped and typed as one batch of inputs; nothing when
+        the model is built."""
+        raise NotImplementedError
+
+    def pack_outputs(self, outputs: list) -> Any:
+        """Hook: a flat list aligned with :attr:`outputs` arranged as the model's outputs (one
+        array, or a list / dict of them), as ``predict`` returns them."""
+        raise NotImplementedError
+
+    def data_adapter(self, owner: str, x: Any, y: Any = None, sample_weight: Any = None,
+                     class_weight: Any = None, batch_size: int = 32, shuffle: bool = False,
+                     steps: int | None = None,
+                     with_targets: bool = True) -> data_adapters.DataAdapter:
+        """Hook: the batches of ``x`` (and ``y``, ``sample_weight``) as fit / evaluate / predict
+        read them, with this model's checks (``owner`` names the caller in error messages).
+
+        Returns a :class:`~mixedcore.trainers.data_adapters.DataAdapter`, whose ``epoch()``
+        yields batches ``(xs, ys, sample_weights)``: flat lists aligned with the inputs and
+        outputs (``ys`` and the weights None when ``with_targets`` is False, for predict).
+        """
+        steps = data_adapters.check_steps(owner, steps)
+        if class_weight is not None and len(self.outputs) != 1:
+            raise ValueError(f"{owner}: class_weight is only supported for models with one "
+                             f"output; this model has {len(self.outputs)}")
+        standardize = data_adapters.Standardizers(self._standardize_inputs, self._check_xy,
+                                                  self._standardize_sample_weight)
+        return data_adapters.get_data_adapter(owner, standardize, x, y, sample_weight,
+                                              class_weight, batch_size, shuffle, steps,
+                                              with_targets)
+
+    def batch_logs(self, xs: list, ys: list, sample_weights: list | None = None) -> dict:
+        """Hook: loss and metrics (``{name: value}``) of one batch from :meth:`data_adapter`,
+        the model run for inference; the loss without the regularization penalty, which
+        :meth:`mean_logs` adds once."""
+        outs, _ = self._run(xs, training=False)
+        total, per_output, _, _ = self._losses(ys, outs, None, False, sample_weights)
+        return self._logs(total, per_output, ys, outs)
+
+    def mean_logs(self, totals: dict, seen: int) -> dict:
+        """Hook: the logs of a pass over ``seen`` samples from ``totals``, the sums of its
+        :meth:`batch_logs` each multiplied by its batch size (added in batch order, so a pass
+        split over several processes gives evaluate's bits): their mean, the regularization
+        penalty added to the loss."""
+        reg = self._regularization()[0]
+        logs = {k: v / max(seen, 1) for k, v in totals.items()}
+        logs["loss"] = logs.get("loss", 0.0) + reg
+        return logs
 
     # -- compile --------------------------------------------------------------------------------
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None, loss_weights: Any = None,
@@ -478,7 +455,7 @@ class Trainer:
                        return_dict=False):
         """One gradient step on one batch; returns the loss (and metrics) on that batch."""
         self._require_compiled("train_on_batch")
-        batches = Batches(self, "train_on_batch", x, y, sample_weight, class_weight)
+        batches = self.data_adapter("train_on_batch", x, y, sample_weight, class_weight)
         xs, ys, sws = batches.arrays
         loss, per_output, outs = self._train_step(xs, ys, sws)
         logs = self._logs(loss, per_output, ys, outs)
@@ -489,7 +466,7 @@ class Trainer:
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         """Loss (and metrics) on one batch, without updating the weights."""
         self._require_compiled("test_on_batch")
-        batches = Batches(self, "test_on_batch", x, y, sample_weight,
+        batches = self.data_adapter("test_on_batch", x, y, sample_weight,
                           batch_size=max(1, self._num_samples(x)))
         logs = self._evaluate_logs(batches)
         if return_dict:
@@ -550,7 +527,7 @@ class Trainer:
             Validate every ``validation_freq`` epochs.
         """
         self._require_compiled("fit")
-        batch_size = _batch_size("fit", batch_size)
+        batch_size = check_batch_size("fit", batch_size)
         for what, v in (("epochs", epochs), ("initial_epoch", initial_epoch)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise ValueError(f"fit: {what} must be a non-negative int, got {v!r}")
@@ -562,11 +539,11 @@ class Trainer:
                 or not 0 <= validation_split < 1:
             raise ValueError(f"fit: validation_split must be a float in [0, 1), got "
                              f"{validation_split!r}")
-        train = Batches(self, "fit", x, y, sample_weight, class_weight, batch_size, shuffle,
+        train = self.data_adapter("fit", x, y, sample_weight, class_weight, batch_size, shuffle,
                         steps_per_epoch)
-        if train.kind == "arrays":
-            _require_samples("fit", train.n)
-        val_batch = _batch_size("fit", validation_batch_size or batch_size)
+        if isinstance(train, data_adapters.ArrayDataAdapter):
+            require_samples("fit", train.n)
+        val_batch = check_batch_size("fit", validation_batch_size or batch_size)
         val = None
         if validation_data is not None:
             if isinstance(validation_data, (tuple, list)):
@@ -574,15 +551,15 @@ class Trainer:
                     raise ValueError(f"fit: validation_data must be (x_val, y_val) or (x_val, "
                                      f"y_val, sample_weight_val), got {len(validation_data)} items")
                 val_x, val_y, *val_w = validation_data
-                val = Batches(self, "fit (validation_data)", val_x, val_y,
+                val = self.data_adapter("fit (validation_data)", val_x, val_y,
                               sample_weight=val_w[0] if val_w else None, batch_size=val_batch,
                               steps=validation_steps)
             else:
-                val = Batches(self, "fit (validation_data)", validation_data,
+                val = self.data_adapter("fit (validation_data)", validation_data,
                               batch_size=val_batch, steps=validation_steps)
         elif validation_split:
             val = train.split(validation_split, val_batch)
-        verbose = _verbosity("fit", verbose)
+        verbose = verbosity("fit", verbose)
         steps = train.steps()
         history = History()
         cbs = CallbackList(callbacks, owner="fit")
@@ -597,7 +574,7 @@ class Trainer:
         epoch_logs = {}
         for epoch in range(initial_epoch, epochs):
             cbs.on_epoch_begin(epoch)
-            bar = _progress(steps, f"Epoch {epoch + 1}/{epochs}", verbose)
+            bar = progress_bar(steps, f"Epoch {epoch + 1}/{epochs}", verbose)
             start_time = time.perf_counter()
             totals: dict[str, float] = {}
             seen = 0
@@ -611,9 +588,9 @@ class Trainer:
                         totals[k] = totals.get(k, 0.0) + v * m
                     running = {k: v / seen for k, v in totals.items()}
                     if bar is not None:
-                        post = {k: _fmt(v) for k, v in running.items()}
+                        post = {k: format_log(v) for k, v in running.items()}
                         if scaled:
-                            post["loss_scale"] = _fmt(_loss_scale_value(self.optimizer),
+                            post["loss_scale"] = format_log(_loss_scale_value(self.optimizer),
                                                       "loss_scale")
                         bar.set_postfix(post, refresh=False)
                         bar.update(1)
@@ -629,7 +606,7 @@ class Trainer:
                     val_logs = self._evaluate_logs(val, cbs)
                     epoch_logs.update({f"val_{k}": v for k, v in val_logs.items()})
                 if bar is not None:
-                    bar.set_postfix({k: _fmt(v, k) for k, v in epoch_logs.items()},
+                    bar.set_postfix({k: format_log(v, k) for k, v in epoch_logs.items()},
                                     refresh=True)
             finally:
                 if bar is not None:
@@ -638,7 +615,7 @@ class Trainer:
             cbs.on_epoch_end(epoch, epoch_logs)
             if verbose == 2:
                 elapsed = time.perf_counter() - start_time
-                parts = " - ".join(f"{k}: {_fmt(v, k)}" for k, v in epoch_logs.items())
+                parts = " - ".join(f"{k}: {format_log(v, k)}" for k, v in epoch_logs.items())
                 print(f"Epoch {epoch + 1}/{epochs} - {elapsed:.2f}s - {parts}", flush=True)
             if self.stop_training or train.exhausted:
                 break
@@ -654,20 +631,17 @@ class Trainer:
         for step, (xb, yb, swb) in enumerate(batches.epoch()):
             if cbs is not None:
                 cbs.on_test_batch_begin(step)
-            outs, _ = self._run(xb, training=False)
-            total, per_output, _, _ = self._losses(yb, outs, None, False, swb)
+            batch = self.batch_logs(xb, yb, swb)
             m = xb[0].shape[0]
             seen += m
-            for k, v in self._logs(total, per_output, yb, outs).items():
+            for k, v in batch.items():
                 totals[k] = totals.get(k, 0.0) + v * m
             if bar is not None:
                 bar.update(1)
             if cbs is not None:
                 cbs.on_test_batch_end(step, {k: v / seen for k, v in totals.items()})
         batches.end_epoch()
-        reg = self._regularization()[0]
-        logs = {k: v / max(seen, 1) for k, v in totals.items()}
-        logs["loss"] = logs.get("loss", 0.0) + reg
+        logs = self.mean_logs(totals, seen)
         if cbs is not None:
             cbs.on_test_end(logs)
         return logs
@@ -683,27 +657,27 @@ class Trainer:
         (docs/scale_out.md).
         """
         self._require_compiled("evaluate")
-        batch_size = _batch_size("evaluate", batch_size)
-        verbose = _verbosity("evaluate", verbose)
+        batch_size = check_batch_size("evaluate", batch_size)
+        verbose = verbosity("evaluate", verbose)
         if _scale_out._has_dask(x) or _scale_out._has_dask(y):
             _no_dask_option("evaluate", steps=steps, callbacks=callbacks)
             logs = _scale_out.evaluate(self, x, y, sample_weight, batch_size)
             if return_dict:
                 return logs
             return logs["loss"] if len(logs) == 1 else list(logs.values())
-        batches = Batches(self, "evaluate", x, y, sample_weight, None, batch_size, False, steps)
-        if batches.kind == "arrays":
-            _require_samples("evaluate", batches.n)
+        batches = self.data_adapter("evaluate", x, y, sample_weight, None, batch_size, False, steps)
+        if isinstance(batches, data_adapters.ArrayDataAdapter):
+            require_samples("evaluate", batches.n)
         cbs = CallbackList(callbacks, model=self, owner="evaluate", verbose=verbose,
                            steps=batches.steps())
-        bar = _progress(batches.steps(), "evaluate", verbose)
+        bar = progress_bar(batches.steps(), "evaluate", verbose)
         try:
             logs = self._evaluate_logs(batches, cbs, bar)
         finally:
             if bar is not None:
                 bar.close()
         if verbose:
-            print(" - ".join(f"{k}: {_fmt(v)}" for k, v in logs.items()), flush=True)
+            print(" - ".join(f"{k}: {format_log(v)}" for k, v in logs.items()), flush=True)
         if return_dict:
             return logs
         return logs["loss"] if len(logs) == 1 else list(logs.values())
@@ -728,16 +702,16 @@ class Trainer:
         ndarray, or a list / dict of them for several outputs (as the model's outputs)
             Each in its output layer's compute dtype (float32 with a float32 softmax on top).
         """
-        batch_size = _batch_size("predict", batch_size)
+        batch_size = check_batch_size("predict", batch_size)
         if _scale_out._has_dask(x):
             _no_dask_option("predict", steps=steps, callbacks=callbacks)
             return _scale_out.predict(self, x, batch_size)
-        batches = Batches(self, "predict", x, batch_size=batch_size, steps=steps,
+        batches = self.data_adapter("predict", x, batch_size=batch_size, steps=steps,
                           with_targets=False)
-        verbose = _verbosity("predict", verbose)
+        verbose = verbosity("predict", verbose)
         total = batches.steps()
         cbs = CallbackList(callbacks, model=self, owner="predict", verbose=verbose, steps=total)
-        bar = _progress(total, "predict", verbose)
+        bar = progress_bar(total, "predict", verbose)
         pieces: Any = None
         cbs.on_predict_begin()
         try:
@@ -750,7 +724,7 @@ class Trainer:
                     r.append(o)
                 if bar is not None:
                     bar.update(1)
-                cbs.on_predict_batch_end(step, {"outputs": self._pack_outputs(list(outs))})
+                cbs.on_predict_batch_end(step, {"outputs": self.pack_outputs(list(outs))})
         finally:
             if bar is not None:
                 bar.close()
@@ -761,7 +735,7 @@ class Trainer:
         else:
             results = [r[0] if len(r) == 1 else np.concatenate(r, axis=0) for r in pieces]
         cbs.on_predict_end()
-        return self._pack_outputs(results)
+        return self.pack_outputs(results)
 
 
 def _no_dask_option(owner, **options):
