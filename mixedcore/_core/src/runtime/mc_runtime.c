@@ -39,7 +39,7 @@ void mc_rt_set_thread_override(int n) { mc_override_ = n <= 0 ? 0 : mc_clamp_thr
 int mc_rt_threads(void)
 {
     const int n = mc_override_ > 0 ? mc_override_ : mc_rt_process_threads();
-    return mc_threads_enabled() ? n : 1;
+    return mc_team_enabled() ? n : 1;
 }
 
 int mc_rt_threads_for(int64_t work, int64_t threshold)
@@ -238,10 +238,19 @@ float mc_round_f32(double x)
 
 /* --- running ------------------------------------------------------------------------------------ */
 
+/* What the team's helpers do for the engine (mc_team.h): the default floating-point
+ * environment, the CPU budget, and their workspaces, released after fork(). */
+static const mc_team_env mc_team_env_ = {
+    .cpu_budget = mc_rt_cpu_budget,
+    .enter = mc_fpenv_default,
+    .thread_state = mc_workspace_self,
+    .release = mc_workspace_release,
+};
+
 void mc_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads)
 {
     mc_fpenv saved;
     mc_fpenv_enter(&saved);
-    mc_pool_run(fn, ctx, nunits, nthreads);
+    mc_team_run(fn, ctx, nunits, nthreads, &mc_team_env_);
     mc_fpenv_leave(&saved);
 }

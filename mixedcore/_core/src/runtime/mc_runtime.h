@@ -1,5 +1,6 @@
 /* The run-time engine shared by every kernel family: settings, per-thread workspaces, the
- * floating-point environment, and running a call's work on the thread team.
+ * floating-point environment, and running a call's work on the thread team (mc_team.h, the
+ * layer below: the team calls nothing of this file except through what mc_run() hands it).
  *
  * Design:
  *   a. Settings (level, thread count, GEMM block sizes) are atomics written by the setters and
@@ -13,7 +14,7 @@
  *      worker, and gives the caller its own environment back (its exception flags included,
  *      so nothing raised inside leaks to numpy).  Results never depend on the caller's mode.
  *   d. Work is a number of independent units, fn(ctx, u) for u in [0, n): mc_run() runs them on
- *      the calling thread alone, or with helpers from the team (mc_pool.c) that claim units
+ *      the calling thread alone, or with helpers from the team (mc_team.c) that claim units
  *      dynamically.  A unit must not wait for another unit of the same run.
  *   e. Workspaces are per thread, kept between calls (no page faults on repeated calls) and
  *      freed when the thread exits.
@@ -23,8 +24,10 @@
 
 #include <stdint.h>
 
+#include "mc_team.h"
+
 enum {
-    MC_THREADS_MAX = 256,      /* threads one call may use */
+    MC_THREADS_MAX = MC_TEAM_MAX,   /* threads one call may use */
     MC_BLOCK_MAX_MC = 16384,   /* GEMM block sizes accepted by mc_rt_set_blocks */
     MC_BLOCK_MAX_KC = 16384,
     MC_BLOCK_MAX_NC = 65536,
@@ -89,16 +92,9 @@ void mc_reciprocal(double x, float *r32, double *r64);
 float mc_round_f32(double x);
 
 /* --- running a call (design d) ----------------------------------------------------------------- */
-typedef void (*mc_unit_fn)(void *ctx, int64_t unit);
 /* Runs units [0, nunits) on at most nthreads threads (the caller included), inside the default
  * floating-point environment; returns when all are done. */
 void mc_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads);
-
-/* The team (mc_pool.c).  mc_pool_run is mc_run without the floating-point environment. */
-void mc_pool_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads);
-int mc_pool_workers(void);                  /* worker threads started so far */
-void mc_pool_set_spin(int64_t idle_ns, int64_t wait_ns);   /* tuning */
-int mc_threads_enabled(void);               /* 0 when built without threads */
 
 /* Relaxed atomics for the drivers' shared flags and counters (a flag seen late costs a little
  * more work, never a wrong result). */
