@@ -22,10 +22,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include "mc_convert.h"
-#include "mc_convert_simd.h"
-
-#define MC_INLINE_ static inline __attribute__((always_inline))
-#define MC_RNE_SAE_ (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#include "mc_simd_avx512.h"
 
 /* Recompute the lanes named by a mask with a scalar twin. */
 #define MC_FIX_LANES_(mask, s, d, twin)                                               \
@@ -49,7 +46,7 @@
         for (; i + (W) <= n; i += (W))                                                \
             block(s + i, d + i, (MASK_T)~(MASK_T)0);                                  \
         if (i < n)                                                                    \
-            block(s + i, d + i, (MASK_T)((1u << (n - i)) - 1u));                      \
+            block(s + i, d + i, (MASK_T)mc_lanes_avx512(n - i));                       \
     }
 
 /* --- float32 <-> float16 ------------------------------------------------------------------- */

@@ -15,11 +15,9 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
-#include "mc_convert_simd.h"
 #include "mc_scan.h"
+#include "mc_simd_avx2.h"
 
-#define MC_INLINE_ static inline __attribute__((always_inline))
-#define MC_RNE_ _MM_FROUND_TO_NEAREST_INT
 #define MC_LD_(p) _mm256_load_si256((const __m256i *)(p))
 
 #define MC_FINITE256_(name, esize, MAXOP, GTOP, magnitude, inf_minus_1)               \

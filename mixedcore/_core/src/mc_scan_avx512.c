@@ -27,11 +27,8 @@
  */
 #include <immintrin.h>
 #include <stdint.h>
-#include "mc_convert_simd.h"
 #include "mc_scan.h"
-
-#define MC_INLINE_ static inline __attribute__((always_inline))
-#define MC_RNE_SAE_ (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#include "mc_simd_avx512.h"
 
 /* --- all_finite ---------------------------------------------------------------------------- */
 
@@ -117,7 +114,7 @@ MC_INLINE_ __m256i bf16_unscale16_(__m256i h, __m512 inv)
         int64_t i = 0;                                                                \
         (void)inv64;                                                                  \
         if (head > 0) {                                                               \
-            const __mmask16 k = (__mmask16)((1u << head) - 1u);                       \
+            const __mmask16 k = mc_mask16_avx512(head);                       \
             const __m256i h = _mm256_maskz_loadu_epi16(k, s);                         \
             acc = _mm256_and_si256(h, m);                                             \
             _mm256_mask_storeu_epi16(s, k, op(h, inv));                               \
@@ -133,7 +130,7 @@ MC_INLINE_ __m256i bf16_unscale16_(__m256i h, __m512 inv)
         }                                                                             \
         for (; i < n; i += 16) {                                                      \
             const int64_t r = n - i < 16 ? n - i : 16;                                \
-            const __mmask16 k = (__mmask16)((1u << r) - 1u);                          \
+            const __mmask16 k = mc_mask16_avx512(r);                          \
             const __m256i h = _mm256_maskz_loadu_epi16(k, s + i);                     \
             acc = _mm256_max_epi16(acc, _mm256_and_si256(h, m));                      \
             _mm256_mask_storeu_epi16(s + i, k, op(h, inv));                           \
@@ -154,7 +151,7 @@ static int mc_unscale_f32_avx512(void *p, int64_t n, float inv32, double inv64)
     int64_t i = 0;
     (void)inv64;
     if (head > 0) {
-        const __mmask16 k = (__mmask16)((1u << head) - 1u);
+        const __mmask16 k = mc_mask16_avx512(head);
         const __m512 v = _mm512_maskz_loadu_ps(k, x);
         acc0 = _mm512_and_si512(_mm512_castps_si512(v), m);
         _mm512_mask_storeu_ps(x, k, _mm512_mul_ps(v, inv));
@@ -169,7 +166,7 @@ static int mc_unscale_f32_avx512(void *p, int64_t n, float inv32, double inv64)
     }
     for (; i < n; i += 16) {
         const int64_t r = n - i < 16 ? n - i : 16;
-        const __mmask16 k = (__mmask16)((1u << r) - 1u);
+        const __mmask16 k = mc_mask16_avx512(r);
         const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
         acc0 = _mm512_max_epi32(acc0, _mm512_and_si512(_mm512_castps_si512(v), m));
         _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(v, inv));
@@ -187,7 +184,7 @@ static int mc_unscale_f64_avx512(void *p, int64_t n, float inv32, double inv64)
     int64_t i = 0;
     (void)inv32;
     if (head > 0) {
-        const __mmask8 k = (__mmask8)((1u << head) - 1u);
+        const __mmask8 k = mc_mask8_avx512(head);
         const __m512d v = _mm512_maskz_loadu_pd(k, x);
         acc0 = _mm512_and_si512(_mm512_castpd_si512(v), m);
         _mm512_mask_storeu_pd(x, k, _mm512_mul_pd(v, inv));
@@ -202,7 +199,7 @@ static int mc_unscale_f64_avx512(void *p, int64_t n, float inv32, double inv64)
     }
     for (; i < n; i += 8) {
         const int64_t r = n - i < 8 ? n - i : 8;
-        const __mmask8 k = (__mmask8)((1u << r) - 1u);
+        const __mmask8 k = mc_mask8_avx512(r);
         const __m512d v = _mm512_maskz_loadu_pd(k, x + i);
         acc0 = _mm512_max_epi32(acc0, _mm512_and_si512(_mm512_castpd_si512(v), m));
         _mm512_mask_storeu_pd(x + i, k, _mm512_mul_pd(v, inv));
