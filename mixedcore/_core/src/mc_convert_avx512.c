@@ -129,7 +129,7 @@ MC_ENTRY_(f64_f16, uint64_t, uint16_t, 8, __mmask8, f64_f16_block_)
 MC_INLINE_ void f64_bf16_block_(const uint64_t *s, uint16_t *d, __mmask8 m)
 {
     const __m512d x = _mm512_castsi512_pd(_mm512_maskz_loadu_epi64(m, s));
-    _mm_mask_storeu_epi16(d, m, _mm256_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512vl(f64_to_f32_odd_(x))));
+    _mm_mask_storeu_epi16(d, m, _mm256_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx2(f64_to_f32_odd_(x))));
 }
 
 MC_ENTRY_(f64_bf16, uint64_t, uint16_t, 8, __mmask8, f64_bf16_block_)

@@ -48,10 +48,8 @@ static int mc_unscale_bf16_avx512bf16(void *p, int64_t n, float inv32, double in
     const __m256i m = _mm256_set1_epi16(0x7FFF);
     __m256i acc = _mm256_setzero_si256();
     /* elements before the first 32-byte boundary, so that the main loop's stores are aligned */
-    int64_t i = (int64_t)(((0u - (uintptr_t)s) & 31u) / 2u);
+    int64_t i = mc_aligned_head(s, 32u, 2u, n);
     (void)inv64;
-    if (i > n)
-        i = n;
     if (i > 0) {
         const __mmask16 k = mc_mask16_avx512(i);
         const __m256i h = _mm256_maskz_loadu_epi16(k, s);

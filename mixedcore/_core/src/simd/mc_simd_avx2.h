@@ -5,8 +5,8 @@
  * Design:
  *   a. Header-only static inline functions, so each level's file compiles them with its own
  *      flags; the generic files never include a simd header, so they never see a vector type.
- *   b. A helper here does exactly what the copies it replaces did, instruction for instruction:
- *      the kernels' results stay bit-identical at every level (the kernel tests check it).
+ *   b. A helper here gives, lane for lane, the bits the per-family copies it replaced gave: the
+ *      kernels' results are bit-identical at every level (the kernel tests check it).
  *   c. Element types are the codes of mc_convert_scalar.h (MC_F16, MC_BF16, MC_F32).
  *   d. What belongs here: a load, store, mask, rounding or shuffle that two families (or two
  *      levels of one family, through mc_simd_avx512.h) would otherwise write each.  Vector math
@@ -23,6 +23,15 @@
 #define MC_INLINE_ static inline __attribute__((always_inline))
 /* The rounding argument of VCVTPS2PH: to nearest even. */
 #define MC_RNE_ _MM_FROUND_TO_NEAREST_INT
+
+/* Elements of `esize` bytes before the first `align`-byte boundary at or after p (align a power
+ * of two), at most n: the head a kernel handles apart so that its main loop's accesses are
+ * aligned. */
+MC_INLINE_ int64_t mc_aligned_head(const void *p, unsigned align, unsigned esize, int64_t n)
+{
+    const int64_t head = (int64_t)(((0u - (uintptr_t)p) & (align - 1u)) / esize);
+    return head < n ? head : n;
+}
 
 /* 8 elements of `type` (float16, bfloat16 or float32) at p as float32 lanes: exact. */
 MC_INLINE_ __m256 mc_load8_avx2(const char *p, int type)

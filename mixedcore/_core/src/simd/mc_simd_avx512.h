@@ -44,7 +44,8 @@ MC_INLINE_ __m512 mc_load16_avx512(const char *p, int type, __mmask16 m)
 
 /* --- float32 -> bfloat16 ------------------------------------------------------------------------- */
 
-/* mc_f32_to_bf16_lanes_avx2 on 16 lanes, the NaN lanes found with a mask compare. */
+/* mc_f32_to_bf16_lanes_avx2 on 16 lanes, the NaN lanes found with a mask compare (8 lanes
+ * take mc_f32_to_bf16_lanes_avx2 itself). */
 MC_INLINE_ __m512i mc_f32_to_bf16_lanes_avx512(__m512i b)
 {
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
@@ -56,20 +57,6 @@ MC_INLINE_ __m512i mc_f32_to_bf16_lanes_avx512(__m512i b)
         _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x8000)),
         _mm512_set1_epi32(0x7FC0));
     return _mm512_mask_mov_epi32(r, nan, qnan);
-}
-
-/* The same on 8 lanes (AVX-512VL). */
-MC_INLINE_ __m256i mc_f32_to_bf16_lanes_avx512vl(__m256i b)
-{
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
-    const __m256i r = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7FFF)), lsb), 16);
-    const __m256i a = _mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF));
-    const __mmask8 nan = _mm256_cmpgt_epu32_mask(a, _mm256_set1_epi32(0x7F800000));
-    const __m256i qnan = _mm256_or_si256(
-        _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(0x8000)),
-        _mm256_set1_epi32(0x7FC0));
-    return _mm256_mask_mov_epi32(r, nan, qnan);
 }
 
 /* --- shuffles ------------------------------------------------------------------------------------ */
