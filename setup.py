@@ -6,10 +6,13 @@ Design:
   b. SIMD kernels live in C files named ``*_<isa>.c``; each is compiled on its own with exactly
      the instruction-set flags of its level and linked into the module.  The rest of the module
      is compiled for the baseline of the platform, so the extension runs on any x86-64 CPU and
-     picks the kernels at run time.  Never -march=native, never -ffast-math.
-  c. Threads are the project's own team on POSIX threads (src/mc_pool.c), no OpenMP runtime;
-     MIXEDCORE_NO_THREADS=1 (or a platform without POSIX threads) builds it without, and every
-     call then runs on its caller.
+     picks the kernels at run time.  Never -march=native, never -ffast-math.  The C sources and
+     headers are found anywhere below src/ (runtime/, simd/, a folder per kernel family), the
+     level read from the file name alone, and every folder there is an include directory, so a
+     file includes another by its name.
+  c. Threads are the project's own team on POSIX threads (src/runtime/mc_team.c), no OpenMP
+     runtime; MIXEDCORE_NO_THREADS=1 (or a platform without POSIX threads) builds it without,
+     and every call then runs on its caller.
   d. On a platform that is not x86-64 (or a compiler that is not GCC-compatible) only the
      generic level is built.
   e. Every C object is compiled with -fvisibility=hidden: the module exports PyInit__mixedcore
@@ -144,12 +147,31 @@ def _source_level(path):
     return None
 
 
+def _src_files(suffix):
+    """Files below src/ whose names end in ``suffix``, as paths relative to the project."""
+    found = []
+    for root, dirs, files in os.walk(os.path.join(HERE, SRC)):
+        dirs.sort()
+        rel = os.path.relpath(root, HERE)
+        found += [os.path.join(rel, f) for f in files if f.endswith(suffix)]
+    return sorted(found)
+
+
 def _headers():
-    return sorted(os.path.join(SRC, f) for f in os.listdir(os.path.join(HERE, SRC)) if f.endswith(".h"))
+    return _src_files(".h")
 
 
 def _c_sources():
-    return sorted(os.path.join(SRC, f) for f in os.listdir(os.path.join(HERE, SRC)) if f.endswith(".c"))
+    return _src_files(".c")
+
+
+def _include_dirs():
+    """src/ and every folder below it."""
+    found = []
+    for root, dirs, _ in os.walk(os.path.join(HERE, SRC)):
+        dirs.sort()
+        found.append(os.path.relpath(root, HERE))
+    return sorted(found)
 
 
 def _out_of_tree_build_dir():
@@ -167,7 +189,7 @@ extensions = [
     Extension(
         "mixedcore._core._mixedcore",
         sources=[os.path.join("mixedcore", "_core", "_mixedcore.pyx")] + _c_sources(),
-        include_dirs=[SRC, numpy.get_include()],
+        include_dirs=_include_dirs() + [numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
 ]

@@ -4,7 +4,7 @@
 Design:
   a. One module, so there is one engine (levels, settings, thread team) in the process; the
      drivers of every kernel family are included from ``_*.pxi`` files.  The engine itself is C
-     (``src/mc_runtime.h``, ``mc_pool.c``, ``mc_kernels.h``); this module reads arrays into the
+     (``src/runtime/``: ``mc_runtime.h``, ``mc_team.h``, ``mc_kernels.h``); this module reads arrays into the
      C descriptors, releases the GIL and calls it.
   b. Callers (``mixedcore.kernels``) have validated everything: dtypes are supported, shapes
      agree, outputs are writable, aligned to their item size and do not overlap inputs.
@@ -56,15 +56,17 @@ cdef extern from "mc_runtime.h" nogil:
     int mc_rt_set_blocks(int64_t mc, int64_t kc, int64_t nc)
     int64_t mc_workspace_held()
     void mc_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads)
-    int mc_pool_workers()
-    void mc_pool_set_spin(int64_t idle_ns, int64_t wait_ns)
-    int mc_threads_enabled()
     int mc_flag_get(const int *f)
     void mc_flag_set(int *f)
     int64_t mc_fetch_add(int64_t *p, int64_t v)
     void mc_reciprocal(double x, float *r32, double *r64)
     int mc_fpenv_mxcsr(unsigned int *engine, unsigned int *current)
     float mc_round_f32(double x)
+
+cdef extern from "mc_team.h" nogil:
+    int mc_team_workers()
+    void mc_team_set_spin(int64_t idle_ns, int64_t wait_ns)
+    int mc_team_enabled()
 
 cdef extern from "mc_kernels.h" nogil:
     void mc_kernels_init()
@@ -103,7 +105,7 @@ def build_info():
     return {"compiler": MC_BUILD_COMPILER.decode("utf-8", "replace"),
             "flags": MC_BUILD_FLAGS.decode("utf-8", "replace"),
             "isa_levels": MC_BUILD_LEVELS.decode("utf-8", "replace").split(","),
-            "threads": bool(mc_threads_enabled())}
+            "threads": bool(mc_team_enabled())}
 
 
 def fpenv_mxcsr():
@@ -125,7 +127,7 @@ def set_level(int level):
 
 def threads_enabled():
     """True when the build has the thread team (False: every call runs on its caller)."""
-    return bool(mc_threads_enabled())
+    return bool(mc_team_enabled())
 
 
 def get_num_threads():
@@ -160,12 +162,12 @@ def set_cpu_budget(int n):
 
 def pool_workers():
     """Worker threads the team has started in this process."""
-    return mc_pool_workers()
+    return mc_team_workers()
 
 
 def pool_set_spin(int64_t idle_ns=-1, int64_t wait_ns=-1):
     """How long idle workers and waiting callers spin before they sleep (for tuning)."""
-    mc_pool_set_spin(idle_ns, wait_ns)
+    mc_team_set_spin(idle_ns, wait_ns)
 
 
 def round_f32(double x):

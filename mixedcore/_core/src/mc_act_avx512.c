@@ -15,11 +15,7 @@
 #include <string.h>
 #include "mc_act.h"
 #include "mc_act_avx512_inl.h"
-
-static inline __mmask16 mc_act_tail_mask_(int64_t left)
-{
-    return (__mmask16)((1u << left) - 1u);
-}
+#include "mc_simd_avx512.h"
 
 #define MC_ACT_FORWARD_LOOP_(ACT)                                                             \
     do {                                                                                      \
@@ -27,7 +23,7 @@ static inline __mmask16 mc_act_tail_mask_(int64_t left)
         for (; i + 16 <= n; i += 16)                                                          \
             _mm512_storeu_ps(y + i, mc_act_ps_(ACT, _mm512_loadu_ps(x + i)));                 \
         if (i < n) {                                                                          \
-            const __mmask16 m = mc_act_tail_mask_(n - i);                                     \
+            const __mmask16 m = mc_mask16_avx512(n - i);                                     \
             _mm512_mask_storeu_ps(y + i, m, mc_act_ps_(ACT, _mm512_maskz_loadu_ps(m, x + i))); \
         }                                                                                     \
     } while (0)
@@ -39,7 +35,7 @@ static inline __mmask16 mc_act_tail_mask_(int64_t left)
             _mm512_storeu_ps(dx + i, mc_act_grad_ps_(ACT, _mm512_loadu_ps(dy + i),            \
                                                      _mm512_loadu_ps(x + i)));                \
         if (i < n) {                                                                          \
-            const __mmask16 m = mc_act_tail_mask_(n - i);                                     \
+            const __mmask16 m = mc_mask16_avx512(n - i);                                     \
             _mm512_mask_storeu_ps(dx + i, m,                                                  \
                                   mc_act_grad_ps_(ACT, _mm512_maskz_loadu_ps(m, dy + i),      \
                                                   _mm512_maskz_loadu_ps(m, x + i)));          \

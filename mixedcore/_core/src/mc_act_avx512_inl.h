@@ -21,6 +21,7 @@
 
 #include <immintrin.h>
 #include "mc_act_scalar.h"
+#include "mc_simd_avx512.h"
 
 #define MC_ACT_INLINE_ static inline __attribute__((always_inline))
 
@@ -258,7 +259,7 @@ MC_ACT_INLINE_ int mc_softmax_max_avx512_(const float *x, int64_t n, double *m, 
     __m512 mv = _mm512_set1_ps(-INFINITY);
     __mmask16 nan = 0;
     for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        const __mmask16 k = mc_mask16_avx512(n - i);
         const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
         nan |= _mm512_mask_cmp_ps_mask(k, v, v, _CMP_UNORD_Q);
         mv = _mm512_mask_max_ps(mv, k, mv, v);
@@ -288,7 +289,7 @@ MC_ACT_INLINE_ void mc_softmax_row_avx512_(const float *x, float *y, int64_t n, 
     double keep[MC_SOFTMAX_KEEP_ + 8];
     const int kept = !log_ && n <= MC_SOFTMAX_KEEP_;
     for (int64_t i = 0; i < n; i += 8) {
-        const __mmask8 k = n - i >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (n - i)) - 1u);
+        const __mmask8 k = mc_mask8_avx512(n - i);
         __mmask8 ks = k;
         if (am >= i && am < i + 8)
             ks &= (__mmask8)~(1u << (am - i));
@@ -303,7 +304,7 @@ MC_ACT_INLINE_ void mc_softmax_row_avx512_(const float *x, float *y, int64_t n, 
     const double t = mc_softmax_tree_(a);
     const __m512d sv = _mm512_set1_pd(log_ ? log1p(t) : 1.0 + t);
     for (int64_t i = 0; i < n; i += 8) {
-        const __mmask8 k = n - i >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (n - i)) - 1u);
+        const __mmask8 k = mc_mask8_avx512(n - i);
         __m512d v;
         if (kept) {
             v = _mm512_div_pd(_mm512_loadu_pd(keep + i), sv);

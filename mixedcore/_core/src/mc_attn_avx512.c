@@ -18,25 +18,7 @@
 #include "mc_act_avx512_inl.h"
 #include "mc_attn.h"
 #include "mc_attn_scalar.h"
-#include "mc_convert_simd.h"
-
-#define MC_ATTN_INLINE_ static inline __attribute__((always_inline))
-
-static inline __mmask16 mc_attn_tail_(int64_t n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
-}
-
-/* n (<= 16) elements of `type` at p, contiguous, as float32 lanes (the rest zero). */
-MC_ATTN_INLINE_ __m512 mc_attn_load16_(const char *p, int type, __mmask16 m)
-{
-    if (type == MC_F32)
-        return _mm512_maskz_loadu_ps(m, p);
-    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
-    if (type == MC_F16)
-        return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
+#include "mc_simd_avx512.h"
 
 /* A row of n elements (byte stride st) into dst as float32, zero padded to 16 lanes. */
 static void mc_attn_row_(const char *src, int64_t st, int type, int64_t n, float *dst)
@@ -44,7 +26,7 @@ static void mc_attn_row_(const char *src, int64_t st, int type, int64_t n, float
     const int64_t size = type == MC_F32 ? 4 : 2;
     if (st == size) {
         for (int64_t c = 0; c < n; c += 16)
-            _mm512_storeu_ps(dst + c, mc_attn_load16_(src + c * size, type, mc_attn_tail_(n - c)));
+            _mm512_storeu_ps(dst + c, mc_load16_avx512(src + c * size, type, mc_mask16_avx512(n - c)));
         return;
     }
     int64_t c = 0;
@@ -82,8 +64,8 @@ static inline __mmask16 mc_attn_mask16_(const mc_attn_args *a, const unsigned ch
     if (mrow != NULL) {
         const int64_t n = a->s - j0 < 16 ? a->s - j0 : 16;
         if (a->m_st[3] == 1) {
-            const __m128i b = _mm_maskz_loadu_epi8(mc_attn_tail_(n), mrow + j0);
-            out = _mm_mask_cmpeq_epi8_mask(mc_attn_tail_(n), b, _mm_setzero_si128());
+            const __m128i b = _mm_maskz_loadu_epi8(mc_mask16_avx512(n), mrow + j0);
+            out = _mm_mask_cmpeq_epi8_mask(mc_mask16_avx512(n), b, _mm_setzero_si128());
         } else {
             for (int64_t l = 0; l < n; ++l)
                 if (mrow[(j0 + l) * a->m_st[3]] == 0)
@@ -103,7 +85,7 @@ static inline __mmask16 mc_attn_mask16_(const mc_attn_args *a, const unsigned ch
 /* tot[r][c] (r < 4, c < NC) = sum_k x[r][k] * y[k * ys + 16 c .. + 15] in the order of
  * mc_attn_dot_: 4 * NC independent chains (enough to cover the FMA latency).  Called with a
  * constant NC, so the loops unroll into registers. */
-MC_ATTN_INLINE_ void mc_attn_tile_(const float *const *x, const float *y, int64_t ys, int64_t n,
+MC_INLINE_ void mc_attn_tile_(const float *const *x, const float *y, int64_t ys, int64_t n,
                                    int pairs, const int NC, __m512 tot[4][4])
 {
     const int64_t kc = pairs ? MC_ATTN_KC_PAIRS : MC_ATTN_KC;
@@ -146,7 +128,7 @@ MC_ATTN_INLINE_ void mc_attn_tile_(const float *const *x, const float *y, int64_
 }
 
 /* float32 lanes rounded to `type` and widened back (mc_attn_round_). */
-MC_ATTN_INLINE_ __m512 mc_attn_round16_(__m512 v, int type)
+MC_INLINE_ __m512 mc_attn_round16_(__m512 v, int type)
 {
     if (type == MC_BF16)
         return _mm512_castsi512_ps(_mm512_slli_epi32(
@@ -166,7 +148,7 @@ static void mc_attn_store_row_avx512_(const mc_attn_args *a, int64_t bh, int64_t
     }
     char *o = a->out + (bh / a->h) * a->o_st[0] + (bh % a->h) * a->o_st[1] + i * a->o_st[2];
     for (int64_t c = 0; c < a->dv; c += 16) {
-        const __mmask16 m = mc_attn_tail_(a->dv - c);
+        const __mmask16 m = mc_mask16_avx512(a->dv - c);
         const __m512 v = _mm512_load_ps(orow + c);
         if (a->out_type == MC_F32)
             _mm512_mask_storeu_ps(o + c * 4, m, v);

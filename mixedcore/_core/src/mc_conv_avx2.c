@@ -13,20 +13,9 @@
 #include <string.h>
 #include "mc_conv.h"
 #include "mc_conv_scalar.h"
-
-#define MC_INLINE_ static inline __attribute__((always_inline))
+#include "mc_simd_avx2.h"
 
 MC_INLINE_ __m128i mc_raw8_(const char *p) { return _mm_loadu_si128((const __m128i *)p); }
-
-MC_INLINE_ __m256 mc_cload8_(const char *p, int type)
-{
-    if (type == MC_F32)
-        return _mm256_loadu_ps((const float *)p);
-    const __m128i h = mc_raw8_(p);
-    if (type == MC_F16)
-        return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
 
 static void mc_dw_avx2_(const char *x, int type, const int64_t *xoff, const void *w,
                         const int64_t *woff, int ntaps, int64_t c, int64_t mult, int64_t wm,
@@ -46,11 +35,11 @@ static void mc_dw_avx2_(const char *x, int type, const int64_t *xoff, const void
             for (int t = 0; t < ntaps; ++t) {
                 const char *xp = x + xoff[t] + ch * es;
                 const float *wp = wf + woff[t] + ch;
-                s0 = _mm256_fmadd_ps(mc_cload8_(xp, type), _mm256_loadu_ps(wp), s0);
-                s1 = _mm256_fmadd_ps(mc_cload8_(xp + 8 * es, type), _mm256_loadu_ps(wp + 8), s1);
-                s2 = _mm256_fmadd_ps(mc_cload8_(xp + 16 * es, type), _mm256_loadu_ps(wp + 16),
+                s0 = _mm256_fmadd_ps(mc_load8_avx2(xp, type), _mm256_loadu_ps(wp), s0);
+                s1 = _mm256_fmadd_ps(mc_load8_avx2(xp + 8 * es, type), _mm256_loadu_ps(wp + 8), s1);
+                s2 = _mm256_fmadd_ps(mc_load8_avx2(xp + 16 * es, type), _mm256_loadu_ps(wp + 16),
                                      s2);
-                s3 = _mm256_fmadd_ps(mc_cload8_(xp + 24 * es, type), _mm256_loadu_ps(wp + 24),
+                s3 = _mm256_fmadd_ps(mc_load8_avx2(xp + 24 * es, type), _mm256_loadu_ps(wp + 24),
                                      s3);
             }
             _mm256_storeu_ps(af + ch, s0);
@@ -61,7 +50,7 @@ static void mc_dw_avx2_(const char *x, int type, const int64_t *xoff, const void
         for (; ch + 8 <= c; ch += 8) {
             __m256 s = _mm256_setzero_ps();
             for (int t = 0; t < ntaps; ++t)
-                s = _mm256_fmadd_ps(mc_cload8_(x + xoff[t] + ch * es, type),
+                s = _mm256_fmadd_ps(mc_load8_avx2(x + xoff[t] + ch * es, type),
                                     _mm256_loadu_ps(wf + woff[t] + ch), s);
             _mm256_storeu_ps(af + ch, s);
         }
@@ -88,16 +77,16 @@ static void mc_pool_avx2_(const char *x, int type, const int64_t *xoff, int ntap
     int64_t ch = 0;
     for (; ch + 8 <= c; ch += 8) {
         const char *x0 = x + xoff[0] + ch * es;
-        __m256 m = mc_cload8_(x0, type);
+        __m256 m = mc_load8_avx2(x0, type);
         if (op == MC_POOL_SUM) {
             for (int t = 1; t < ntaps; ++t)
-                m = _mm256_add_ps(m, mc_cload8_(x + xoff[t] + ch * es, type));
+                m = _mm256_add_ps(m, mc_load8_avx2(x + xoff[t] + ch * es, type));
             _mm256_storeu_ps((float *)acc + ch, m);
             continue;
         }
         if (type == MC_F32) {
             for (int t = 1; t < ntaps; ++t) {
-                const __m256 v = mc_cload8_(x + xoff[t] + ch * es, type);
+                const __m256 v = mc_load8_avx2(x + xoff[t] + ch * es, type);
                 m = _mm256_blendv_ps(m, v, mc_takes8_(v, m));
             }
             _mm256_storeu_ps((float *)acc + ch, m);
@@ -106,7 +95,7 @@ static void mc_pool_avx2_(const char *x, int type, const int64_t *xoff, int ntap
         __m128i raw = mc_raw8_(x0);
         for (int t = 1; t < ntaps; ++t) {
             const char *p = x + xoff[t] + ch * es;
-            const __m256 v = mc_cload8_(p, type);
+            const __m256 v = mc_load8_avx2(p, type);
             const __m256i take = _mm256_castps_si256(mc_takes8_(v, m));
             m = _mm256_blendv_ps(m, v, _mm256_castsi256_ps(take));
             const __m128i t16 = _mm_packs_epi32(_mm256_castsi256_si128(take),

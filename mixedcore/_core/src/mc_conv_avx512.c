@@ -18,23 +18,7 @@
 #include <string.h>
 #include "mc_conv.h"
 #include "mc_conv_scalar.h"
-
-#define MC_INLINE_ static inline __attribute__((always_inline))
-
-MC_INLINE_ __mmask16 mc_cmask_(int64_t n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
-MC_INLINE_ __m512 mc_cload_(const char *p, int type, __mmask16 m)
-{
-    if (type == MC_F32)
-        return _mm512_maskz_loadu_ps(m, p);
-    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
-    if (type == MC_F16)
-        return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
+#include "mc_simd_avx512.h"
 
 static void mc_dw_avx512_(const char *x, int type, const int64_t *xoff, const void *w,
                           const int64_t *woff, int ntaps, int64_t c, int64_t mult, int64_t wm,
@@ -54,12 +38,12 @@ static void mc_dw_avx512_(const char *x, int type, const int64_t *xoff, const vo
             for (int t = 0; t < ntaps; ++t) {
                 const char *xp = x + xoff[t] + ch * es;
                 const float *wp = wf + woff[t] + ch;
-                s0 = _mm512_fmadd_ps(mc_cload_(xp, type, 0xFFFF), _mm512_loadu_ps(wp), s0);
-                s1 = _mm512_fmadd_ps(mc_cload_(xp + 16 * es, type, 0xFFFF),
+                s0 = _mm512_fmadd_ps(mc_load16_avx512(xp, type, 0xFFFF), _mm512_loadu_ps(wp), s0);
+                s1 = _mm512_fmadd_ps(mc_load16_avx512(xp + 16 * es, type, 0xFFFF),
                                      _mm512_loadu_ps(wp + 16), s1);
-                s2 = _mm512_fmadd_ps(mc_cload_(xp + 32 * es, type, 0xFFFF),
+                s2 = _mm512_fmadd_ps(mc_load16_avx512(xp + 32 * es, type, 0xFFFF),
                                      _mm512_loadu_ps(wp + 32), s2);
-                s3 = _mm512_fmadd_ps(mc_cload_(xp + 48 * es, type, 0xFFFF),
+                s3 = _mm512_fmadd_ps(mc_load16_avx512(xp + 48 * es, type, 0xFFFF),
                                      _mm512_loadu_ps(wp + 48), s3);
             }
             _mm512_storeu_ps(af + ch, s0);
@@ -68,10 +52,10 @@ static void mc_dw_avx512_(const char *x, int type, const int64_t *xoff, const vo
             _mm512_storeu_ps(af + ch + 48, s3);
         }
         for (; ch < c; ch += 16) {
-            const __mmask16 k = mc_cmask_(c - ch);
+            const __mmask16 k = mc_mask16_avx512(c - ch);
             __m512 s = _mm512_setzero_ps();
             for (int t = 0; t < ntaps; ++t)
-                s = _mm512_fmadd_ps(mc_cload_(x + xoff[t] + ch * es, type, k),
+                s = _mm512_fmadd_ps(mc_load16_avx512(x + xoff[t] + ch * es, type, k),
                                     _mm512_maskz_loadu_ps(k, wf + woff[t] + ch), s);
             _mm512_mask_storeu_ps(af + ch, k, s);
         }
@@ -94,18 +78,18 @@ static void mc_pool_avx512_(const char *x, int type, const int64_t *xoff, int nt
     }
     const int64_t es = type == MC_F32 ? 4 : 2;
     for (int64_t ch = 0; ch < c; ch += 16) {
-        const __mmask16 k = mc_cmask_(c - ch);
+        const __mmask16 k = mc_mask16_avx512(c - ch);
         const char *x0 = x + xoff[0] + ch * es;
-        __m512 m = mc_cload_(x0, type, k);
+        __m512 m = mc_load16_avx512(x0, type, k);
         if (op == MC_POOL_SUM) {
             for (int t = 1; t < ntaps; ++t)
-                m = _mm512_add_ps(m, mc_cload_(x + xoff[t] + ch * es, type, k));
+                m = _mm512_add_ps(m, mc_load16_avx512(x + xoff[t] + ch * es, type, k));
             _mm512_mask_storeu_ps((float *)acc + ch, k, m);
             continue;
         }
         if (type == MC_F32) {
             for (int t = 1; t < ntaps; ++t) {
-                const __m512 v = mc_cload_(x + xoff[t] + ch * es, type, k);
+                const __m512 v = mc_load16_avx512(x + xoff[t] + ch * es, type, k);
                 m = _mm512_mask_blend_ps(mc_takes_(v, m), m, v);
             }
             _mm512_mask_storeu_ps((float *)acc + ch, k, m);
@@ -114,7 +98,7 @@ static void mc_pool_avx512_(const char *x, int type, const int64_t *xoff, int nt
         __m256i raw = _mm256_maskz_loadu_epi16(k, x0);
         for (int t = 1; t < ntaps; ++t) {
             const char *p = x + xoff[t] + ch * es;
-            const __m512 v = mc_cload_(p, type, k);
+            const __m512 v = mc_load16_avx512(p, type, k);
             const __mmask16 take = mc_takes_(v, m);
             m = _mm512_mask_blend_ps(take, m, v);
             raw = _mm256_mask_blend_epi16(take, raw, _mm256_maskz_loadu_epi16(k, p));

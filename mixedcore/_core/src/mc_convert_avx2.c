@@ -14,10 +14,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include "mc_convert.h"
-#include "mc_convert_simd.h"
-
-#define MC_INLINE_ static inline __attribute__((always_inline))
-#define MC_RNE_ _MM_FROUND_TO_NEAREST_INT
+#include "mc_simd_avx2.h"
 
 #define MC_FIX_LANES_(mask, step, s, d, twin)                                         \
     do {                                                                              \

@@ -22,10 +22,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include "mc_convert.h"
-#include "mc_convert_simd.h"
-
-#define MC_INLINE_ static inline __attribute__((always_inline))
-#define MC_RNE_SAE_ (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#include "mc_simd_avx512.h"
 
 /* Recompute the lanes named by a mask with a scalar twin. */
 #define MC_FIX_LANES_(mask, s, d, twin)                                               \
@@ -49,7 +46,7 @@
         for (; i + (W) <= n; i += (W))                                                \
             block(s + i, d + i, (MASK_T)~(MASK_T)0);                                  \
         if (i < n)                                                                    \
-            block(s + i, d + i, (MASK_T)((1u << (n - i)) - 1u));                      \
+            block(s + i, d + i, (MASK_T)mc_lanes_avx512(n - i));                       \
     }
 
 /* --- float32 <-> float16 ------------------------------------------------------------------- */
@@ -132,7 +129,7 @@ MC_ENTRY_(f64_f16, uint64_t, uint16_t, 8, __mmask8, f64_f16_block_)
 MC_INLINE_ void f64_bf16_block_(const uint64_t *s, uint16_t *d, __mmask8 m)
 {
     const __m512d x = _mm512_castsi512_pd(_mm512_maskz_loadu_epi64(m, s));
-    _mm_mask_storeu_epi16(d, m, _mm256_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512vl(f64_to_f32_odd_(x))));
+    _mm_mask_storeu_epi16(d, m, _mm256_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx2(f64_to_f32_odd_(x))));
 }
 
 MC_ENTRY_(f64_bf16, uint64_t, uint16_t, 8, __mmask8, f64_bf16_block_)

@@ -21,42 +21,11 @@
 #include "mc_convert_scalar.h"
 #include "mc_gemm.h"
 #include "mc_gemm_scalar.h"
+#include "mc_simd_avx2.h"
 
-#define MC_INLINE_ static inline __attribute__((always_inline))
 #define MC_MR 6
 #define MC_NV 2
 #define MC_NR (8 * MC_NV)
-
-MC_INLINE_ __m256 mc_load8_(const char *p, int type)
-{
-    if (type == MC_F32)
-        return _mm256_loadu_ps((const float *)p);
-    const __m128i h = _mm_loadu_si128((const __m128i *)p);
-    if (type == MC_F16)
-        return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* r[i] = row i (8 values along k) -> r[j] = column j (8 rows): unpack, shuffle pairs, swap
- * 128-bit halves. */
-MC_INLINE_ void mc_transpose8_(__m256 r[8])
-{
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int q = 0; q < 2; ++q) {
-        u[4 * q + 0] = _mm256_shuffle_ps(t[4 * q + 0], t[4 * q + 2], 0x44);
-        u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q + 0], t[4 * q + 2], 0xEE);
-        u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
-        u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
-    }
-    for (int e = 0; e < 4; ++e) {
-        r[e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x20);
-        r[4 + e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x31);
-    }
-}
 
 /* Lanes contiguous along k (rows of A): 8 lanes x 8 k loaded as rows and transposed in
  * registers; the k columns past the last multiple of 8 go through the scalar pack. */
@@ -73,8 +42,8 @@ static void mc_pack_k_contig_(const char *src, int type, int64_t ls, int64_t lan
         for (int64_t k0 = 0; k0 < kfull; k0 += 8) {
             __m256 r[8];
             for (int i = 0; i < 8; ++i)
-                r[i] = i < nl ? mc_load8_(src + (l0 + i) * ls + k0 * es, type) : _mm256_setzero_ps();
-            mc_transpose8_(r);
+                r[i] = i < nl ? mc_load8_avx2(src + (l0 + i) * ls + k0 * es, type) : _mm256_setzero_ps();
+            mc_transpose8_avx2(r);
             for (int j = 0; j < 8; ++j)
                 _mm256_maskstore_ps(d + (k0 + j) * w + l0, store_mask, r[j]);
         }
@@ -100,7 +69,7 @@ static int mc_pack_avx2_(const char *src, int type, int64_t ls, int64_t ks, int6
         const char *s = src + k * ks;
         int64_t l = 0;
         for (; l < full; l += 8)
-            _mm256_storeu_ps(d + l, mc_load8_(s + l * es, type));
+            _mm256_storeu_ps(d + l, mc_load8_avx2(s + l * es, type));
         if (l < w)
             mc_gemm_pack_scalar_(s + l * es, type, es, 0, lanes - l, 1, (int)(w - l), d + l);
         d += w;
@@ -162,12 +131,12 @@ static void mc_ukr_f32_avx2_(int64_t kc, const void *ap, const void *bp, float *
 MC_INLINE_ __m256 mc_load8_part_(const char *p, int type, int n)
 {
     if (n >= 8)
-        return mc_load8_(p, type);
+        return mc_load8_avx2(p, type);
     if (n <= 0)
         return _mm256_setzero_ps();
     char buf[32] = {0};
     memcpy(buf, p, (size_t)n * (type == MC_F32 ? 4 : 2));
-    return mc_load8_(buf, type);
+    return mc_load8_avx2(buf, type);
 }
 
 MC_INLINE_ void mc_ukr_direct_body_(const int rows, int64_t kc, const float *a, const char *b,

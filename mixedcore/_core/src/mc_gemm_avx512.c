@@ -31,34 +31,16 @@
 #include <stdint.h>
 #include <string.h>
 #include "mc_convert_scalar.h"
-#include "mc_convert_simd.h"
 #include "mc_act_avx512_inl.h"
 #include "mc_gemm.h"
 #include "mc_gemm_scalar.h"
-#include "mc_gemm_avx512_inl.h"
+#include "mc_simd_avx512.h"
 
-#define MC_INLINE_ static inline __attribute__((always_inline))
 #define MC_MR 14
 #define MC_NV 2
 #define MC_NR (16 * MC_NV)
 
 /* --- packing ---------------------------------------------------------------------------------- */
-
-/* The first n lanes (n clamped to 0..16). */
-MC_INLINE_ __mmask16 mc_mask_(int64_t n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
-MC_INLINE_ __m512 mc_load16_(const char *p, int type, __mmask16 m)
-{
-    if (type == MC_F32)
-        return _mm512_maskz_loadu_ps(m, p);
-    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
-    if (type == MC_F16)
-        return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 
 static void mc_pack_lanes_contig_(const char *src, int type, int64_t ks, int64_t lanes,
                                   int64_t kc, int w, float *d)
@@ -67,8 +49,8 @@ static void mc_pack_lanes_contig_(const char *src, int type, int64_t ks, int64_t
     for (int64_t k = 0; k < kc; ++k) {
         const char *s = src + k * ks;
         for (int l = 0; l < w; l += 16) {
-            const __mmask16 m = mc_mask_(lanes - l), mw = mc_mask_(w - l);
-            _mm512_mask_storeu_ps(d + l, mw, mc_load16_(s + l * es, type, m));
+            const __mmask16 m = mc_mask16_avx512(lanes - l), mw = mc_mask16_avx512(w - l);
+            _mm512_mask_storeu_ps(d + l, mw, mc_load16_avx512(s + l * es, type, m));
         }
         d += w;
     }
@@ -81,15 +63,15 @@ static void mc_pack_k_contig_(const char *src, int type, int64_t ls, int64_t lan
 {
     const int es = type == MC_F32 ? 4 : 2;
     for (int l0 = 0; l0 < w; l0 += 16) {
-        const __mmask16 mw = mc_mask_(w - l0);
+        const __mmask16 mw = mc_mask16_avx512(w - l0);
         const int64_t nl = lanes - l0 < 16 ? lanes - l0 : 16;
         for (int64_t k0 = 0; k0 < kc; k0 += 16) {
-            const __mmask16 mk = mc_mask_(kc - k0);
+            const __mmask16 mk = mc_mask16_avx512(kc - k0);
             __m512 r[16];
             for (int i = 0; i < 16; ++i)
-                r[i] = i < nl ? mc_load16_(src + (l0 + i) * ls + k0 * es, type, mk)
+                r[i] = i < nl ? mc_load16_avx512(src + (l0 + i) * ls + k0 * es, type, mk)
                               : _mm512_setzero_ps();
-            mc_transpose16_(r);
+            mc_transpose16_avx512(r);
             const int64_t nk = kc - k0 < 16 ? kc - k0 : 16;
             for (int j = 0; j < nk; ++j)
                 _mm512_mask_storeu_ps(d + (k0 + j) * w + l0, mw, r[j]);
@@ -236,7 +218,7 @@ MC_INLINE_ void mc_ukr_direct_body_(const int rows, const int nv, int64_t kc, co
     __m512 c[MC_MR][MC_WIDE_NV];
 #pragma GCC unroll 8
     for (int j = 0; j < nv; ++j)
-        m[j] = mc_mask_(nr - 16 * j);
+        m[j] = mc_mask16_avx512(nr - 16 * j);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 8
@@ -247,7 +229,7 @@ MC_INLINE_ void mc_ukr_direct_body_(const int rows, const int nv, int64_t kc, co
         __m512 bv[MC_WIDE_NV];
 #pragma GCC unroll 8
         for (int j = 0; j < nv; ++j)
-            bv[j] = mc_load16_(b + (j / MC_NV) * ps + 16 * (j % MC_NV) * es, type, m[j]);
+            bv[j] = mc_load16_avx512(b + (j / MC_NV) * ps + 16 * (j % MC_NV) * es, type, m[j]);
 #pragma GCC unroll 16
         for (int i = 0; i < rows; ++i) {
             const __m512 ai = _mm512_set1_ps(a[i]);
@@ -325,7 +307,7 @@ MC_INLINE_ void mc_ukr_direct_t_body_(const int rows, int64_t kc, const float *a
         for (int j = 0; j < MC_NV; ++j)
             c[i][j] = _mm512_setzero_ps();
     for (int64_t k0 = 0; k0 < kc; k0 += 16) {
-        const __mmask16 mk = mc_mask_(kc - k0);
+        const __mmask16 mk = mc_mask16_avx512(kc - k0);
         const int64_t nk = kc - k0 < 16 ? kc - k0 : 16;
 #pragma GCC unroll 4
         for (int j = 0; j < MC_NV; ++j) {
@@ -335,9 +317,9 @@ MC_INLINE_ void mc_ukr_direct_t_body_(const int rows, int64_t kc, const float *a
             __m512 r[16];
 #pragma GCC unroll 16
             for (int l = 0; l < 16; ++l)
-                r[l] = l < ncol ? mc_load16_(b + (16 * j + l) * ldc + k0 * es, type, mk)
+                r[l] = l < ncol ? mc_load16_avx512(b + (16 * j + l) * ldc + k0 * es, type, mk)
                                 : _mm512_setzero_ps();
-            mc_transpose16_(r);
+            mc_transpose16_avx512(r);
 #pragma GCC unroll 16
             for (int kk = 0; kk < 16; ++kk) {
                 if (kk < nk) {
@@ -381,7 +363,7 @@ static int mc_ukr_direct_t_f32_avx512_(int64_t kc, const void *ap, const char *b
     return 0;
 }
 
-/* float32 -> bfloat16 bits, packed to 16 lanes of 16 bits (mc_convert_simd.h). */
+/* float32 -> bfloat16 bits, packed to 16 lanes of 16 bits (mc_simd_avx512.h). */
 MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
 {
     return _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v)));
@@ -401,7 +383,7 @@ static void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ld
                                                (j - g->acc_c0) * 4);
         for (int s = 0; s < nr; s += 16) {
             const int left = nr - s;
-            const __mmask16 m = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+            const __mmask16 m = mc_mask16_avx512(left);
             __m512 t = _mm512_maskz_loadu_ps(m, tile + r * ldt + s);
             if (!first)
                 t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, acc + s));

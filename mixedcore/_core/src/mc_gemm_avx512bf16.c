@@ -33,22 +33,11 @@
 #include "mc_convert_scalar.h"
 #include "mc_gemm.h"
 #include "mc_gemm_scalar.h"
-#include "mc_gemm_avx512_inl.h"
+#include "mc_simd_avx512.h"
 
-#define MC_INLINE_ static inline __attribute__((always_inline))
 #define MC_MR 14
 #define MC_NV 2
 #define MC_NR (16 * MC_NV)
-
-MC_INLINE_ __mmask32 mc_mask32_(int64_t n)
-{
-    return n >= 32 ? (__mmask32)0xFFFFFFFFu : n <= 0 ? (__mmask32)0 : (__mmask32)((1u << n) - 1u);
-}
-
-MC_INLINE_ __mmask16 mc_mask16_(int64_t n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
 
 /* Design f: folds the 32 bfloat16 of v into the running minimum m (start: all ones). */
 MC_INLINE_ __m512i mc_sub_min_(__m512i m, __m512i v)
@@ -75,15 +64,15 @@ static int mc_pack_pairs_lanes_contig_(const char *src, int64_t ks, int64_t lane
     for (int64_t k = 0; k < kc; k += 2) {
         const char *s = src + k * ks;
         for (int l = 0; l < w; l += 32) {
-            const __mmask32 m = mc_mask32_(lanes - l);
+            const __mmask32 m = mc_mask32_avx512(lanes - l);
             const __m512i r0 = _mm512_maskz_loadu_epi16(m, s + 2 * l);
             const __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, s + ks + 2 * l)
                                           : _mm512_setzero_si512();
             sub = mc_sub_min_(mc_sub_min_(sub, r0), r1);
-            _mm512_mask_storeu_epi32(d + l, mc_mask16_(w - l),
+            _mm512_mask_storeu_epi32(d + l, mc_mask16_avx512(w - l),
                                      _mm512_permutex2var_epi16(r0, lo_idx, r1));
             if (w - l > 16)
-                _mm512_mask_storeu_epi32(d + l + 16, mc_mask16_(w - l - 16),
+                _mm512_mask_storeu_epi32(d + l + 16, mc_mask16_avx512(w - l - 16),
                                          _mm512_permutex2var_epi16(r0, hi_idx, r1));
         }
         d += w;
@@ -100,10 +89,10 @@ static int mc_pack_pairs_k_contig_(const char *src, int64_t ls, int64_t lanes, i
     const int64_t kp = (kc + 1) / 2;
     __m512i sub = _mm512_set1_epi16(-1);
     for (int l0 = 0; l0 < w; l0 += 16) {
-        const __mmask16 mw = mc_mask16_(w - l0);
+        const __mmask16 mw = mc_mask16_avx512(w - l0);
         const int64_t nl = lanes - l0 < 16 ? lanes - l0 : 16;
         for (int64_t p0 = 0; p0 < kp; p0 += 16) {
-            const __mmask32 mk = mc_mask32_(kc - 2 * p0);
+            const __mmask32 mk = mc_mask32_avx512(kc - 2 * p0);
             __m512 r[16];
             for (int i = 0; i < 16; ++i) {
                 r[i] = i < nl ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(
@@ -111,7 +100,7 @@ static int mc_pack_pairs_k_contig_(const char *src, int64_t ls, int64_t lanes, i
                               : _mm512_setzero_ps();
                 sub = mc_sub_min_(sub, _mm512_castps_si512(r[i]));
             }
-            mc_transpose16_(r);
+            mc_transpose16_avx512(r);
             const int64_t np_ = kp - p0 < 16 ? kp - p0 : 16;
             for (int j = 0; j < np_; ++j)
                 _mm512_mask_storeu_epi32(d + (p0 + j) * w + l0, mw, _mm512_castps_si512(r[j]));
@@ -259,7 +248,7 @@ MC_INLINE_ int mc_ukr_direct_body_(const int rows, const int ng, int64_t kc, con
     __m512 c[MC_MR][2 * MC_WIDE_NG];
 #pragma GCC unroll 4
     for (int q = 0; q < ng; ++q)
-        m[q] = mc_mask32_(nr - 32 * q);
+        m[q] = mc_mask32_avx512(nr - 32 * q);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 8
@@ -349,7 +338,7 @@ MC_INLINE_ int mc_ukr_direct_t_body_(const int rows, int64_t kc, const uint32_t 
         for (int j = 0; j < MC_NV; ++j)
             c[i][j] = _mm512_setzero_ps();
     for (int64_t p0 = 0; p0 < kp; p0 += 16) {
-        const __mmask32 mk = mc_mask32_(kc - 2 * p0);
+        const __mmask32 mk = mc_mask32_avx512(kc - 2 * p0);
         const int64_t np_ = kp - p0 < 16 ? kp - p0 : 16;
 #pragma GCC unroll 4
         for (int j = 0; j < MC_NV; ++j) {
@@ -364,7 +353,7 @@ MC_INLINE_ int mc_ukr_direct_t_body_(const int rows, int64_t kc, const uint32_t 
                                 : _mm512_setzero_ps();
                 sub = mc_sub_min_(sub, _mm512_castps_si512(r[l]));
             }
-            mc_transpose16_(r);
+            mc_transpose16_avx512(r);
 #pragma GCC unroll 16
             for (int pp = 0; pp < 16; ++pp) {
                 if (pp < np_) {

@@ -23,11 +23,7 @@
 #include "mc_convert_scalar.h"
 #include "mc_norm.h"
 #include "mc_norm_scalar.h"
-
-static inline __mmask8 mc_norm_mask_(int64_t left)
-{
-    return left >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << left) - 1u);
-}
+#include "mc_simd_avx512.h"
 
 /* 8 elements of a row of `type` from element i as float32; a full step (k == 0xFF, known when
  * inlined) loads plainly, a tail with a mask (lanes outside k are 0). */
@@ -129,7 +125,7 @@ mc_norm_sums_(const mc_norm_loc_ *L, const void *const *x, const void *const *r,
         }
     }
     for (int h = 0; i < n; i += 8, ++h) {
-        const __mmask8 k = mc_norm_mask_(n - i);
+        const __mmask8 k = mc_mask8_avx512(n - i);
         for (int q = 0; q < R; ++q) {
             __m512d v = mc_norm_elem8_(L, x[q], r[q], i, k);
             if (mean != NULL) {
@@ -189,7 +185,7 @@ mc_norm_rows_(const mc_norm_job *job, const mc_norm_loc_ *L, int64_t row, int R)
         for (; i + 8 <= n; i += 8)
             mc_norm_out8_(L, x[q], r[q], y, i, 0xFF, mv, rv);
         if (i < n)
-            mc_norm_out8_(L, x[q], r[q], y, i, mc_norm_mask_(n - i), mv, rv);
+            mc_norm_out8_(L, x[q], r[q], y, i, mc_mask8_avx512(n - i), mv, rv);
         if (job->mean != NULL)
             job->mean[row + q] = (float)mean[q];
         if (job->rstd != NULL)

@@ -15,11 +15,9 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
-#include "mc_convert_simd.h"
 #include "mc_scan.h"
+#include "mc_simd_avx2.h"
 
-#define MC_INLINE_ static inline __attribute__((always_inline))
-#define MC_RNE_ _MM_FROUND_TO_NEAREST_INT
 #define MC_LD_(p) _mm256_load_si256((const __m256i *)(p))
 
 #define MC_FINITE256_(name, esize, MAXOP, GTOP, magnitude, inf_minus_1)               \
@@ -37,7 +35,7 @@
         }                                                                             \
         /* the first vector unaligned, then from the first 32-byte boundary (design b) */ \
         acc = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)s), m);            \
-        int64_t i = (int64_t)((0u - (uintptr_t)s) & 31u);                             \
+        int64_t i = mc_aligned_head(s, 32u, 1u, nb);                                  \
         for (; i + 1024 <= nb; i += 1024) {                                           \
             __m256i a0 = _mm256_and_si256(MC_LD_(s + i), m);                          \
             __m256i a1 = _mm256_and_si256(MC_LD_(s + i + 32), m);                     \

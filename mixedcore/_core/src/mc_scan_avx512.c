@@ -27,11 +27,8 @@
  */
 #include <immintrin.h>
 #include <stdint.h>
-#include "mc_convert_simd.h"
 #include "mc_scan.h"
-
-#define MC_INLINE_ static inline __attribute__((always_inline))
-#define MC_RNE_SAE_ (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#include "mc_simd_avx512.h"
 
 /* --- all_finite ---------------------------------------------------------------------------- */
 
@@ -45,9 +42,7 @@
         const int64_t nb = n * (esize);                                               \
         const __m512i m = magnitude, thr = inf;                                       \
         __m512i acc = _mm512_setzero_si512();                                         \
-        int64_t i = (int64_t)((0u - (uintptr_t)s) & 63u);                             \
-        if (i > nb)                                                                   \
-            i = nb;                                                                   \
+        int64_t i = mc_aligned_head(s, 64u, 1u, nb);                                  \
         if (i > 0)                                                                    \
             acc = _mm512_and_si512(                                                   \
                 _mm512_maskz_loadu_epi8((__mmask64)((UINT64_C(1) << i) - 1), s), m);  \
@@ -101,11 +96,6 @@ MC_INLINE_ __m256i bf16_unscale16_(__m256i h, __m512 inv)
     return _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(f)));
 }
 
-/* Elements before the first A-byte boundary of p, at most n. */
-#define MC_HEAD_(p, A, esize, n)                                                      \
-    ((int64_t)(((0u - (uintptr_t)(p)) & ((A) - 1u)) / (esize)) < (n)                 \
-         ? (int64_t)(((0u - (uintptr_t)(p)) & ((A) - 1u)) / (esize)) : (n))
-
 #define MC_UNSCALE512_16_(name, inf, op)                                              \
     static int mc_unscale_##name##_avx512(void *p, int64_t n, float inv32, double inv64)     \
     {                                                                                 \
@@ -113,11 +103,11 @@ MC_INLINE_ __m256i bf16_unscale16_(__m256i h, __m512 inv)
         const __m512 inv = _mm512_set1_ps(inv32);                                     \
         const __m256i m = _mm256_set1_epi16(0x7FFF);                                  \
         __m256i acc = _mm256_setzero_si256();                                         \
-        const int64_t head = MC_HEAD_(s, 32u, 2u, n);                                 \
+        const int64_t head = mc_aligned_head(s, 32u, 2u, n);                          \
         int64_t i = 0;                                                                \
         (void)inv64;                                                                  \
         if (head > 0) {                                                               \
-            const __mmask16 k = (__mmask16)((1u << head) - 1u);                       \
+            const __mmask16 k = mc_mask16_avx512(head);                       \
             const __m256i h = _mm256_maskz_loadu_epi16(k, s);                         \
             acc = _mm256_and_si256(h, m);                                             \
             _mm256_mask_storeu_epi16(s, k, op(h, inv));                               \
@@ -133,7 +123,7 @@ MC_INLINE_ __m256i bf16_unscale16_(__m256i h, __m512 inv)
         }                                                                             \
         for (; i < n; i += 16) {                                                      \
             const int64_t r = n - i < 16 ? n - i : 16;                                \
-            const __mmask16 k = (__mmask16)((1u << r) - 1u);                          \
+            const __mmask16 k = mc_mask16_avx512(r);                          \
             const __m256i h = _mm256_maskz_loadu_epi16(k, s + i);                     \
             acc = _mm256_max_epi16(acc, _mm256_and_si256(h, m));                      \
             _mm256_mask_storeu_epi16(s + i, k, op(h, inv));                           \
@@ -150,11 +140,11 @@ static int mc_unscale_f32_avx512(void *p, int64_t n, float inv32, double inv64)
     const __m512 inv = _mm512_set1_ps(inv32);
     const __m512i m = _mm512_set1_epi32(0x7FFFFFFF);
     __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
-    const int64_t head = MC_HEAD_(x, 64u, 4u, n);
+    const int64_t head = mc_aligned_head(x, 64u, 4u, n);
     int64_t i = 0;
     (void)inv64;
     if (head > 0) {
-        const __mmask16 k = (__mmask16)((1u << head) - 1u);
+        const __mmask16 k = mc_mask16_avx512(head);
         const __m512 v = _mm512_maskz_loadu_ps(k, x);
         acc0 = _mm512_and_si512(_mm512_castps_si512(v), m);
         _mm512_mask_storeu_ps(x, k, _mm512_mul_ps(v, inv));
@@ -169,7 +159,7 @@ static int mc_unscale_f32_avx512(void *p, int64_t n, float inv32, double inv64)
     }
     for (; i < n; i += 16) {
         const int64_t r = n - i < 16 ? n - i : 16;
-        const __mmask16 k = (__mmask16)((1u << r) - 1u);
+        const __mmask16 k = mc_mask16_avx512(r);
         const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
         acc0 = _mm512_max_epi32(acc0, _mm512_and_si512(_mm512_castps_si512(v), m));
         _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(v, inv));
@@ -183,11 +173,11 @@ static int mc_unscale_f64_avx512(void *p, int64_t n, float inv32, double inv64)
     const __m512d inv = _mm512_set1_pd(inv64);
     const __m512i m = _mm512_set1_epi64(INT64_C(0x7FFFFFFF00000000));
     __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
-    const int64_t head = MC_HEAD_(x, 64u, 8u, n);
+    const int64_t head = mc_aligned_head(x, 64u, 8u, n);
     int64_t i = 0;
     (void)inv32;
     if (head > 0) {
-        const __mmask8 k = (__mmask8)((1u << head) - 1u);
+        const __mmask8 k = mc_mask8_avx512(head);
         const __m512d v = _mm512_maskz_loadu_pd(k, x);
         acc0 = _mm512_and_si512(_mm512_castpd_si512(v), m);
         _mm512_mask_storeu_pd(x, k, _mm512_mul_pd(v, inv));
@@ -202,7 +192,7 @@ static int mc_unscale_f64_avx512(void *p, int64_t n, float inv32, double inv64)
     }
     for (; i < n; i += 8) {
         const int64_t r = n - i < 8 ? n - i : 8;
-        const __mmask8 k = (__mmask8)((1u << r) - 1u);
+        const __mmask8 k = mc_mask8_avx512(r);
         const __m512d v = _mm512_maskz_loadu_pd(k, x + i);
         acc0 = _mm512_max_epi32(acc0, _mm512_and_si512(_mm512_castpd_si512(v), m));
         _mm512_mask_storeu_pd(x + i, k, _mm512_mul_pd(v, inv));

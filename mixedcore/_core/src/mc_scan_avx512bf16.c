@@ -16,8 +16,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include "mc_scan.h"
+#include "mc_simd_avx512.h"
 
-#define MC_INLINE_ static inline __attribute__((always_inline))
 
 /* VFPCLASSPS categories: QNaN 0x01, denormal 0x20, SNaN 0x80. */
 #define MC_FIXUP_CLASSES_ 0xA1
@@ -48,12 +48,10 @@ static int mc_unscale_bf16_avx512bf16(void *p, int64_t n, float inv32, double in
     const __m256i m = _mm256_set1_epi16(0x7FFF);
     __m256i acc = _mm256_setzero_si256();
     /* elements before the first 32-byte boundary, so that the main loop's stores are aligned */
-    int64_t i = (int64_t)(((0u - (uintptr_t)s) & 31u) / 2u);
+    int64_t i = mc_aligned_head(s, 32u, 2u, n);
     (void)inv64;
-    if (i > n)
-        i = n;
     if (i > 0) {
-        const __mmask16 k = (__mmask16)((1u << i) - 1u);
+        const __mmask16 k = mc_mask16_avx512(i);
         const __m256i h = _mm256_maskz_loadu_epi16(k, s);
         acc = _mm256_and_si256(h, m);
         bf16_unscale16_(s, h, inv, k, inv32);
@@ -64,7 +62,7 @@ static int mc_unscale_bf16_avx512bf16(void *p, int64_t n, float inv32, double in
         bf16_unscale16_(s + i, h, inv, (__mmask16)0xFFFF, inv32);
     }
     if (i < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
+        const __mmask16 k = mc_mask16_avx512(n - i);
         const __m256i h = _mm256_maskz_loadu_epi16(k, s + i);
         acc = _mm256_max_epi16(acc, _mm256_and_si256(h, m));
         bf16_unscale16_(s + i, h, inv, k, inv32);

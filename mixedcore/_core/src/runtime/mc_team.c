@@ -1,7 +1,7 @@
-/* The thread team: helpers that join a call's units dynamically.
+/* The thread team: helpers that join a call's units dynamically; see mc_team.h for its place.
  *
  * Design:
- *   a. A call (mc_pool_run) publishes its units in one of a few job slots and works on them
+ *   a. A call (mc_team_run) publishes its units in one of a few job slots and works on them
  *      itself; idle workers join while units are left.  Every participant claims the next unit
  *      with one compare-and-swap on the slot's state word, so the split follows what each
  *      thread actually gets done: a worker the OS has not scheduled yet claims nothing, and
@@ -13,7 +13,7 @@
  *      same state, so fields read while the slot is being reused are never acted on.  The
  *      helper count travels in the same word: a job asking for t threads admits t - 1 helpers.
  *   c. No busy machine is made busier: a worker joins only while fewer threads than this
- *      process's CPU budget are computing (callers included, mc_run counts them), so calls from
+ *      process's CPU budget are computing (callers included, mc_team_run counts them), so calls from
  *      several user threads at once share the CPUs instead of oversubscribing them.
  *   d. Waiting: idle workers spin for a short bounded time (a call that follows within
  *      microseconds finds them awake), then sleep on a futex; a caller waiting for claimed
@@ -22,21 +22,26 @@
  *   e. Workers start lazily, on the first call that asks for them, with every signal blocked
  *      (Python handles signals on its main thread).  After fork() the child has none of them:
  *      the child handler forgets them and resets the slots, so the child's first threaded call
- *      starts a new team.  Their workspaces are released there too.
+ *      starts a new team.  Their per-thread state (mc_team_env.thread_state: the engine's
+ *      workspaces) is released there too.
+ *   f. Everything the team does for the engine above it goes through the mc_team_env of a call:
+ *      a helper calls env->enter before the units of each job it joins and when it starts, reads
+ *      env->cpu_budget before joining, and keeps env->thread_state for the fork handler.
  */
-#include "mc_runtime.h"
+#include "mc_team.h"
 
 #include <stdint.h>
 #include <string.h>
 
 #if defined(MC_NO_THREADS) || !(defined(__unix__) || defined(__APPLE__))
 
-int mc_threads_enabled(void) { return 0; }
-int mc_pool_workers(void) { return 0; }
-void mc_pool_set_spin(int64_t idle_ns, int64_t wait_ns) { (void)idle_ns; (void)wait_ns; }
-void mc_pool_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads)
+int mc_team_enabled(void) { return 0; }
+int mc_team_workers(void) { return 0; }
+void mc_team_set_spin(int64_t idle_ns, int64_t wait_ns) { (void)idle_ns; (void)wait_ns; }
+void mc_team_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads, const mc_team_env *env)
 {
     (void)nthreads;
+    (void)env;
     for (int64_t u = 0; u < nunits; ++u)
         fn(ctx, u);
 }
@@ -54,7 +59,7 @@ void mc_pool_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads)
 #endif
 
 #define MC_SLOTS_ 16
-#define MC_WORKERS_MAX_ (MC_THREADS_MAX - 1)
+#define MC_WORKERS_MAX_ (MC_TEAM_MAX - 1)
 
 typedef struct {
     uint64_t state;          /* design b */
@@ -65,14 +70,16 @@ typedef struct {
     int max_helpers;
     mc_unit_fn fn;
     void *ctx;
+    const mc_team_env *env;  /* the owner's (design f) */
 } __attribute__((aligned(128))) mc_slot_;
 
 static mc_slot_ mc_slots_[MC_SLOTS_];
 static uint32_t mc_epoch_;           /* bumped whenever a job is published; workers sleep on it */
 static int mc_sleepers_;             /* workers asleep on mc_epoch_ */
-static int mc_active_;               /* threads computing: callers (mc_run) and joined workers */
+static int mc_active_;               /* threads computing: callers and joined workers */
 static int mc_nworkers_;
-static void *mc_worker_ws_[MC_WORKERS_MAX_];   /* each worker's workspaces (design e) */
+static void *mc_worker_state_[MC_WORKERS_MAX_];   /* each worker's thread_state (design e) */
+static const mc_team_env *mc_env_;   /* the env the workers were started with (design f) */
 static int64_t mc_spin_idle_ns_ = 50000;
 static int64_t mc_spin_wait_ns_ = 20000;
 static pthread_mutex_t mc_create_lock_ = PTHREAD_MUTEX_INITIALIZER;
@@ -82,10 +89,10 @@ static pthread_once_t mc_atfork_once_ = PTHREAD_ONCE_INIT;
 #define MC_HELPERS_(s) ((int)(((s) >> 32) & 0xFF))
 #define MC_NEXT_(s) ((int64_t)((s) & 0xFFFFFFFFu))
 
-int mc_threads_enabled(void) { return 1; }
-int mc_pool_workers(void) { return __atomic_load_n(&mc_nworkers_, __ATOMIC_RELAXED); }
+int mc_team_enabled(void) { return 1; }
+int mc_team_workers(void) { return __atomic_load_n(&mc_nworkers_, __ATOMIC_RELAXED); }
 
-void mc_pool_set_spin(int64_t idle_ns, int64_t wait_ns)
+void mc_team_set_spin(int64_t idle_ns, int64_t wait_ns)
 {
     if (idle_ns >= 0)
         __atomic_store_n(&mc_spin_idle_ns_, idle_ns, __ATOMIC_RELAXED);
@@ -167,9 +174,10 @@ static int mc_help_(void)
         const int maxh = __atomic_load_n(&s->max_helpers, __ATOMIC_RELAXED);
         const mc_unit_fn fn = __atomic_load_n(&s->fn, __ATOMIC_RELAXED);
         void *const ctx = __atomic_load_n(&s->ctx, __ATOMIC_RELAXED);
+        const mc_team_env *const env = __atomic_load_n(&s->env, __ATOMIC_RELAXED);
         if (MC_NEXT_(st) >= nunits || MC_HELPERS_(st) >= maxh)
             continue;
-        const int budget = mc_rt_cpu_budget();
+        const int budget = env->cpu_budget();
         if (__atomic_load_n(&mc_active_, __ATOMIC_RELAXED) >= (budget > maxh + 1 ? budget : maxh + 1))
             continue;
         int joined = 0;
@@ -186,7 +194,7 @@ static int mc_help_(void)
             if (!joined) {
                 joined = 1;
                 __atomic_add_fetch(&mc_active_, 1, __ATOMIC_RELAXED);
-                mc_fpenv_default();
+                env->enter();
             }
             fn(ctx, MC_NEXT_(st));
             worked = 1;
@@ -201,8 +209,9 @@ static int mc_help_(void)
 
 static void *mc_worker_main_(void *arg)
 {
-    __atomic_store_n(&mc_worker_ws_[(intptr_t)arg], mc_workspace_self(), __ATOMIC_RELEASE);
-    mc_fpenv_default();
+    const mc_team_env *env = __atomic_load_n(&mc_env_, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&mc_worker_state_[(intptr_t)arg], env->thread_state(), __ATOMIC_RELEASE);
+    env->enter();
     for (;;) {
         const uint32_t e = __atomic_load_n(&mc_epoch_, __ATOMIC_SEQ_CST);
         if (mc_help_())
@@ -238,8 +247,9 @@ static void mc_atfork_child_(void)
 {
     /* only the forking thread exists here: no worker, no job in flight */
     for (int i = 0; i < mc_nworkers_; ++i) {
-        mc_workspace_release(mc_worker_ws_[i]);
-        mc_worker_ws_[i] = NULL;
+        if (mc_worker_state_[i] != NULL)
+            mc_env_->release(mc_worker_state_[i]);
+        mc_worker_state_[i] = NULL;
     }
     memset(mc_slots_, 0, sizeof mc_slots_);
     mc_epoch_ = 0;
@@ -255,7 +265,7 @@ static void mc_atfork_init_(void)
 }
 
 /* Starts workers until there are `want` (at most MC_WORKERS_MAX_). */
-static void mc_ensure_workers_(int want)
+static void mc_ensure_workers_(int want, const mc_team_env *env)
 {
     if (want > MC_WORKERS_MAX_)
         want = MC_WORKERS_MAX_;
@@ -263,6 +273,7 @@ static void mc_ensure_workers_(int want)
         return;
     pthread_once(&mc_atfork_once_, mc_atfork_init_);
     pthread_mutex_lock(&mc_create_lock_);
+    __atomic_store_n(&mc_env_, env, __ATOMIC_RELEASE);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -288,24 +299,26 @@ static void mc_run_inline_(mc_unit_fn fn, void *ctx, int64_t nunits)
         fn(ctx, u);
 }
 
-static void mc_pool_share_(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads);
+static void mc_team_share_(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads,
+                           const mc_team_env *env);
 
-void mc_pool_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads)
+void mc_team_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads, const mc_team_env *env)
 {
     __atomic_add_fetch(&mc_active_, 1, __ATOMIC_RELAXED);
     if (nthreads <= 1 || nunits <= 1 || nunits >= INT32_MAX)
         mc_run_inline_(fn, ctx, nunits);
     else
-        mc_pool_share_(fn, ctx, nunits, nthreads);
+        mc_team_share_(fn, ctx, nunits, nthreads, env);
     __atomic_sub_fetch(&mc_active_, 1, __ATOMIC_RELAXED);
 }
 
 /* The caller's side of design a. */
-static void mc_pool_share_(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads)
+static void mc_team_share_(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads,
+                           const mc_team_env *env)
 {
-    if (nthreads > MC_THREADS_MAX)
-        nthreads = MC_THREADS_MAX;
-    mc_ensure_workers_(nthreads - 1);
+    if (nthreads > MC_TEAM_MAX)
+        nthreads = MC_TEAM_MAX;
+    mc_ensure_workers_(nthreads - 1, env);
     mc_slot_ *s = NULL;
     for (int i = 0; i < MC_SLOTS_ && s == NULL; ++i) {
         int expected = 0;
@@ -320,6 +333,7 @@ static void mc_pool_share_(mc_unit_fn fn, void *ctx, int64_t nunits, int nthread
     const int32_t n = (int32_t)nunits;
     __atomic_store_n(&s->fn, fn, __ATOMIC_RELAXED);
     __atomic_store_n(&s->ctx, ctx, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->env, env, __ATOMIC_RELAXED);
     __atomic_store_n(&s->nunits, n, __ATOMIC_RELAXED);
     __atomic_store_n(&s->max_helpers, nthreads - 1 > 255 ? 255 : nthreads - 1, __ATOMIC_RELAXED);
     __atomic_store_n(&s->done, 0, __ATOMIC_RELAXED);
