@@ -10,6 +10,7 @@
 The older import paths ``mixedcore.policy``, ``mixedcore.policies``, ``mixedcore.experimental``
 and ``mixedcore.mixed_precision`` name the same objects.
 """
+from mixedcore.dtype_policies import _policy
 from mixedcore.dtype_policies._policy import (
     DTypePolicy,
     Policy,
@@ -26,18 +27,4 @@ from mixedcore.dtype_policies._serialization import deserialize, get, serialize
 # for the layers: a layer's dtype argument checked and resolved, and its policy's config entry
 from mixedcore.dtype_policies._serialization import policy_config, resolve_policy  # noqa: F401
 
-__all__ = [
-    "DTypePolicy",
-    "Policy",
-    "set_policy",
-    "set_global_policy",
-    "set_dtype_policy",
-    "global_policy",
-    "dtype_policy",
-    "policy_scope",
-    "dtype_names",
-    "policy_names",
-    "get",
-    "serialize",
-    "deserialize",
-]
+__all__ = [*_policy.__all__, "get", "serialize", "deserialize"]
