@@ -1,5 +1,5 @@
-/* Convolution and pooling drivers, im2col / col2im, and the generic level's kernels; see
- * mc_conv.h for the design.
+/* Convolution drivers and im2col / col2im (the generic level's kernels are in
+ * mc_conv_generic.c); see mc_conv.h for the design.
  *
  * Design (of this file):
  *   a. mc_conv_gemm() makes its plan once, like mc_gemm(): the level, the kernel (the bfloat16
@@ -16,11 +16,10 @@
  *      would apply to the explicit im2col matrix, in the same order.
  *   c. A subnormal bfloat16 met by the pair pack (VDPBF16PS would read it as zero) makes the
  *      call start again on float32 panels, as mc_gemm() does.
- *   d. The depthwise and pooling drivers walk output pixels in bands of rows; for each pixel
- *      they list the valid taps (padding is skipped, so an average counts only real pixels, as
- *      Keras's "same" average does), call the level's kernel, and apply the epilogue: bias,
- *      activation (the level's elementwise kernel, mc_act.h) and rounding to the output type
- *      (the level's conversion kernel), or the division by the number of taps.
+ *   d. The depthwise driver walks output pixels in bands of rows; for each pixel it lists the
+ *      valid taps (padding is skipped; mc_conv_geom.h), calls the level's kernel, and applies
+ *      the epilogue: bias, activation (the level's elementwise kernel, mc_act.h) and rounding
+ *      to the output type (the level's conversion kernel).
  *   e. Backward helpers run image by image, so every sum into the input gradient is taken in
  *      one order whatever the threads do.
  */
@@ -37,7 +36,7 @@
 
 /* multiply-adds below which a convolution stays on the calling thread (the GEMM's threshold) */
 #define MC_CONV_PARALLEL_MIN ((int64_t)1 << 19)
-/* element-taps below which depthwise, pooling and the helpers stay on the calling thread */
+/* element-taps below which depthwise and the helpers stay on the calling thread */
 #define MC_CONV_SMALL_MIN ((int64_t)1 << 16)
 #define MC_CONV_UNITS_PER_THREAD_ 4
 
@@ -45,23 +44,6 @@ static int64_t mc_min_(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t mc_max_(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t mc_ceil_div_(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t mc_round64_(int64_t x) { return (x + 63) & ~(int64_t)63; }
-
-/* --- the generic level ------------------------------------------------------------------------- */
-
-static void mc_dw_generic_(const char *x, int type, const int64_t *xoff, const void *w,
-                           const int64_t *woff, int ntaps, int64_t c, int64_t mult, int64_t wm,
-                           void *acc)
-{
-    mc_dw_scalar_(x, type, xoff, w, woff, ntaps, 0, c, c, mult, wm, acc);
-}
-
-static void mc_pool_generic_(const char *x, int type, const int64_t *xoff, int ntaps, int64_t c,
-                             int op, void *acc)
-{
-    mc_pool_scalar_(x, type, xoff, ntaps, 0, c, op, acc);
-}
-
-const mc_conv_table mc_conv_table_generic = {.dw = mc_dw_generic_, .pool = mc_pool_generic_};
 
 /* --- im2col ------------------------------------------------------------------------------------ */
 
@@ -523,29 +505,7 @@ int mc_conv_gemm(const mc_conv_call *call)
     return r == MC_CONV_FORMAT ? MC_CONV_FORMAT : r < 0 ? MC_CONV_NOMEM : MC_CONV_OK;
 }
 
-/* --- depthwise and pooling (design d) ----------------------------------------------------------- */
-
-/* The valid taps of output pixel (oh, ow): byte offsets into the image and tap indices. */
-static int mc_taps_(const mc_conv_geom *g, int64_t oh, int64_t ow, int64_t es, int64_t *xoff,
-                    int64_t *tap)
-{
-    int nt = 0;
-    const int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
-    for (int64_t i = 0; i < g->kh; ++i) {
-        const int64_t ih = ih0 + i * g->dh;
-        if (ih < 0 || ih >= g->h)
-            continue;
-        for (int64_t j = 0; j < g->kw; ++j) {
-            const int64_t iw = iw0 + j * g->dw;
-            if (iw < 0 || iw >= g->w)
-                continue;
-            xoff[nt] = (ih * g->w + iw) * g->c * es;
-            tap[nt] = i * g->kw + j;
-            ++nt;
-        }
-    }
-    return nt;
-}
+/* --- depthwise (design d) ----------------------------------------------------------------------- */
 
 typedef struct {
     const mc_dw_call *call;
@@ -578,7 +538,7 @@ static void mc_dw_unit_(void *ctx, int64_t u)
         const char *img = call->x + n * g->h * g->w * g->c * es;
         char *out = call->out + row * g->ow * cm * oes;
         for (int64_t ow = 0; ow < g->ow; ++ow, out += cm * oes) {
-            const int nt = mc_taps_(g, oh, ow, es, xoff, woff);
+            const int nt = mc_conv_taps_(g, oh, ow, es, xoff, woff);
             for (int t = 0; t < nt; ++t)
                 woff[t] *= g->c;
             job->dw(img, call->x_type, xoff, call->w, woff, nt, g->c, call->mult, wm, acc);
@@ -631,165 +591,6 @@ int mc_conv_depthwise(const mc_dw_call *call)
                                      MC_CONV_SMALL_MIN);
     job.rows = mc_max_(mc_ceil_div_(job.nrows, 8 * nt), 1);
     mc_run(mc_dw_unit_, &job, mc_ceil_div_(job.nrows, job.rows), nt);
-    mc_fpenv_leave(&saved);
-    return job.status < 0 ? MC_CONV_NOMEM : MC_CONV_OK;
-}
-
-typedef struct {
-    const mc_pool_call *call;
-    mc_pool_fn pool;
-    mc_cast_fn cast;             /* float32 -> the output type (averages), or NULL */
-    const char *dy;
-    char *dx;
-    int64_t rows, nrows;
-    int status;
-} mc_pjob_;
-
-static void mc_pool_unit_(void *ctx, int64_t u)
-{
-    mc_pjob_ *job = (mc_pjob_ *)ctx;
-    const mc_pool_call *call = job->call;
-    const mc_conv_geom *g = &call->geo;
-    const int f64 = call->x_type == MC_F64;
-    const int64_t es = mc_conv_es_(call->x_type), ntap = g->kh * g->kw;
-    char *work = (char *)mc_workspace(MC_WS_WORK, mc_round64_(2 * ntap * 8) +
-                                                     mc_round64_(g->c * 8));
-    if (work == NULL) {
-        __atomic_store_n(&job->status, -1, __ATOMIC_RELAXED);
-        return;
-    }
-    int64_t *xoff = (int64_t *)work, *tap = xoff + ntap;
-    char *acc = work + mc_round64_(2 * ntap * 8);
-    for (int64_t row = u * job->rows; row < mc_min_((u + 1) * job->rows, job->nrows); ++row) {
-        const int64_t n = row / g->oh, oh = row - n * g->oh;
-        const char *img = call->x + n * g->h * g->w * g->c * es;
-        char *out = call->out + row * g->ow * g->c * es;
-        for (int64_t ow = 0; ow < g->ow; ++ow, out += g->c * es) {
-            const int nt = mc_taps_(g, oh, ow, es, xoff, tap);
-            if (nt == 0) {
-                memset(out, 0, (size_t)(g->c * es));
-                continue;
-            }
-            if (call->op == MC_POOL_MAX) {
-                job->pool(img, call->x_type, xoff, nt, g->c, MC_POOL_MAX, out);
-                continue;
-            }
-            job->pool(img, call->x_type, xoff, nt, g->c, MC_POOL_SUM, acc);
-            if (f64) {
-                const double *a = (const double *)acc;
-                double *o = (double *)out;
-                for (int64_t ch = 0; ch < g->c; ++ch)
-                    o[ch] = a[ch] / (double)nt;
-                continue;
-            }
-            float *a = (float *)acc;
-            const float cnt = (float)nt;
-            for (int64_t ch = 0; ch < g->c; ++ch)
-                a[ch] = a[ch] / cnt;
-            if (job->cast != NULL)
-                job->cast(a, out, g->c);
-            else
-                memcpy(out, a, (size_t)(g->c * 4));
-        }
-    }
-}
-
-int mc_conv_pool(const mc_pool_call *call)
-{
-    const mc_conv_geom *g = &call->geo;
-    if (g->n * g->oh * g->ow * g->c == 0)
-        return MC_CONV_OK;
-    mc_fpenv saved;
-    mc_fpenv_enter(&saved);
-    const mc_level_kernels *lk = mc_kernels(mc_rt_level());
-    mc_pjob_ job;
-    memset(&job, 0, sizeof job);
-    job.call = call;
-    job.pool = lk->conv.pool;
-    job.cast = call->x_type == MC_F16 || call->x_type == MC_BF16
-                   ? lk->convert.cast[MC_F32][call->x_type] : NULL;
-    job.nrows = g->n * g->oh;
-    const int nt = mc_rt_threads_for(job.nrows * g->ow * g->c * g->kh * g->kw, MC_CONV_SMALL_MIN);
-    job.rows = mc_max_(mc_ceil_div_(job.nrows, 8 * nt), 1);
-    mc_run(mc_pool_unit_, &job, mc_ceil_div_(job.nrows, job.rows), nt);
-    mc_fpenv_leave(&saved);
-    return job.status < 0 ? MC_CONV_NOMEM : MC_CONV_OK;
-}
-
-static void mc_pool_grad_unit_(void *ctx, int64_t n)
-{
-    mc_pjob_ *job = (mc_pjob_ *)ctx;
-    const mc_pool_call *call = job->call;
-    const mc_conv_geom *g = &call->geo;
-    const int f64 = call->x_type == MC_F64;
-    const int64_t es = mc_conv_es_(call->x_type), ges = f64 ? 8 : 4, ntap = g->kh * g->kw;
-    int64_t *xoff = (int64_t *)mc_workspace(MC_WS_WORK, 2 * ntap * 8);
-    if (xoff == NULL) {
-        __atomic_store_n(&job->status, -1, __ATOMIC_RELAXED);
-        return;
-    }
-    int64_t *tap = xoff + ntap;
-    const char *img = call->x + n * g->h * g->w * g->c * es;
-    char *dimg = job->dx + n * g->h * g->w * g->c * ges;
-    const char *dy = job->dy + n * g->oh * g->ow * g->c * ges;
-    for (int64_t oh = 0; oh < g->oh; ++oh)
-        for (int64_t ow = 0; ow < g->ow; ++ow, dy += g->c * ges) {
-            const int nt = mc_taps_(g, oh, ow, es, xoff, tap);
-            if (nt == 0)
-                continue;
-            for (int64_t ch = 0; ch < g->c; ++ch) {
-                if (call->op == MC_POOL_SUM) {
-                    for (int t = 0; t < nt; ++t) {
-                        const int64_t at = xoff[t] / es * ges + ch * ges;
-                        if (f64)
-                            *(double *)(dimg + at) += ((const double *)dy)[ch] / (double)nt;
-                        else
-                            *(float *)(dimg + at) += ((const float *)dy)[ch] / (float)nt;
-                    }
-                    continue;
-                }
-                /* the maximum the forward pass took (mc_conv_scalar.h, design b) */
-                int best = 0;
-                if (f64) {
-                    double m = mc_conv_load_f64_(img + xoff[0] + ch * es);
-                    for (int t = 1; t < nt; ++t) {
-                        const double v = mc_conv_load_f64_(img + xoff[t] + ch * es);
-                        if (v > m || (v != v && m == m)) {
-                            m = v;
-                            best = t;
-                        }
-                    }
-                    *(double *)(dimg + xoff[best] / es * ges + ch * ges) += ((const double *)dy)[ch];
-                } else {
-                    float m = mc_gemm_load_elem_(img + xoff[0] + ch * es, call->x_type);
-                    for (int t = 1; t < nt; ++t) {
-                        const float v = mc_gemm_load_elem_(img + xoff[t] + ch * es, call->x_type);
-                        if (v > m || (v != v && m == m)) {
-                            m = v;
-                            best = t;
-                        }
-                    }
-                    *(float *)(dimg + xoff[best] / es * ges + ch * ges) += ((const float *)dy)[ch];
-                }
-            }
-        }
-}
-
-int mc_conv_pool_grad(const mc_pool_call *call, const char *dy, char *dx)
-{
-    const mc_conv_geom *g = &call->geo;
-    if (g->n * g->oh * g->ow * g->c == 0)
-        return MC_CONV_OK;
-    mc_fpenv saved;
-    mc_fpenv_enter(&saved);
-    mc_pjob_ job;
-    memset(&job, 0, sizeof job);
-    job.call = call;
-    job.dy = dy;
-    job.dx = dx;
-    const int nt = mc_rt_threads_for(g->n * g->oh * g->ow * g->c * g->kh * g->kw,
-                                     MC_CONV_SMALL_MIN);
-    mc_run(mc_pool_grad_unit_, &job, g->n, nt);
     mc_fpenv_leave(&saved);
     return job.status < 0 ? MC_CONV_NOMEM : MC_CONV_OK;
 }

@@ -1,11 +1,12 @@
-/* Convolutions and pooling over channels-last images: geometry, the level kernels and the
- * drivers.
+/* Convolutions over channels-last images: the level kernels and the drivers (the window
+ * geometry, shared with pooling, is mc_conv_geom.h; pooling is its own family, pool/).
  *
  * Design:
  *   a. Every operation works on an input of N x H x W x C contiguous elements (a 1-D layer is
- *      H = 1) and writes N x OH x OW x F contiguous elements.  Output pixel p = (n, oh, ow)
- *      reads input rows ih = oh * sh - pt + i * dh and columns iw = ow * sw - pl + j * dw for
- *      the kernel taps (i, j); taps outside the input are padding.
+ *      H = 1) and writes N x OH x OW x F contiguous elements, in the geometry of
+ *      mc_conv_geom.h: output pixel p = (n, oh, ow) reads input rows
+ *      ih = oh * sh - pt + i * dh and columns iw = ow * sw - pl + j * dw for the kernel taps
+ *      (i, j); taps outside the input are padding.
  *   b. Convolution is a matrix product: row p of the im2col matrix holds, for the channels
  *      [c0, c0 + cg) of one group, the taps in row-major order (i, j) with cg channels each
  *      (k = (i * KW + j) * cg + c), zeros for padding -- the order of Keras's kernel
@@ -16,12 +17,11 @@
  *      buffer of its own (in cache) and packs them for the micro-kernel.  The blocking over K
  *      and the kernels are the GEMM's, so the result equals kernels.matmul of the im2col
  *      matrix with the same packed weights, bit for bit (tests/test_conv.py).
- *   c. Depthwise convolution and pooling have kernels per level (mc_conv_table): one output
- *      pixel at a time, all channels, over a list of valid taps (byte offsets) made by the
- *      driver, so padding never reaches a kernel.  They sum in float32 (float64 for float64
- *      data), tap by tap in the list's order, one fused multiply-add per step (depthwise) or
- *      one addition / comparison (pooling); the scalar twins (mc_conv_scalar.h) are the
- *      specification and the vector kernels give the same bits.  The epilogue (bias,
+ *   c. Depthwise convolution has kernels per level (mc_conv_table): one output pixel at a
+ *      time, all channels, over a list of valid taps (byte offsets) made by the driver, so
+ *      padding never reaches a kernel.  They sum in float32 (float64 for float64 data), tap by
+ *      tap in the list's order, one fused multiply-add per step; the scalar twins
+ *      (mc_conv_scalar.h) are the specification and the vector kernels give the same bits.  The epilogue (bias,
  *      activation, rounding to the output type) is the driver's, the same at every level.
  *   d. Backward helpers: im2col of whole bands (for the weight gradient's product) and col2im,
  *      the scatter-add of an im2col-shaped gradient into the input's gradient, image by image
@@ -31,15 +31,8 @@
 #define MC_CONV_H_
 
 #include <stdint.h>
+#include "mc_conv_geom.h"
 #include "mc_gemm.h"
-
-typedef struct {
-    int64_t n, h, w, c;          /* input, contiguous, channels last */
-    int64_t kh, kw;              /* kernel (pool) size */
-    int64_t sh, sw, dh, dw;      /* strides, dilation */
-    int64_t pt, pl;              /* padding before the first row / column */
-    int64_t oh, ow;              /* output size */
-} mc_conv_geom;
 
 /* --- level kernels (design c) ------------------------------------------------------------------ */
 
@@ -50,17 +43,9 @@ typedef struct {
 typedef void (*mc_dw_fn)(const char *x, int type, const int64_t *xoff, const void *w,
                          const int64_t *woff, int ntaps, int64_t c, int64_t mult, int64_t wm,
                          void *acc);
-/* Pooling: acc[ch] = max (op MC_POOL_MAX) or sum (op MC_POOL_SUM) over t < ntaps of
- * x[xoff[t] + ch * es], from the first tap's value, in tap order (ntaps >= 1).  The maximum
- * takes v when v > m or v is NaN, so the first NaN met stays.  float for float16, bfloat16 and
- * float32 data, double for float64. */
-typedef void (*mc_pool_fn)(const char *x, int type, const int64_t *xoff, int ntaps, int64_t c,
-                           int op, void *acc);
-enum { MC_POOL_MAX = 0, MC_POOL_SUM = 1 };
 
 typedef struct {
     mc_dw_fn dw;
-    mc_pool_fn pool;
 } mc_conv_table;
 
 extern const mc_conv_table mc_conv_table_generic;
@@ -111,18 +96,5 @@ typedef struct {
     int act;                     /* MC_ACT_*; MC_ACT_NONE for MC_F64 */
 } mc_dw_call;
 int mc_conv_depthwise(const mc_dw_call *call);
-
-typedef struct {
-    mc_conv_geom geo;            /* kh, kw: pool size; dh = dw = 1 */
-    int op;                      /* MC_POOL_MAX or MC_POOL_SUM (average: sum / valid taps) */
-    const char *x;
-    int x_type;                  /* MC_F16 / MC_BF16 / MC_F32 / MC_F64 */
-    char *out;                   /* N x OH x OW x C, of x's type */
-} mc_pool_call;
-int mc_conv_pool(const mc_pool_call *call);
-/* Gradient of mc_conv_pool: dx (float32, or float64 for MC_F64 x; zeroed by the caller) +=
- * dy (N x OH x OW x C of the same float type) routed to the first maximum of each window, or
- * spread as dy / taps over the valid taps. */
-int mc_conv_pool_grad(const mc_pool_call *call, const char *dy, char *dx);
 
 #endif

@@ -26,8 +26,7 @@
 
 #include <stdint.h>
 #include <string.h>
-
-enum { MC_F16 = 0, MC_BF16 = 1, MC_F32 = 2, MC_F64 = 3, MC_NDTYPES = 4 };
+#include "mc_types.h"             /* MC_F16, MC_BF16, MC_F32, MC_F64 */
 
 /* Round-to-nearest-even of m / 2**shift for 0 < shift < 64.  The quotient is incremented when
  * the remainder is above half, or exactly half with an odd quotient. */

@@ -1,4 +1,5 @@
-/* GEMM: the plan, the blocked loops, the work units, packing ahead, and the generic kernels.
+/* GEMM: the plan, the blocked loops, the work units, packing ahead and the scalar epilogue
+ * (the generic level's kernels are in mc_gemm_generic.c).
  *
  * Design:
  *   a. One blocked loop nest for every level (mc_gemm.h, design a): mc_rect_() computes one
@@ -33,11 +34,12 @@
  *      panels (exact products, gradual underflow), so results never lose them.  A product of
  *      normal inputs whose float32 result or partial sum is subnormal is still flushed by
  *      VDPBF16PS (at most 2**-126 each; docs/gemm.md).
- *   g. The generic kernels are the scalar twins: packing through the conversion twins of
- *      mc_convert_scalar.h, a 4 x 16 micro-kernel that multiplies then adds (two roundings per
- *      step, since the baseline has no FMA; the error bound of docs/gemm.md still holds), and
- *      the epilogue in plain C, which also serves every layout the vector epilogues do not
- *      take.  -ffp-contract=off keeps every rounding where the source puts it.
+ *   g. The generic kernels (mc_gemm_generic.c) are the scalar twins: packing through the
+ *      conversion twins of mc_convert_scalar.h, a 4 x 16 micro-kernel that multiplies then adds
+ *      (two roundings per step, since the baseline has no FMA; the error bound of docs/gemm.md
+ *      still holds).  The epilogue in plain C (here) serves the generic level and every layout
+ *      the vector epilogues do not take.  -ffp-contract=off keeps every rounding where the
+ *      source puts it.
  *   h. The activation is the one of mc_act.h (float64 inside, rounded once to float32): the
  *      scalar epilogue applies the level's elementwise kernel to each row of the tile
  *      (g->act_row), the vector epilogues the same functions inline, with the same bits.  gelu
@@ -52,9 +54,6 @@
 #include "mc_kernels.h"
 #include "mc_runtime.h"
 
-#define G_MR 4
-#define G_NR 16
-
 /* multiply-adds below which a call stays on the calling thread: measured, two threads win from
  * about 512 Ki (8 x 256 x 256: 10.3 -> 8.6 us; 1 x 1024 x 1024: 80 -> 51 us) and lose at 64**3 */
 #define MC_GEMM_PARALLEL_MIN ((int64_t)1 << 19)
@@ -64,59 +63,6 @@
 #define MC_SLAB_BYTES_ ((int64_t)16 << 20)
 /* work units per thread aimed at (design c) */
 #define MC_UNITS_PER_THREAD_ 4
-
-/* --- activation ------------------------------------------------------------------------------ */
-
-
-/* --- generic micro-kernel --------------------------------------------------------------------- */
-
-static void mc_gemm_ukr_generic_(int64_t kc, const void *ap, const void *bp, float *tile, int mr)
-{
-    const float *a = (const float *)ap, *b = (const float *)bp;
-    float c[G_MR][G_NR];
-    memset(c, 0, sizeof c);
-    for (int64_t k = 0; k < kc; ++k) {
-        for (int i = 0; i < G_MR; ++i) {
-            const float ai = a[i];
-            for (int j = 0; j < G_NR; ++j)
-                c[i][j] += ai * b[j];
-        }
-        a += G_MR;
-        b += G_NR;
-    }
-    for (int i = 0; i < mr; ++i)
-        memcpy(tile + i * G_NR, c[i], sizeof c[i]);
-}
-
-/* The same products with B read in place or from 16-bit panels (mc_gemm.h): every lane of a
- * row converted by the scalar twins, then the multiply-then-add of the generic micro-kernel, in
- * the same order, so the same bits. */
-static int mc_gemm_ukr_direct_generic_(int64_t kc, const void *ap, const char *b, int64_t ldb,
-                                       int64_t pstride, int b_type, int nr, float *tile,
-                                       int64_t ldt, int mr, int accumulate)
-{
-    const float *a = (const float *)ap;
-    const int64_t es = b_type == MC_F32 ? 4 : 2;
-    float c[G_MR][G_NR];
-    (void)pstride;                           /* nr <= G_NR: one group of columns */
-    for (int i = 0; i < G_MR; ++i)
-        for (int j = 0; j < G_NR; ++j)
-            c[i][j] = accumulate && i < mr && j < nr ? tile[i * ldt + j] : 0.0f;
-    for (int64_t k = 0; k < kc; ++k) {
-        float bk[G_NR];
-        for (int j = 0; j < nr; ++j)
-            bk[j] = mc_gemm_load_elem_(b + k * ldb + j * es, b_type);
-        for (int i = 0; i < G_MR; ++i) {
-            const float ai = a[i];
-            for (int j = 0; j < nr; ++j)
-                c[i][j] += ai * bk[j];
-        }
-        a += G_MR;
-    }
-    for (int i = 0; i < mr; ++i)
-        memcpy(tile + i * ldt, c[i], (size_t)nr * 4);
-    return 0;
-}
 
 /* --- the scalar epilogue ---------------------------------------------------------------------- */
 
@@ -169,11 +115,6 @@ static void mc_gemm_epi_scalar_(const mc_gemm_args *g, const float *tile, int ld
     }
 }
 
-const mc_gemm_table mc_gemm_table_generic = {
-    .f32 = {.mr = G_MR, .nr = G_NR, .pairs = 0, .pack = mc_gemm_pack_scalar_,
-            .ukr = mc_gemm_ukr_generic_, .ukr_direct = mc_gemm_ukr_direct_generic_,
-            .mc = 64, .kc = 256, .nc = 2048},
-};
 
 /* --- sizes ----------------------------------------------------------------------------------- */
 

@@ -3,7 +3,8 @@
  * Design:
  *   a. Each level's files export one table per kernel family (mc_convert_table_<isa>,
  *      mc_scan_table_<isa>, mc_gemm_table_<isa>, mc_act_table_<isa>, mc_conv_table_<isa>,
- *      mc_attn_table_<isa>, mc_norm_table_<isa>).  The generic tables are complete; a SIMD
+ *      mc_pool_table_<isa>, mc_attn_table_<isa>, mc_norm_table_<isa>), in the family's level
+ *      files (<family>/mc_<family>_generic.c, mc_<family>_<isa>.c).  The generic tables are complete; a SIMD
  *      table holds what its level speeds up and leaves the rest empty.
  *   b. mc_kernels_init() resolves one record per level, lowest first: an empty entry takes the
  *      resolved entry of the level below; GEMM kernels are taken whole (their parts share a
@@ -11,7 +12,8 @@
  *      level that was not built resolves to the one below it (it is never selected:
  *      mc_cpu_built_level()).
  *   c. This is the one place that knows which levels were compiled (MC_HAVE_<ISA>); the drivers
- *      look kernels up by level, and the level files never call back into a driver.
+ *      look kernels up by level, and the level files never call back into a driver: drivers
+ *      -> this file -> level files, each calling only downwards.
  */
 #ifndef MC_KERNELS_H_
 #define MC_KERNELS_H_
@@ -22,6 +24,7 @@
 #include "mc_convert.h"
 #include "mc_gemm.h"
 #include "mc_norm.h"
+#include "mc_pool.h"
 #include "mc_scan.h"
 
 typedef struct {
@@ -30,6 +33,7 @@ typedef struct {
     mc_gemm_table gemm;
     mc_act_table act;
     mc_conv_table conv;
+    mc_pool_table pool;
     mc_attn_table attn;
     mc_norm_table norm;
 } mc_level_kernels;
