@@ -29,26 +29,7 @@
 #define MC_ACT_H_
 
 #include <stdint.h>
-
-enum { MC_ACT_NONE = 0, MC_ACT_RELU = 1, MC_ACT_GELU = 2, MC_ACT_SIGMOID = 3, MC_ACT_TANH = 4 };
-
-typedef void (*mc_act_forward_fn)(int act, const float *x, float *y, int64_t n);
-typedef void (*mc_act_backward_fn)(int act, const float *dy, const float *x, float *dx, int64_t n);
-/* Softmax (log_ 0) or log-softmax (log_ 1) of each of `rows` contiguous rows of n float32
- * (design e). */
-typedef void (*mc_softmax_fn)(const float *x, float *y, int64_t rows, int64_t n, int log_);
-
-typedef struct {
-    mc_act_forward_fn forward;
-    mc_act_backward_fn backward;
-    mc_softmax_fn softmax;
-} mc_act_table;
-
-extern const mc_act_table mc_act_table_generic;
-extern const mc_act_table mc_act_table_avx2;
-extern const mc_act_table mc_act_table_avx512;
-
-#define MC_ACT_TABLE_(isa) {mc_act_forward_f32_##isa, mc_act_backward_f32_##isa, mc_softmax_f32_##isa}
+#include "mc_act_kernels.h"
 
 /* --- drivers (mc_act.c) ------------------------------------------------------------------------
  * Each reads the level and the thread count once, cuts the work into units and runs them with

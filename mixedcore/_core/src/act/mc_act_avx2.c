@@ -8,7 +8,7 @@
  *      specific to this level.
  */
 #include <string.h>
-#include "mc_act.h"
+#include "mc_act_kernels.h"
 #include "mc_act_scalar.h"
 
 MC_ACT_SCALAR_KERNELS_(avx2)

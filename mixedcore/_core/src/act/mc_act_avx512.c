@@ -13,7 +13,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include "mc_act.h"
+#include "mc_act_kernels.h"
 #include "mc_act_avx512_inl.h"
 #include "mc_simd_avx512.h"
 

@@ -10,7 +10,7 @@
  *   b. Every level's kernels give the same bits as these; only the speed differs.
  */
 #include <string.h>
-#include "mc_act.h"
+#include "mc_act_kernels.h"
 #include "mc_act_scalar.h"
 
 MC_ACT_SCALAR_KERNELS_(generic)

@@ -37,7 +37,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include "mc_act.h"
+#include "mc_act_kernels.h"
 
 /* --- constants shared with the vector code ------------------------------------------------------ */
 

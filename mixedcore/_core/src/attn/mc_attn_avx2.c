@@ -1,6 +1,6 @@
 /* Fused attention at the avx2 level: the scalar twin compiled with FMA (fmaf inlined as one
  * instruction instead of a library call); the same bits as the generic level. */
-#include "mc_attn.h"
+#include "mc_attn_kernels.h"
 #include "mc_attn_scalar.h"
 
 MC_ATTN_SCALAR_UNIT_(avx2)

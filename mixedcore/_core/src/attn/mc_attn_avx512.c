@@ -16,7 +16,7 @@
  */
 #include <immintrin.h>
 #include "mc_act_avx512_inl.h"
-#include "mc_attn.h"
+#include "mc_attn_kernels.h"
 #include "mc_attn_scalar.h"
 #include "mc_simd_avx512.h"
 

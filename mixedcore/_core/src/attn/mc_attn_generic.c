@@ -1,6 +1,6 @@
 /* Generic (portable C) fused attention: the scalar twin of mc_attn_scalar.h, the specification
  * of the vector unit.  fmaf() is a library call at this level (correctly rounded). */
-#include "mc_attn.h"
+#include "mc_attn_kernels.h"
 #include "mc_attn_scalar.h"
 
 MC_ATTN_SCALAR_UNIT_(generic)

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "mc_act_scalar.h"
-#include "mc_attn.h"
+#include "mc_attn_kernels.h"
 #include "mc_gemm_scalar.h"
 
 /* The float32 value v rounded to `type` (and widened back). */

@@ -21,8 +21,9 @@
  *      time, all channels, over a list of valid taps (byte offsets) made by the driver, so
  *      padding never reaches a kernel.  They sum in float32 (float64 for float64 data), tap by
  *      tap in the list's order, one fused multiply-add per step; the scalar twins
- *      (mc_conv_scalar.h) are the specification and the vector kernels give the same bits.  The epilogue (bias,
- *      activation, rounding to the output type) is the driver's, the same at every level.
+ *      (mc_conv_scalar.h) are the specification and the vector kernels give the same bits.
+ *      The epilogue (bias, activation, rounding to the output type) is the driver's, the same
+ *      at every level.
  *   d. Backward helpers: im2col of whole bands (for the weight gradient's product) and col2im,
  *      the scatter-add of an im2col-shaped gradient into the input's gradient, image by image
  *      (each image's pixels are summed in one fixed order, whatever the threads do).
@@ -31,26 +32,8 @@
 #define MC_CONV_H_
 
 #include <stdint.h>
-#include "mc_conv_geom.h"
-#include "mc_gemm.h"
-
-/* --- level kernels (design c) ------------------------------------------------------------------ */
-
-/* Depthwise: for ch < c and m < mult,
- *   acc[m * c + ch] = sum over t < ntaps of x[xoff[t] + ch * es] * w[woff[t] + m * wm + ch],
- * from +0 in tap order, one fused multiply-add per tap; float32 (x float16, bfloat16 or float32,
- * w and acc float) or float64 (x, w and acc double). */
-typedef void (*mc_dw_fn)(const char *x, int type, const int64_t *xoff, const void *w,
-                         const int64_t *woff, int ntaps, int64_t c, int64_t mult, int64_t wm,
-                         void *acc);
-
-typedef struct {
-    mc_dw_fn dw;
-} mc_conv_table;
-
-extern const mc_conv_table mc_conv_table_generic;
-extern const mc_conv_table mc_conv_table_avx2;
-extern const mc_conv_table mc_conv_table_avx512;
+#include "mc_conv_kernels.h"
+#include "mc_gemm.h"                 /* mc_packed */
 
 /* --- drivers ----------------------------------------------------------------------------------- */
 

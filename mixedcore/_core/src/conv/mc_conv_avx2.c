@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
-#include "mc_conv.h"
+#include "mc_conv_kernels.h"
 #include "mc_conv_scalar.h"
 #include "mc_simd_avx2.h"
 

@@ -5,7 +5,7 @@
  *   a. The generic kernels are the scalar twins of mc_conv_scalar.h over all channels: the
  *      specification the vector kernels are tested against.
  */
-#include "mc_conv.h"
+#include "mc_conv_kernels.h"
 #include "mc_conv_scalar.h"
 
 static void mc_dw_generic_(const char *x, int type, const int64_t *xoff, const void *w,

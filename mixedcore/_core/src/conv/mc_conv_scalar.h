@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include "mc_conv.h"
+#include "mc_conv_kernels.h"
 #include "mc_convert_scalar.h"
 #include "mc_gemm_scalar.h"
 

@@ -13,7 +13,7 @@
  */
 #include <immintrin.h>
 #include <stdint.h>
-#include "mc_convert.h"
+#include "mc_convert_kernels.h"
 #include "mc_simd_avx2.h"
 
 #define MC_FIX_LANES_(mask, step, s, d, twin)                                         \

@@ -21,7 +21,7 @@
  */
 #include <immintrin.h>
 #include <stdint.h>
-#include "mc_convert.h"
+#include "mc_convert_kernels.h"
 #include "mc_simd_avx512.h"
 
 /* Recompute the lanes named by a mask with a scalar twin. */

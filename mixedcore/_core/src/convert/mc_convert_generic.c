@@ -9,7 +9,7 @@
  *      is no faster here).
  */
 #include <string.h>
-#include "mc_convert.h"
+#include "mc_convert_kernels.h"
 
 #define MC_GENERIC_(name, stype, dtype, expr)                                         \
     static void mc_cast_##name##_generic(const void *src, void *dst, int64_t n)              \

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "mc_convert_scalar.h"
-#include "mc_gemm.h"
+#include "mc_gemm_kernels.h"
 #include "mc_gemm_scalar.h"
 #include "mc_simd_avx2.h"
 

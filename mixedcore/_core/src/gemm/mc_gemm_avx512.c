@@ -32,7 +32,7 @@
 #include <string.h>
 #include "mc_convert_scalar.h"
 #include "mc_act_avx512_inl.h"
-#include "mc_gemm.h"
+#include "mc_gemm_kernels.h"
 #include "mc_gemm_scalar.h"
 #include "mc_simd_avx512.h"
 

@@ -11,7 +11,7 @@
  */
 #include <string.h>
 #include "mc_convert_scalar.h"
-#include "mc_gemm.h"
+#include "mc_gemm_kernels.h"
 #include "mc_gemm_scalar.h"
 
 #define G_MR 4

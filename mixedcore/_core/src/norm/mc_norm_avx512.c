@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "mc_convert_scalar.h"
-#include "mc_norm.h"
+#include "mc_norm_kernels.h"
 #include "mc_norm_scalar.h"
 #include "mc_simd_avx512.h"
 

@@ -1,6 +1,6 @@
 /* Generic (portable C) layer-normalization kernel: the scalar twin of mc_norm_scalar.h in a loop,
  * the specification the other levels are tested against. */
-#include "mc_norm.h"
+#include "mc_norm_kernels.h"
 #include "mc_norm_scalar.h"
 
 MC_NORM_SCALAR_KERNELS_(generic)

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "mc_convert_scalar.h"
-#include "mc_norm.h"
+#include "mc_norm_kernels.h"
 
 /* The sum of 16 partial sums: lanes j and j + 8 first, then the eight as
  * ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)). */

@@ -14,7 +14,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
-#include "mc_pool.h"
+#include "mc_pool_kernels.h"
 #include "mc_pool_scalar.h"
 #include "mc_simd_avx512.h"
 

@@ -4,7 +4,7 @@
  *   a. The generic kernels are the scalar twins of mc_pool_scalar.h over all channels: the
  *      specification the vector kernels are tested against.
  */
-#include "mc_pool.h"
+#include "mc_pool_kernels.h"
 #include "mc_pool_scalar.h"
 
 static void mc_pool_generic_(const char *x, int type, const int64_t *xoff, int ntaps, int64_t c,

@@ -15,7 +15,7 @@
 #include <string.h>
 #include "mc_conv_geom.h"
 #include "mc_gemm_scalar.h"          /* mc_gemm_load_elem_ */
-#include "mc_pool.h"
+#include "mc_pool_kernels.h"
 
 /* Channels [c0, c1) of the pooling kernel (mc_pool_fn).  The maximum writes x's bit patterns
  * into acc (es bytes each); the sum writes float (double for float64). */

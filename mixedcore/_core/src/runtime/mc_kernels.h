@@ -3,9 +3,10 @@
  * Design:
  *   a. Each level's files export one table per kernel family (mc_convert_table_<isa>,
  *      mc_scan_table_<isa>, mc_gemm_table_<isa>, mc_act_table_<isa>, mc_conv_table_<isa>,
- *      mc_pool_table_<isa>, mc_attn_table_<isa>, mc_norm_table_<isa>), in the family's level
- *      files (<family>/mc_<family>_generic.c, mc_<family>_<isa>.c).  The generic tables are complete; a SIMD
- *      table holds what its level speeds up and leaves the rest empty.
+ *      mc_pool_table_<isa>, mc_attn_table_<isa>, mc_norm_table_<isa>), from the family's level
+ *      files (<family>/mc_<family>_generic.c and mc_<family>_<isa>.c), declared with the
+ *      kernels' types in <family>/mc_<family>_kernels.h.  The generic tables are complete; a
+ *      SIMD table holds what its level speeds up and leaves the rest empty.
  *   b. mc_kernels_init() resolves one record per level, lowest first: an empty entry takes the
  *      resolved entry of the level below; GEMM kernels are taken whole (their parts share a
  *      panel format), and a pair kernel without an epilogue takes its level's float32 one.  A
@@ -18,14 +19,14 @@
 #ifndef MC_KERNELS_H_
 #define MC_KERNELS_H_
 
-#include "mc_act.h"
-#include "mc_attn.h"
-#include "mc_conv.h"
-#include "mc_convert.h"
-#include "mc_gemm.h"
-#include "mc_norm.h"
-#include "mc_pool.h"
-#include "mc_scan.h"
+#include "mc_act_kernels.h"
+#include "mc_attn_kernels.h"
+#include "mc_conv_kernels.h"
+#include "mc_convert_kernels.h"
+#include "mc_gemm_kernels.h"
+#include "mc_norm_kernels.h"
+#include "mc_pool_kernels.h"
+#include "mc_scan_kernels.h"
 
 typedef struct {
     mc_convert_table convert;

@@ -15,7 +15,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
-#include "mc_scan.h"
+#include "mc_scan_kernels.h"
 #include "mc_simd_avx2.h"
 
 #define MC_LD_(p) _mm256_load_si256((const __m256i *)(p))

@@ -27,7 +27,7 @@
  */
 #include <immintrin.h>
 #include <stdint.h>
-#include "mc_scan.h"
+#include "mc_scan_kernels.h"
 #include "mc_simd_avx512.h"
 
 /* --- all_finite ---------------------------------------------------------------------------- */

@@ -19,7 +19,7 @@
  *      VCVTNEPS2BF16 there (mc_scan_avx512bf16.c).
  */
 #include <string.h>
-#include "mc_scan.h"
+#include "mc_scan_kernels.h"
 
 enum { MC_BLOCK_ = 256 };
 
