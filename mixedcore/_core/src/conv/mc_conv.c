@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "mc_conv.h"
-#include "mc_conv_scalar.h"
 #include "mc_convert_scalar.h"
 #include "mc_gemm.h"
 #include "mc_gemm_scalar.h"
