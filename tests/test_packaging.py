@@ -39,7 +39,9 @@ def test_sdist_carries_tests_docs_bench_and_licence(sdist_names):
                  "docs/building.md", "docs/architecture.md", "bench/conftest.py",
                  "bench/benchutil.py", "mixedcore/py.typed", "mixedcore/_core/_mixedcore.pyi",
                  "mixedcore/_core/_mixedcore.pyx", "mixedcore/_core/_gemm.pxi",
-                 "mixedcore/_core/src/runtime/mc_runtime.h", "mixedcore/_core/src/mc_gemm_avx2.c"):
+                 "mixedcore/_core/src/runtime/mc_runtime.h",
+                 "mixedcore/_core/src/gemm/mc_gemm_avx2.c", "mixedcore/_core/src/mc_types.h",
+                 "mixedcore/_core/src/pool/mc_pool_kernels.h"):
         assert name in sdist_names, name
     # every tracked test, doc and C source is there
     tracked = subprocess.run(["git", "ls-files", "tests", "docs", "bench", "mixedcore/_core/src"],

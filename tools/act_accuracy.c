@@ -3,8 +3,8 @@
  *
  * Build and run from the repository root (the generic kernels; every level gives the same bits):
  *
- *     gcc -O2 -ffp-contract=off -fno-math-errno -I mixedcore/_core/src tools/act_accuracy.c \
- *         mixedcore/_core/src/mc_act.c -lm -o /tmp/act_accuracy
+ *     gcc -O2 -ffp-contract=off -fno-math-errno -I mixedcore/_core/src/act tools/act_accuracy.c \
+ *         mixedcore/_core/src/act/mc_act_generic.c -lm -o /tmp/act_accuracy
  *     /tmp/act_accuracy [step=1] [limit=20] [dy]
  *
  * With "dy" the derivatives are multiplied by random dy = +-(1 + f) * 2**e, e in [-27, 36],
@@ -25,7 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "mc_act.h"
+#include "mc_act_kernels.h"
 
 typedef long double ld;
 static const ld SQRT_HALF = 0.707106781186547524400844362104849039L;

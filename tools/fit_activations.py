@@ -1,4 +1,4 @@
-"""Fits the float64 polynomials of mixedcore/_core/src/mc_act_scalar.h and prints them as C.
+"""Fits the float64 polynomials of mixedcore/_core/src/act/mc_act_scalar.h and prints them as C.
 
 Each function is interpolated at 64 Chebyshev nodes in 50-digit arithmetic (mpmath), the
 Chebyshev series is cut at the chosen degree, converted to monomials of the evaluation variable

@@ -3,7 +3,7 @@
 # Design:
 #   a. The caller (mixedcore.kernels._act) has validated everything and made the arrays
 #      contiguous float32 of the same size, the output separate from the inputs (or the same
-#      array).  The plan (level, threads, units) is made in C (src/mc_act.c); this module hands
+#      array).  The plan (level, threads, units) is made in C (src/act/mc_act.c); this module hands
 #      over the pointers and sizes and releases the GIL.
 
 cdef extern from "mc_act.h" nogil:

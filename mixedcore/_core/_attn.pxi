@@ -6,7 +6,7 @@
 #      strides; the mask a bool array of four dimensions broadcast to (B, H, T, S) (strides 0
 #      where it broadcasts) or None; out (B, H, T, Dv), writable, not overlapping the inputs.
 #   b. The plan (level, threads, one unit per (batch item, head), per-thread workspaces) is made
-#      in C (src/mc_attn.c); this module fills the descriptor and releases the GIL.
+#      in C (src/attn/mc_attn.c); this module fills the descriptor and releases the GIL.
 
 cdef extern from "mc_attn.h" nogil:
     ctypedef struct mc_attn_args:

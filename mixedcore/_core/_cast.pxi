@@ -1,5 +1,5 @@
-# Conversion: the array pair as a C descriptor for mc_cast (src/mc_convert.c), which coalesces
-# the dimensions, picks the level's kernel, splits the work and runs it.
+# Conversion: the array pair as a C descriptor for mc_cast (src/convert/mc_convert.c), which
+# coalesces the dimensions, picks the level's kernel, splits the work and runs it.
 
 cdef extern from "mc_convert.h" nogil:
     int MC_CAST_OK, MC_CAST_MAXDIMS

@@ -1,12 +1,12 @@
-# Convolution and pooling driver.
+# Convolution driver (pooling, on the same geometry, is _pool.pxi).
 #
 # Design:
 #   a. The caller (mixedcore.kernels._conv) has validated everything: arrays are contiguous,
 #      native and aligned, of the dtypes the codes say, of the shapes the geometry implies, and
 #      outputs are separate from inputs.  The geometry travels as one tuple
 #      (n, h, w, c, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow).
-#   b. The plan of a call (level, kernels, bands, threads) is made in C (src/mc_conv.c); this
-#      module fills the call descriptors and releases the GIL.
+#   b. The plan of a call (level, kernels, bands, threads) is made in C (src/conv/mc_conv.c);
+#      this module fills the call descriptors and releases the GIL.
 
 from libc.stdlib cimport malloc, free
 
@@ -33,12 +33,6 @@ cdef extern from "mc_conv.h" nogil:
         int out_type
         const void *bias
         int act
-    ctypedef struct mc_pool_call:
-        mc_conv_geom geo
-        int op
-        const char *x
-        int x_type
-        char *out
     int MC_CONV_OK, MC_CONV_NOMEM, MC_CONV_FORMAT
     int mc_conv_gemm(const mc_conv_call *call)
     void mc_conv_im2col(const mc_conv_geom *g, const char *x, int es, int64_t c0, int64_t cg,
@@ -46,8 +40,6 @@ cdef extern from "mc_conv.h" nogil:
     void mc_conv_col2im(const mc_conv_geom *g, const char *src, int type, int64_t c0,
                         int64_t cg, char *dx)
     int mc_conv_depthwise(const mc_dw_call *call)
-    int mc_conv_pool(const mc_pool_call *call)
-    int mc_conv_pool_grad(const mc_pool_call *call, const char *dy, char *dx)
 
 CONV_FORMAT_ERROR = MC_CONV_FORMAT
 
@@ -135,36 +127,3 @@ def conv_depthwise(cnp.ndarray x, cnp.ndarray w, cnp.ndarray out, object bias, t
         r = mc_conv_depthwise(&call)
     if r == MC_CONV_NOMEM:
         raise MemoryError("depthwise_conv2d: cannot allocate the work buffers")
-
-
-def conv_pool(cnp.ndarray x, cnp.ndarray out, tuple geom, int op, int x_type):
-    """Max (op 0) or average (op 1) pooling (validated by the caller)."""
-    cdef mc_pool_call call
-    cdef int r
-    _geom(&call.geo, geom)
-    call.op = op
-    call.x = _data(x)
-    call.x_type = x_type
-    call.out = _data(out)
-    with nogil:
-        r = mc_conv_pool(&call)
-    if r == MC_CONV_NOMEM:
-        raise MemoryError("pool2d: cannot allocate the work buffers")
-
-
-def conv_pool_grad(cnp.ndarray x, cnp.ndarray dy, cnp.ndarray dx, tuple geom, int op,
-                   int x_type):
-    """dx += the gradient of pooling for dy (validated by the caller)."""
-    cdef mc_pool_call call
-    cdef int r
-    _geom(&call.geo, geom)
-    call.op = op
-    call.x = _data(x)
-    call.x_type = x_type
-    call.out = NULL
-    cdef const char *dyp = _data(dy)
-    cdef char *dxp = _data(dx)
-    with nogil:
-        r = mc_conv_pool_grad(&call, dyp, dxp)
-    if r == MC_CONV_NOMEM:
-        raise MemoryError("pool2d_grad: cannot allocate the work buffers")

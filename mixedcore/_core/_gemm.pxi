@@ -5,9 +5,9 @@
 #      `batch` matrix products of the same (M, N, K): per batch item it passes the byte offsets of
 #      A, B, out and Cin inside their arrays, plus one set of byte strides.  This module only fills
 #      the C call descriptor; the plan (level, kernels, blocks, threads, accumulator, scratch) is
-#      made in C when the call starts (src/mc_gemm.c), so settings changed meanwhile by another
+#      made in C when the call starts (src/gemm/mc_gemm.c), so settings changed meanwhile by another
 #      thread cannot mix into it.
-#   b. PackedMatrix owns B packed ahead (src/mc_gemm.h, mc_packed): immutable, freed with the
+#   b. PackedMatrix owns B packed ahead (src/gemm/mc_gemm.h, mc_packed): immutable, freed with the
 #      object.
 
 cdef extern from "mc_gemm.h" nogil:

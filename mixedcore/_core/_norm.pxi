@@ -5,7 +5,7 @@
 #      C-contiguous rows of n elements of float16, bfloat16 or float32, native and aligned; gamma
 #      and beta float32 of n elements or None; y a C-contiguous array of rows of n elements,
 #      separate from the inputs; mean and rstd float32 arrays of one element per row, or None.
-#   b. The plan (level, threads, bands of rows) is made in C (src/mc_norm.c); this module fills
+#   b. The plan (level, threads, bands of rows) is made in C (src/norm/mc_norm.c); this module fills
 #      the job descriptor and releases the GIL.
 
 cdef extern from "mc_norm.h" nogil:

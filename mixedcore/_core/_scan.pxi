@@ -1,5 +1,5 @@
 # Overflow scans: all_finite, unscale_and_check and the numerics statistics over many arrays in
-# one call.  The driver is C (src/mc_scan.c: normalisation, overlap checks, thresholds, work
+# one call.  The driver is C (src/scan/mc_scan.c: normalisation, overlap checks, thresholds, work
 # units, the run); this part reads each ndarray's pointer, dtype, shape and strides into a
 # packed table of C descriptors (one allocation), calls it without the GIL, and turns what it
 # reports into the report the validation layer (mixedcore.kernels._scan) decodes.

@@ -1,6 +1,7 @@
 /* Small helpers for the C test programs of the kernel families (test_act.c, test_norm.c,
- * test_attn.c, test_conv.c): the levels to run, thread counts, a random generator and values
- * that make kernels work (specials, subnormals, 16-bit types), and failure reports.
+ * test_attn.c, test_conv.c, test_pool.c, ...): the levels to run, thread counts, a random
+ * generator and values that make kernels work (specials, subnormals, 16-bit types), and
+ * failure reports.
  *
  * Conventions:
  *   a. Each program has its own main(), includes only the core's headers and this one, prints

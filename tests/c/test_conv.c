@@ -1,109 +1,18 @@
 /* The convolution family's drivers at every level and 1 or 3 threads:
- *   - mc_conv_depthwise and mc_conv_pool against the scalar twins of mc_conv_scalar.h run pixel
- *     by pixel over the same tap lists, with the drivers' epilogue (bias, activation, rounding;
- *     the division of an average), bit for bit (mc_conv.h design c);
- *   - mc_conv_pool_grad against the same routing written out here, bit for bit;
+ *   - mc_conv_depthwise against the scalar twins of mc_conv_scalar.h run pixel by pixel over
+ *     the same tap lists, with the driver's epilogue (bias, activation, rounding), bit for bit
+ *     (mc_conv.h design c);
  *   - mc_conv_gemm bit for bit against mc_gemm of the explicit im2col matrix (mc_conv_im2col)
  *     with the same packed weights (mc_conv.h design b), and within the documented bound
  *     2 * K * 2**-24 * (|im2col(x)| @ |w|) of the float64 product (docs/conv.md, "Numerics").
- * Geometries cover 1 x 1 images, padding on every side, strides, dilation, groups, channel
- * counts that leave vector tails, and calls above the threading thresholds. */
+ * Geometries (ctest_window.h) cover 1 x 1 images, padding on every side, strides, dilation,
+ * groups, channel counts that leave vector tails, and calls above the threading thresholds. */
 #include "ctest_extra.h"
+#include "ctest_window.h"
 #include "mc_act_scalar.h"
 #include "mc_conv.h"
 #include "mc_conv_scalar.h"
 #include "mc_gemm.h"
-
-typedef struct {
-    int64_t n, h, w, c, kh, kw, sh, sw, dh, dw, pt, pb, pl, pr;
-} geo_in_;
-
-static const geo_in_ geos_[] = {
-    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-    {2, 7, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
-    {1, 13, 11, 17, 3, 3, 1, 1, 2, 2, 0, 0, 0, 0},
-    {2, 11, 8, 6, 3, 2, 2, 2, 1, 1, 1, 1, 0, 1},
-    {2, 10, 9, 3, 5, 4, 2, 3, 1, 2, 2, 2, 3, 2},
-    {1, 3, 3, 5, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2},      /* windows of padding alone */
-    {2, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   /* above the thresholds */
-    {1, 10, 10, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   /* K = 576: more than one K block */
-};
-
-static mc_conv_geom geom_(const geo_in_ *g)
-{
-    mc_conv_geom r = {.n = g->n, .h = g->h, .w = g->w, .c = g->c, .kh = g->kh, .kw = g->kw,
-                      .sh = g->sh, .sw = g->sw, .dh = g->dh, .dw = g->dw, .pt = g->pt,
-                      .pl = g->pl};
-    r.oh = (g->h + g->pt + g->pb - ((g->kh - 1) * g->dh + 1)) / g->sh + 1;
-    r.ow = (g->w + g->pl + g->pr - ((g->kw - 1) * g->dw + 1)) / g->sw + 1;
-    return r;
-}
-
-/* The valid taps of output pixel (oh, ow), row-major: byte offsets into the image (elements of
- * es bytes) and tap indices i * kw + j. */
-static int taps_(const mc_conv_geom *g, int64_t oh, int64_t ow, int64_t es, int64_t *xoff,
-                 int64_t *tap)
-{
-    int nt = 0;
-    for (int64_t i = 0; i < g->kh; ++i) {
-        const int64_t ih = oh * g->sh - g->pt + i * g->dh;
-        if (ih < 0 || ih >= g->h)
-            continue;
-        for (int64_t j = 0; j < g->kw; ++j) {
-            const int64_t iw = ow * g->sw - g->pl + j * g->dw;
-            if (iw < 0 || iw >= g->w)
-                continue;
-            xoff[nt] = (ih * g->w + iw) * g->c * es;
-            tap[nt++] = i * g->kw + j;
-        }
-    }
-    return nt;
-}
-
-static void describe_(const mc_conv_geom *g, const char *op, int xt, int ot, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s %lldx%lldx%lldx%lld k%lldx%lld s%lld,%lld d%lld,%lld p%lld,%lld %s -> %s",
-             op, (long long)g->n, (long long)g->h, (long long)g->w, (long long)g->c,
-             (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw,
-             (long long)g->dh, (long long)g->dw, (long long)g->pt, (long long)g->pl,
-             mcx_type_name(xt), mcx_type_name(ot));
-}
-
-/* Compares two arrays of `count` elements of `type` bit for bit; reports the first few. */
-static void same_bits_(const char *got, const char *want, int type, int64_t count)
-{
-    const int64_t es = mcx_elem_size(type);
-    ++mcx_checks_;
-    if (memcmp(got, want, (size_t)(count * es)) == 0)
-        return;
-    int bad = 0;
-    for (int64_t i = 0; i < count && bad < 3; ++i)
-        if (memcmp(got + i * es, want + i * es, (size_t)es) != 0) {
-            double a, b;
-            if (type == MC_F64) {
-                memcpy(&a, got + i * es, 8);
-                memcpy(&b, want + i * es, 8);
-            } else {
-                a = mcx_load(got, type, i);
-                b = mcx_load(want, type, i);
-            }
-            MCX_FAIL("element %lld is %a, the reference %a", (long long)i, a, b);
-            ++bad;
-        }
-}
-
-/* Fills n elements of `type` (float64 too). */
-static void fill_any_(char *p, int type, int64_t n, double scale)
-{
-    if (type == MC_F64) {
-        for (int64_t i = 0; i < n; ++i) {
-            const double v = mcx_uniform(-scale, scale);
-            memcpy(p + i * 8, &v, 8);
-        }
-    } else {
-        mcx_fill_typed(p, type, n, scale, 0);
-    }
-}
 
 /* --- depthwise ----------------------------------------------------------------------------------- */
 
@@ -164,121 +73,6 @@ static void check_depthwise(const geo_in_ *gi, int xt, int ot, int64_t mult, int
     free(x);
     free(w);
     free(bias);
-    free(out);
-    free(ref);
-}
-
-/* --- pooling ------------------------------------------------------------------------------------- */
-
-static void check_pool(const geo_in_ *gi, int xt, int op)
-{
-    geo_in_ pg = *gi;
-    pg.dh = pg.dw = 1;
-    const mc_conv_geom g = geom_(&pg);
-    const int f64 = xt == MC_F64;
-    const int64_t es = mcx_elem_size(xt), ges = f64 ? 8 : 4;
-    const int64_t nx = g.n * g.h * g.w * g.c, no = g.n * g.oh * g.ow * g.c, ntap = g.kh * g.kw;
-    char *x = mcx_alloc((size_t)(nx * es));
-    char *out = mcx_alloc((size_t)(no * es) + 64), *ref = mcx_alloc((size_t)(no * es) + 64);
-    fill_any_(x, xt, nx, 4.0);
-    /* a few repeated values and NaN, for the maximum's choice among equals and NaN */
-    for (int64_t i = 0; i + 7 < nx; i += 7)
-        memcpy(x + (i + 3) * es, x + i * es, (size_t)es);
-    if (nx > 40 && !f64)
-        mcx_store(x, xt, 40, NAN);
-    const mc_pool_call call = {.geo = g, .op = op, .x = x, .x_type = xt, .out = out};
-    char where[160];
-    describe_(&g, op == MC_POOL_MAX ? "max_pool" : "avg_pool", xt, xt, where, sizeof where);
-    mcx_case(where);
-    MCX_CHECK(mc_conv_pool(&call) == MC_CONV_OK, "status");
-
-    int64_t *xoff = mcx_alloc((size_t)ntap * 8), *tap = mcx_alloc((size_t)ntap * 8);
-    char *acc = mcx_alloc((size_t)(g.c * 8));
-    for (int64_t n = 0; n < g.n; ++n)
-        for (int64_t oh = 0; oh < g.oh; ++oh)
-            for (int64_t ow = 0; ow < g.ow; ++ow) {
-                const int nt = taps_(&g, oh, ow, es, xoff, tap);
-                const int64_t p = (n * g.oh + oh) * g.ow + ow;
-                char *o = ref + p * g.c * es;
-                const char *img = x + n * g.h * g.w * g.c * es;
-                if (nt == 0) {
-                    memset(o, 0, (size_t)(g.c * es));
-                    continue;
-                }
-                if (op == MC_POOL_MAX) {
-                    mc_pool_scalar_(img, xt, xoff, nt, 0, g.c, MC_POOL_MAX, o);
-                    continue;
-                }
-                mc_pool_scalar_(img, xt, xoff, nt, 0, g.c, MC_POOL_SUM, acc);
-                for (int64_t ch = 0; ch < g.c; ++ch) {
-                    if (f64) {
-                        const double v = ((double *)acc)[ch] / (double)nt;
-                        memcpy(o + ch * 8, &v, 8);
-                    } else {
-                        mcx_store(o, xt, ch, ((float *)acc)[ch] / (float)nt);
-                    }
-                }
-            }
-    same_bits_(out, ref, xt, no);
-    MCX_CHECK(mcx_untouched(out, (size_t)(no * es), (size_t)(no * es) + 64), "wrote past the end");
-
-    /* the gradient: dy routed to the first maximum, or spread as dy / taps */
-    describe_(&g, op == MC_POOL_MAX ? "max_pool_grad" : "avg_pool_grad", xt, f64 ? MC_F64 : MC_F32,
-              where, sizeof where);
-    mcx_case(where);
-    char *dy = mcx_alloc((size_t)(no * ges)), *dx = mcx_alloc((size_t)(nx * ges));
-    char *dx_ref = mcx_alloc((size_t)(nx * ges));
-    fill_any_(dy, f64 ? MC_F64 : MC_F32, no, 1.0);
-    memset(dx, 0, (size_t)(nx * ges));
-    memset(dx_ref, 0, (size_t)(nx * ges));
-    MCX_CHECK(mc_conv_pool_grad(&call, dy, dx) == MC_CONV_OK, "status");
-    for (int64_t n = 0; n < g.n; ++n)
-        for (int64_t oh = 0; oh < g.oh; ++oh)
-            for (int64_t ow = 0; ow < g.ow; ++ow) {
-                const int nt = taps_(&g, oh, ow, es, xoff, tap);
-                const int64_t p = (n * g.oh + oh) * g.ow + ow;
-                const char *img = x + n * g.h * g.w * g.c * es;
-                char *dimg = dx_ref + n * g.h * g.w * g.c * ges;
-                for (int64_t ch = 0; ch < g.c && nt > 0; ++ch) {
-                    if (op == MC_POOL_SUM) {
-                        for (int t = 0; t < nt; ++t) {
-                            char *at = dimg + xoff[t] / es * ges + ch * ges;
-                            if (f64)
-                                *(double *)at += ((double *)dy)[p * g.c + ch] / (double)nt;
-                            else
-                                *(float *)at += ((float *)dy)[p * g.c + ch] / (float)nt;
-                        }
-                        continue;
-                    }
-                    /* the winner of the forward pass: its bits are in out */
-                    int best = 0;
-                    double m = 0.0;
-                    for (int t = 0; t < nt; ++t) {
-                        double v;
-                        if (f64)
-                            memcpy(&v, img + xoff[t] + ch * es, 8);
-                        else
-                            v = mcx_load(img + xoff[t], xt, ch);
-                        if (t == 0 || v > m || (v != v && m == m)) {
-                            m = v;
-                            best = t;
-                        }
-                    }
-                    char *at = dimg + xoff[best] / es * ges + ch * ges;
-                    if (f64)
-                        *(double *)at += ((double *)dy)[p * g.c + ch];
-                    else
-                        *(float *)at += ((float *)dy)[p * g.c + ch];
-                }
-            }
-    same_bits_(dx, dx_ref, f64 ? MC_F64 : MC_F32, nx);
-    free(dy);
-    free(dx);
-    free(dx_ref);
-    free(xoff);
-    free(tap);
-    free(acc);
-    free(x);
     free(out);
     free(ref);
 }
@@ -406,8 +200,6 @@ int main(void)
                     const int xt = types[t];
                     const int ot = xt == MC_F64 ? MC_F64 : types[(t + gi) % 3];
                     check_depthwise(&geos_[gi], xt, ot, 1 + gi % 2, gi % 3 != 0, acts[gi % 4]);
-                    check_pool(&geos_[gi], xt, MC_POOL_MAX);
-                    check_pool(&geos_[gi], xt, MC_POOL_SUM);
                 }
                 for (int t = 0; t < 3; ++t) {
                     const int xt = types[t];

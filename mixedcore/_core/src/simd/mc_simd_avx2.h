@@ -7,7 +7,7 @@
  *      flags; the generic files never include a simd header, so they never see a vector type.
  *   b. A helper here gives, lane for lane, the bits the per-family copies it replaced gave: the
  *      kernels' results are bit-identical at every level (the kernel tests check it).
- *   c. Element types are the codes of mc_convert_scalar.h (MC_F16, MC_BF16, MC_F32).
+ *   c. Element types are the codes of mc_types.h (MC_F16, MC_BF16, MC_F32).
  *   d. What belongs here: a load, store, mask, rounding or shuffle that two families (or two
  *      levels of one family, through mc_simd_avx512.h) would otherwise write each.  Vector math
  *      of one family stays with the family (the activations' in mc_act_avx512_inl.h).
@@ -18,7 +18,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "mc_convert_scalar.h"
+#include "mc_types.h"
 
 #define MC_INLINE_ static inline __attribute__((always_inline))
 /* The rounding argument of VCVTPS2PH: to nearest even. */

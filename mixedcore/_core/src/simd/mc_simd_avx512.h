@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "mc_convert_scalar.h"
+#include "mc_types.h"
 #include "mc_simd_avx2.h"
 
 /* The rounding argument of the AVX-512 conversions: to nearest even, no exception flags. */

@@ -1,0 +1,595 @@
+/* Convolution drivers and im2col / col2im (the generic level's kernels are in
+ * mc_conv_generic.c); see mc_conv.h for the design.
+ *
+ * Design (of this file):
+ *   a. mc_conv_gemm() makes its plan once, like mc_gemm(): the level, the kernel (the bfloat16
+ *      pair kernel for bfloat16 data against pair panels, else the float32-panel kernel), the
+ *      panel format of the packed weights (used as they are, or widened to float32 panels when
+ *      the current level's kernel cannot read them), the band height and the thread count.
+ *   b. Work units are bands of output pixels (rows of the implicit im2col matrix), at most the
+ *      kernel's MC rows and about four per thread.  A unit computes its band for every group:
+ *      for each K block (the packed weights' KC), the im2col rows of each micro-tile are copied
+ *      into a small buffer (MR x KC elements: L1 or L2) and packed by the level's pack, then
+ *      the micro-kernel runs against every panel of the weights, and the GEMM's epilogue adds
+ *      the partial sums of earlier K blocks or, after the last one, the bias, the activation
+ *      and the output rounding.  Every element therefore sees the operations kernels.matmul
+ *      would apply to the explicit im2col matrix, in the same order.
+ *   c. A subnormal bfloat16 met by the pair pack (VDPBF16PS would read it as zero) makes the
+ *      call start again on float32 panels, as mc_gemm() does.
+ *   d. The depthwise driver walks output pixels in bands of rows; for each pixel it lists the
+ *      valid taps (padding is skipped; mc_conv_geom.h), calls the level's kernel, and applies
+ *      the epilogue: bias, activation (the level's elementwise kernel, mc_act.h) and rounding
+ *      to the output type (the level's conversion kernel).
+ *   e. Backward helpers run image by image, so every sum into the input gradient is taken in
+ *      one order whatever the threads do.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mc_conv.h"
+#include "mc_convert_scalar.h"
+#include "mc_gemm.h"
+#include "mc_gemm_scalar.h"
+#include "mc_kernels.h"
+#include "mc_runtime.h"
+
+/* multiply-adds below which a convolution stays on the calling thread (the GEMM's threshold) */
+#define MC_CONV_PARALLEL_MIN ((int64_t)1 << 19)
+/* element-taps below which depthwise and the helpers stay on the calling thread */
+#define MC_CONV_SMALL_MIN ((int64_t)1 << 16)
+#define MC_CONV_UNITS_PER_THREAD_ 4
+
+static int64_t mc_min_(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t mc_max_(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t mc_ceil_div_(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t mc_round64_(int64_t x) { return (x + 63) & ~(int64_t)63; }
+
+/* --- im2col ------------------------------------------------------------------------------------ */
+
+/* n bytes, inlined for the short runs of images with few channels */
+static inline void mc_copy_(char *d, const char *s, int64_t n)
+{
+    if (n > 64) {
+        memcpy(d, s, (size_t)n);
+        return;
+    }
+    for (; n >= 8; n -= 8, d += 8, s += 8)
+        memcpy(d, s, 8);
+    if (n >= 4) {
+        memcpy(d, s, 4);
+        d += 4;
+        s += 4;
+        n -= 4;
+    }
+    if (n >= 2) {
+        memcpy(d, s, 2);
+        d += 2;
+        s += 2;
+        n -= 2;
+    }
+    if (n)
+        *d = *s;
+}
+
+/* Whole rows (all K columns): per kernel row, the valid taps are one range of j, copied in
+ * one run when they cover every channel of adjacent pixels. */
+static void mc_im2col_full_(const mc_conv_geom *g, const char *x, int es, int64_t c0, int64_t cg,
+                            int64_t r0, int64_t r1, char *dst, int64_t ldd)
+{
+    const int64_t ohw = g->oh * g->ow;
+    const int64_t pixb = g->c * es, rowb = g->w * pixb, imgb = g->h * rowb, tapb = cg * es;
+    const int merge = cg == g->c && g->dw == 1;
+    int64_t n = r0 / ohw, rem = r0 - n * ohw;
+    int64_t oh = rem / g->ow, ow = rem - oh * g->ow;
+    for (int64_t r = r0; r < r1; ++r) {
+        char *d = dst + (r - r0) * ldd;
+        const int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
+        const char *img = x + n * imgb + c0 * es;
+        /* valid taps j: 0 <= iw0 + j * dw < w */
+        const int64_t jlo = iw0 >= 0 ? 0 : mc_ceil_div_(-iw0, g->dw);
+        const int64_t jhi = iw0 >= g->w ? 0 : mc_min_(g->kw, mc_ceil_div_(g->w - iw0, g->dw));
+        for (int64_t i = 0; i < g->kh; ++i, d += g->kw * tapb) {
+            const int64_t ih = ih0 + i * g->dh;
+            if (ih < 0 || ih >= g->h || jlo >= jhi) {
+                memset(d, 0, (size_t)(g->kw * tapb));
+                continue;
+            }
+            if (jlo > 0)
+                memset(d, 0, (size_t)(jlo * tapb));
+            const char *src = img + ih * rowb + (iw0 + jlo * g->dw) * pixb;
+            if (merge) {
+                mc_copy_(d + jlo * tapb, src, (jhi - jlo) * tapb);
+            } else {
+                for (int64_t j = jlo; j < jhi; ++j)
+                    mc_copy_(d + j * tapb, src + (j - jlo) * g->dw * pixb, tapb);
+            }
+            if (jhi < g->kw)
+                memset(d + jhi * tapb, 0, (size_t)((g->kw - jhi) * tapb));
+        }
+        if (++ow == g->ow) {
+            ow = 0;
+            if (++oh == g->oh) {
+                oh = 0;
+                ++n;
+            }
+        }
+    }
+}
+
+void mc_conv_im2col_rows(const mc_conv_geom *g, const char *x, int es, int64_t c0, int64_t cg,
+                         int64_t r0, int64_t r1, int64_t k0, int64_t k1, char *dst, int64_t ldd)
+{
+    if (r0 >= r1 || k0 >= k1)
+        return;
+    if (k0 == 0 && k1 == g->kh * g->kw * cg) {
+        mc_im2col_full_(g, x, es, c0, cg, r0, r1, dst, ldd);
+        return;
+    }
+    /* a range of columns (a K block): tap by tap, partial taps at both ends */
+    const int64_t ohw = g->oh * g->ow;
+    const int64_t pixb = g->c * es, rowb = g->w * pixb, imgb = g->h * rowb;
+    /* taps j, j + 1, ... of one kernel row are adjacent runs in memory when they cover every
+     * channel of consecutive pixels */
+    const int merge = cg == g->c && g->dw == 1;
+    int64_t n = r0 / ohw, rem = r0 - n * ohw;
+    int64_t oh = rem / g->ow, ow = rem - oh * g->ow;
+    const int64_t t0 = k0 / cg;
+    for (int64_t r = r0; r < r1; ++r) {
+        char *d = dst + (r - r0) * ldd;
+        const int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
+        const char *img = x + n * imgb + c0 * es;
+        int64_t i = t0 / g->kw, j = t0 - i * g->kw, c = k0 - t0 * cg;
+        for (int64_t k = k0; k < k1;) {
+            const int64_t ih = ih0 + i * g->dh, iw = iw0 + j * g->dw;
+            int64_t len = mc_min_(cg - c, k1 - k), taps = 1;
+            if (ih >= 0 && ih < g->h && iw >= 0 && iw < g->w) {
+                if (merge && c == 0) {
+                    /* whole valid taps further along this kernel row, within [k, k1) */
+                    taps = mc_min_(g->kw - j, g->w - iw);
+                    while (taps > 1 && k + taps * cg > k1)
+                        --taps;
+                    len = taps == 1 ? len : taps * cg;
+                }
+                mc_copy_(d, img + ih * rowb + iw * pixb + c * es, len * es);
+            } else {
+                memset(d, 0, (size_t)(len * es));
+            }
+            d += len * es;
+            k += len;
+            c = 0;
+            j += taps;
+            if (j >= g->kw) {
+                j = 0;
+                ++i;
+            }
+        }
+        if (++ow == g->ow) {
+            ow = 0;
+            if (++oh == g->oh) {
+                oh = 0;
+                ++n;
+            }
+        }
+    }
+}
+
+typedef struct {
+    const mc_conv_geom *g;
+    const char *x;
+    int es;
+    int64_t c0, cg, rows, m, k;
+    char *dst;
+} mc_im2col_job_;
+
+static void mc_im2col_unit_(void *ctx, int64_t u)
+{
+    const mc_im2col_job_ *job = (const mc_im2col_job_ *)ctx;
+    const int64_t r0 = u * job->rows, r1 = mc_min_(r0 + job->rows, job->m);
+    mc_conv_im2col_rows(job->g, job->x, job->es, job->c0, job->cg, r0, r1, 0, job->k,
+                        job->dst + r0 * job->k * job->es, job->k * job->es);
+}
+
+void mc_conv_im2col(const mc_conv_geom *g, const char *x, int es, int64_t c0, int64_t cg,
+                    char *dst)
+{
+    mc_im2col_job_ job = {g, x, es, c0, cg, 0, g->n * g->oh * g->ow, g->kh * g->kw * cg, dst};
+    if (job.m == 0 || job.k == 0)
+        return;
+    const int nt = mc_rt_threads_for(job.m * job.k, MC_CONV_SMALL_MIN);
+    job.rows = mc_max_(mc_ceil_div_(job.m, 8 * nt), 1);
+    mc_run(mc_im2col_unit_, &job, mc_ceil_div_(job.m, job.rows), nt);
+}
+
+/* --- col2im (design e) -------------------------------------------------------------------------- */
+
+typedef struct {
+    const mc_conv_geom *g;
+    const char *src;
+    int type;
+    int64_t c0, cg;
+    char *dx;
+} mc_col2im_job_;
+
+static void mc_col2im_unit_(void *ctx, int64_t n)
+{
+    const mc_col2im_job_ *job = (const mc_col2im_job_ *)ctx;
+    const mc_conv_geom *g = job->g;
+    const int64_t es = job->type == MC_F64 ? 8 : 4;
+    const int64_t k = g->kh * g->kw * job->cg;
+    const char *src = job->src + n * g->oh * g->ow * k * es;
+    char *img = job->dx + (n * g->h * g->w * g->c + job->c0) * es;
+    for (int64_t oh = 0; oh < g->oh; ++oh)
+        for (int64_t ow = 0; ow < g->ow; ++ow, src += k * es) {
+            const int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
+            for (int64_t i = 0; i < g->kh; ++i) {
+                const int64_t ih = ih0 + i * g->dh;
+                if (ih < 0 || ih >= g->h)
+                    continue;
+                for (int64_t j = 0; j < g->kw; ++j) {
+                    const int64_t iw = iw0 + j * g->dw;
+                    if (iw < 0 || iw >= g->w)
+                        continue;
+                    const int64_t t = i * g->kw + j;
+                    char *d = img + (ih * g->w + iw) * g->c * es;
+                    if (job->type == MC_F64) {
+                        double *dd = (double *)d;
+                        const double *s = (const double *)src + t * job->cg;
+                        for (int64_t c = 0; c < job->cg; ++c)
+                            dd[c] += s[c];
+                    } else {
+                        float *df = (float *)d;
+                        const float *s = (const float *)src + t * job->cg;
+                        for (int64_t c = 0; c < job->cg; ++c)
+                            df[c] += s[c];
+                    }
+                }
+            }
+        }
+}
+
+void mc_conv_col2im(const mc_conv_geom *g, const char *src, int type, int64_t c0, int64_t cg,
+                    char *dx)
+{
+    mc_col2im_job_ job = {g, src, type, c0, cg, dx};
+    if (g->n == 0 || g->oh * g->ow == 0 || cg == 0)
+        return;
+    const int nt = mc_rt_threads_for(g->n * g->oh * g->ow * g->kh * g->kw * cg,
+                                     MC_CONV_SMALL_MIN);
+    mc_run(mc_col2im_unit_, &job, g->n, nt);
+}
+
+/* --- convolution as a GEMM (design a, b, c) ----------------------------------------------------- */
+
+/* The scalar epilogue of mc_gemm.c for alpha 1 and beta 0, for the levels without a vector one:
+ * the same operations in the same order. */
+#define MC_EPI_ROW_ 64
+static void mc_conv_epi_scalar_(const mc_gemm_args *g, const float *tile, int ldt, int mr,
+                                int nr, int64_t i, int64_t j, int first, int last)
+{
+    float v[MC_EPI_ROW_];
+    for (int r = 0; r < mr; ++r) {
+        const int64_t ii = i + r;
+        for (int s0 = 0; s0 < nr; s0 += MC_EPI_ROW_) {
+            const int n = nr - s0 < MC_EPI_ROW_ ? nr - s0 : MC_EPI_ROW_;
+            float *acc = first && last ? NULL
+                                       : (float *)((char *)g->acc + (ii - g->acc_r0) * g->acc_rs +
+                                                   (j + s0 - g->acc_c0) * g->acc_cs);
+            for (int s = 0; s < n; ++s) {
+                float t = tile[r * ldt + s0 + s];
+                if (!first)
+                    t += acc[s];
+                if (!last) {
+                    acc[s] = t;
+                    continue;
+                }
+                v[s] = t;
+                if (g->bias)
+                    v[s] += g->bias[j + s0 + s];
+            }
+            if (!last)
+                continue;
+            if (g->act != MC_ACT_NONE)
+                g->act_row(g->act, v, v, n);
+            char *o = g->out + ii * g->o_rs + (j + s0) * g->o_cs;
+            for (int s = 0; s < n; ++s) {
+                if (g->out_type == MC_F32) {
+                    memcpy(o + s * 4, &v[s], 4);
+                } else {
+                    const uint32_t u = mc_gemm_bits_from_f32_(v[s]);
+                    const uint16_t h = g->out_type == MC_F16 ? mc_f32_to_f16_bits(u)
+                                                             : mc_f32_to_bf16_bits(u);
+                    memcpy(o + s * 2, &h, 2);
+                }
+            }
+        }
+    }
+}
+
+typedef struct {
+    const mc_conv_call *call;
+    const mc_gemm_kernel *kern;
+    mc_gemm_epi_fn epi;
+    mc_act_forward_fn act_row;
+    const char **bdata;          /* per group: panels, packed or widened */
+    int belem;                   /* bytes per panel element: 4 (float32 or pairs) or 2 */
+    int b_type;
+    int64_t kc, npad, m, rows, k, cg, fg;
+    int status;
+} mc_cjob_;
+
+static int64_t mc_steps_(const mc_gemm_kernel *kern, int64_t kc)
+{
+    return kern->pairs ? (kc + 1) / 2 : kc;
+}
+
+static int64_t mc_panel_bytes_(const mc_cjob_ *job, int64_t kc)
+{
+    return (int64_t)job->kern->nr * mc_steps_(job->kern, kc) * job->belem;
+}
+
+static void mc_cjob_fail_(mc_cjob_ *job, int r)
+{
+    int expected = 0;
+    __atomic_compare_exchange_n(&job->status, &expected, r, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+static void mc_conv_unit_(void *ctx, int64_t u)
+{
+    mc_cjob_ *job = (mc_cjob_ *)ctx;
+    if (__atomic_load_n(&job->status, __ATOMIC_RELAXED))
+        return;
+    const mc_conv_call *call = job->call;
+    const mc_gemm_kernel *kern = job->kern;
+    const int mr = kern->mr, nr = kern->nr;
+    const int xes = call->x_type == MC_F32 ? 4 : 2;
+    const int oes = call->out_type == MC_F32 ? 4 : 2;
+    const int64_t r0 = u * job->rows, r1 = mc_min_(r0 + job->rows, job->m), nrows = r1 - r0;
+    const int use_acc = call->out_type != MC_F32 && job->k > job->kc;
+    const int64_t abytes = mc_round64_(mc_ceil_div_(nrows, mr) * mr * mc_steps_(kern, job->kc) * 4);
+    const int64_t tbytes = mc_round64_((int64_t)mr * job->kc * xes);
+    const int64_t lbytes = mc_round64_((int64_t)mr * nr * 4);
+    const int64_t cbytes = use_acc ? mc_round64_(nrows * job->fg * 4) : 0;
+    char *work = (char *)mc_workspace(MC_WS_WORK, abytes + tbytes + lbytes + cbytes);
+    if (work == NULL) {
+        mc_cjob_fail_(job, -1);
+        return;
+    }
+    char *ap = work, *tbuf = work + abytes;
+    float *tile = (float *)(tbuf + tbytes), *accbuf = (float *)(tbuf + tbytes + lbytes);
+    for (int64_t grp = 0; grp < call->groups; ++grp) {
+        mc_gemm_args ga;
+        memset(&ga, 0, sizeof ga);
+        ga.m = job->m;
+        ga.n = job->fg;
+        ga.k = job->k;
+        ga.out = call->out + grp * job->fg * oes;
+        ga.o_rs = call->f * oes;
+        ga.o_cs = oes;
+        ga.out_type = call->out_type;
+        ga.bias = call->bias != NULL ? call->bias + grp * job->fg : NULL;
+        ga.bias_s = 4;
+        ga.alpha = 1.0f;
+        ga.beta = 0.0f;
+        ga.act = call->act;
+        ga.act_row = job->act_row;
+        if (call->out_type == MC_F32) {
+            ga.acc = (float *)ga.out;
+            ga.acc_rs = ga.o_rs;
+            ga.acc_cs = 4;
+        } else if (use_acc) {
+            ga.acc = accbuf;
+            ga.acc_rs = job->fg * 4;
+            ga.acc_cs = 4;
+            ga.acc_r0 = r0;
+        }
+        for (int64_t pc = 0; pc < job->k; pc += job->kc) {
+            const int64_t kc = mc_min_(job->k - pc, job->kc), ksteps = mc_steps_(kern, kc);
+            const int first = pc == 0, last = pc + kc >= job->k;
+            int sub = 0;
+            for (int64_t ir = 0; ir < nrows; ir += mr) {
+                const int64_t mrr = mc_min_(nrows - ir, mr);
+                mc_conv_im2col_rows(&call->geo, call->x, xes, grp * job->cg, job->cg, r0 + ir,
+                                    r0 + ir + mrr, pc, pc + kc, tbuf, kc * xes);
+                sub |= kern->pack(tbuf, call->x_type, kc * xes, xes, mrr, kc, mr,
+                                  ap + ir * ksteps * 4);
+            }
+            if (sub) {
+                mc_cjob_fail_(job, 1);
+                return;
+            }
+            const int64_t pstride = mc_panel_bytes_(job, kc);
+            const char *block = job->bdata[grp] +
+                                (pc / job->kc) * (job->npad / nr) * mc_panel_bytes_(job, job->kc);
+            for (int64_t jr = 0; jr < job->fg; jr += nr) {
+                const int nrr = (int)mc_min_(job->fg - jr, nr);
+                const char *bp = block + (jr / nr) * pstride;
+                for (int64_t ir = 0; ir < nrows; ir += mr) {
+                    const int mrr = (int)mc_min_(nrows - ir, mr);
+                    const char *a = ap + ir * ksteps * 4;
+                    if (job->belem == 2)
+                        kern->ukr_direct(kc, a, bp, (int64_t)nr * 2, pstride, job->b_type, nrr,
+                                         tile, nr, mrr, 0);
+                    else
+                        kern->ukr(ksteps, a, bp, tile, mrr);
+                    job->epi(&ga, tile, nr, mrr, nrr, r0 + ir, jr, first, last);
+                }
+            }
+        }
+    }
+}
+
+/* Pair or 16-bit panels widened to float32 panels of the same width (design a, c). */
+static void mc_widen_(const mc_packed *s, float *dst)
+{
+    const int64_t panels = mc_ceil_div_(s->n, s->nr);
+    for (int64_t pc = 0, blockno = 0; pc < s->k; pc += s->kc, ++blockno)
+        mc_gemm_widen_panels(s, blockno, 0, panels, dst);
+}
+
+static int mc_conv_run_(const mc_conv_call *call, const mc_level_kernels *lk, int force_f32)
+{
+    const mc_packed *pk = call->w[0];
+    mc_cjob_ job;
+    memset(&job, 0, sizeof job);
+    job.call = call;
+    job.act_row = lk->act.forward;
+    job.b_type = pk->type;
+    const int pairs_ok = !force_f32 && pk->pairs && call->x_type == MC_BF16 &&
+                         lk->gemm.pairs.pack != NULL && lk->gemm.pairs.nr == pk->nr;
+    job.kern = pairs_ok ? &lk->gemm.pairs : &lk->gemm.f32;
+    if (job.kern->nr != pk->nr)
+        return MC_CONV_FORMAT;
+    for (int64_t grp = 1; grp < call->groups; ++grp) {
+        const mc_packed *q = call->w[grp];
+        if (q->pairs != pk->pairs || q->elem != pk->elem || q->nr != pk->nr || q->kc != pk->kc)
+            return MC_CONV_FORMAT;
+    }
+    const int widen = (pk->pairs && !pairs_ok) ||
+                      (!pk->pairs && pk->elem == 2 && job.kern->ukr_direct == NULL);
+    job.belem = widen ? 4 : pk->elem;
+    job.kc = pk->kc;
+    job.npad = mc_ceil_div_(pk->n, pk->nr) * pk->nr;
+    job.k = pk->k;
+    job.fg = pk->n;
+    job.cg = call->geo.c / call->groups;
+    job.m = call->geo.n * call->geo.oh * call->geo.ow;
+    job.epi = job.kern->epi != NULL ? job.kern->epi : mc_conv_epi_scalar_;
+    const char *bdata_local[64];
+    const char **bdata = bdata_local;
+    if (call->groups > 64) {
+        bdata = (const char **)malloc((size_t)call->groups * sizeof *bdata);
+        if (bdata == NULL)
+            return MC_CONV_NOMEM;
+    }
+    int r = 0;
+    if (widen) {
+        const int64_t per = mc_ceil_div_(pk->k, pk->kc) * job.npad * pk->kc * 4;
+        char *buf = (char *)mc_workspace(MC_WS_SHARED, per * call->groups);
+        if (buf == NULL)
+            r = -1;
+        for (int64_t grp = 0; r == 0 && grp < call->groups; ++grp) {
+            mc_widen_(call->w[grp], (float *)(buf + grp * per));
+            bdata[grp] = buf + grp * per;
+        }
+    } else {
+        for (int64_t grp = 0; grp < call->groups; ++grp)
+            bdata[grp] = call->w[grp]->data;
+    }
+    job.bdata = bdata;
+    if (r == 0 && job.m > 0 && call->f > 0) {
+        mc_blocks want;
+        mc_rt_blocks(&want);
+        const int mr = job.kern->mr;
+        const int64_t mc = mc_ceil_div_(want.mc > 0 ? want.mc : job.kern->mc, mr) * mr;
+        const int nt = mc_rt_threads_for(job.m * call->f * job.k, MC_CONV_PARALLEL_MIN);
+        const int64_t per = mc_ceil_div_(job.m, (int64_t)MC_CONV_UNITS_PER_THREAD_ * nt);
+        job.rows = mc_min_(mc, mc_max_(mc_ceil_div_(per, mr) * mr, mr));
+        mc_run(mc_conv_unit_, &job, mc_ceil_div_(job.m, job.rows), nt);
+        r = job.status;
+    }
+    if (bdata != bdata_local)
+        free((void *)bdata);
+    return r;
+}
+
+int mc_conv_gemm(const mc_conv_call *call)
+{
+    mc_fpenv saved;
+    mc_fpenv_enter(&saved);
+    const mc_level_kernels *lk = mc_kernels(mc_rt_level());
+    int r = mc_conv_run_(call, lk, 0);
+    if (r == 1)                              /* design c */
+        r = mc_conv_run_(call, lk, 1);
+    mc_fpenv_leave(&saved);
+    return r == MC_CONV_FORMAT ? MC_CONV_FORMAT : r < 0 ? MC_CONV_NOMEM : MC_CONV_OK;
+}
+
+/* --- depthwise (design d) ----------------------------------------------------------------------- */
+
+typedef struct {
+    const mc_dw_call *call;
+    mc_dw_fn dw;
+    mc_act_forward_fn act_row;
+    mc_cast_fn cast;             /* float32 -> the output type, or NULL */
+    int64_t rows, nrows;         /* bands of rows (n, oh), and their number */
+    int status;
+} mc_dwjob_;
+
+static void mc_dw_unit_(void *ctx, int64_t u)
+{
+    mc_dwjob_ *job = (mc_dwjob_ *)ctx;
+    const mc_dw_call *call = job->call;
+    const mc_conv_geom *g = &call->geo;
+    const int f64 = call->x_type == MC_F64;
+    const int64_t es = mc_conv_es_(call->x_type), oes = mc_conv_es_(call->out_type);
+    const int64_t ntap = g->kh * g->kw, cm = g->c * call->mult, ves = f64 ? 8 : 4;
+    char *work = (char *)mc_workspace(MC_WS_WORK, mc_round64_(2 * ntap * 8) +
+                                                     2 * mc_round64_(cm * ves));
+    if (work == NULL) {
+        __atomic_store_n(&job->status, -1, __ATOMIC_RELAXED);
+        return;
+    }
+    int64_t *xoff = (int64_t *)work, *woff = xoff + ntap;
+    char *acc = work + mc_round64_(2 * ntap * 8), *v = acc + mc_round64_(cm * ves);
+    const int64_t wm = ntap * g->c;
+    for (int64_t row = u * job->rows; row < mc_min_((u + 1) * job->rows, job->nrows); ++row) {
+        const int64_t n = row / g->oh, oh = row - n * g->oh;
+        const char *img = call->x + n * g->h * g->w * g->c * es;
+        char *out = call->out + row * g->ow * cm * oes;
+        for (int64_t ow = 0; ow < g->ow; ++ow, out += cm * oes) {
+            const int nt = mc_conv_taps_(g, oh, ow, es, xoff, woff);
+            for (int t = 0; t < nt; ++t)
+                woff[t] *= g->c;
+            job->dw(img, call->x_type, xoff, call->w, woff, nt, g->c, call->mult, wm, acc);
+            if (f64) {
+                const double *a = (const double *)acc, *b = (const double *)call->bias;
+                double *o = (double *)out;
+                for (int64_t ch = 0; ch < g->c; ++ch)
+                    for (int64_t m = 0; m < call->mult; ++m) {
+                        double s = a[m * g->c + ch];
+                        if (b != NULL)
+                            s += b[ch * call->mult + m];
+                        o[ch * call->mult + m] = s;
+                    }
+                continue;
+            }
+            const float *a = (const float *)acc, *b = (const float *)call->bias;
+            float *vf = call->out_type == MC_F32 ? (float *)out : (float *)v;
+            for (int64_t ch = 0; ch < g->c; ++ch)
+                for (int64_t m = 0; m < call->mult; ++m) {
+                    float s = a[m * g->c + ch];
+                    if (b != NULL)
+                        s += b[ch * call->mult + m];
+                    vf[ch * call->mult + m] = s;
+                }
+            if (call->act != MC_ACT_NONE)
+                job->act_row(call->act, vf, vf, cm);
+            if (job->cast != NULL)
+                job->cast(vf, out, cm);
+        }
+    }
+}
+
+int mc_conv_depthwise(const mc_dw_call *call)
+{
+    const mc_conv_geom *g = &call->geo;
+    if (g->n * g->oh * g->ow * g->c * call->mult == 0)
+        return MC_CONV_OK;
+    mc_fpenv saved;
+    mc_fpenv_enter(&saved);
+    const mc_level_kernels *lk = mc_kernels(mc_rt_level());
+    mc_dwjob_ job;
+    memset(&job, 0, sizeof job);
+    job.call = call;
+    job.dw = lk->conv.dw;
+    job.act_row = lk->act.forward;
+    job.cast = call->out_type == MC_F32 || call->out_type == MC_F64
+                   ? NULL : lk->convert.cast[MC_F32][call->out_type];
+    job.nrows = g->n * g->oh;
+    const int nt = mc_rt_threads_for(job.nrows * g->ow * g->c * call->mult * g->kh * g->kw,
+                                     MC_CONV_SMALL_MIN);
+    job.rows = mc_max_(mc_ceil_div_(job.nrows, 8 * nt), 1);
+    mc_run(mc_dw_unit_, &job, mc_ceil_div_(job.nrows, job.rows), nt);
+    mc_fpenv_leave(&saved);
+    return job.status < 0 ? MC_CONV_NOMEM : MC_CONV_OK;
+}

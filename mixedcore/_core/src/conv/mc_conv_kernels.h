@@ -1,0 +1,28 @@
+/* The depthwise-convolution family's level kernels: their types and the family's table (one per
+ * level, exported by mc_conv_generic.c and mc_conv_<isa>.c, resolved by runtime/mc_kernels.c).
+ * The level files, the scalar twins and the kernel tables include this header; the drivers' API
+ * is mc_conv.h, which includes it, and the family's design is at its top.
+ */
+#ifndef MC_CONV_KERNELS_H_
+#define MC_CONV_KERNELS_H_
+
+#include <stdint.h>
+#include "mc_conv_geom.h"
+
+/* Depthwise: for ch < c and m < mult,
+ *   acc[m * c + ch] = sum over t < ntaps of x[xoff[t] + ch * es] * w[woff[t] + m * wm + ch],
+ * from +0 in tap order, one fused multiply-add per tap; float32 (x float16, bfloat16 or float32,
+ * w and acc float) or float64 (x, w and acc double). */
+typedef void (*mc_dw_fn)(const char *x, int type, const int64_t *xoff, const void *w,
+                         const int64_t *woff, int ntaps, int64_t c, int64_t mult, int64_t wm,
+                         void *acc);
+
+typedef struct {
+    mc_dw_fn dw;
+} mc_conv_table;
+
+extern const mc_conv_table mc_conv_table_generic;
+extern const mc_conv_table mc_conv_table_avx2;
+extern const mc_conv_table mc_conv_table_avx512;
+
+#endif

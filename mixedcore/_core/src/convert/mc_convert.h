@@ -1,0 +1,34 @@
+/* Conversions: the driver (mc_convert.c), the kernel table type, the strided reference loop.
+ *
+ * Design:
+ *   a. A contiguous kernel converts n elements from src to dst (no overlap).  Each level's file
+ *      (mc_convert_generic.c, mc_convert_<isa>.c) exports one table, indexed
+ *      [source type][destination type]; the generic table is complete (same-type entries are
+ *      copies), a SIMD table holds the directions it speeds up and leaves the rest empty, to be
+ *      inherited from the level below (mc_kernels.c).
+ *   b. Strided data goes through mc_cast_strided(), the scalar twins in a loop: the reference.
+ *   c. Kernels may raise floating-point flags inside; the engine restores the caller's
+ *      environment after every call (mc_runtime.h).
+ */
+#ifndef MC_CONVERT_H_
+#define MC_CONVERT_H_
+
+#include <stdint.h>
+#include "mc_convert_kernels.h"
+
+/* --- the driver (mc_convert.c) ------------------------------------------------------------------ */
+
+/* Bytes per element of a type code. */
+int mc_dtype_size(int type);
+
+enum { MC_CAST_OK = 0, MC_CAST_EINVAL = -1, MC_CAST_MAXDIMS = 64 };
+
+/* Converts the nd-dimensional array at src (type code src_type, byte strides src_strides) into
+ * the one at dst (dst_type, dst_strides) of the same shape, at the current level, on the team
+ * when it is large; the arrays must not overlap and must be aligned to their item size.  Any
+ * strides (negative, zero for the source) are taken.  MC_CAST_EINVAL (nothing written): a type
+ * code out of range, nd outside [0, MC_CAST_MAXDIMS], or a negative length. */
+int mc_cast(const char *src, int src_type, const int64_t *src_strides, char *dst, int dst_type,
+            const int64_t *dst_strides, int nd, const int64_t *shape);
+
+#endif

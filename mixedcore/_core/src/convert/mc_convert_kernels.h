@@ -1,0 +1,36 @@
+/* The conversion family's level kernels: their types and the family's table (one per level,
+ * exported by mc_convert_generic.c and mc_convert_<isa>.c, resolved by runtime/mc_kernels.c).
+ * The level files, the scalar twins and the kernel tables include this header; the drivers' API
+ * is mc_convert.h, which includes it, and the family's design is at its top.
+ */
+#ifndef MC_CONVERT_KERNELS_H_
+#define MC_CONVERT_KERNELS_H_
+
+#include <stdint.h>
+#include "mc_convert_scalar.h"
+
+typedef void (*mc_cast_fn)(const void *src, void *dst, int64_t n);
+
+typedef struct {
+    mc_cast_fn cast[MC_NDTYPES][MC_NDTYPES];
+} mc_convert_table;
+
+extern const mc_convert_table mc_convert_table_generic;
+extern const mc_convert_table mc_convert_table_avx2;
+extern const mc_convert_table mc_convert_table_avx512;
+
+void mc_cast_strided(int src_type, int dst_type, const char *src, int64_t src_stride,
+                     char *dst, int64_t dst_stride, int64_t n);
+
+/* The table of a level whose kernels are named mc_cast_<src>_<dst>_<isa>. */
+#define MC_CONVERT_TABLE_(isa)                                                        \
+    {{[MC_F16] = {[MC_BF16] = mc_cast_f16_bf16_##isa, [MC_F32] = mc_cast_f16_f32_##isa,  \
+                  [MC_F64] = mc_cast_f16_f64_##isa},                                  \
+      [MC_BF16] = {[MC_F16] = mc_cast_bf16_f16_##isa, [MC_F32] = mc_cast_bf16_f32_##isa, \
+                   [MC_F64] = mc_cast_bf16_f64_##isa},                                \
+      [MC_F32] = {[MC_F16] = mc_cast_f32_f16_##isa, [MC_BF16] = mc_cast_f32_bf16_##isa,  \
+                  [MC_F64] = mc_cast_f32_f64_##isa},                                  \
+      [MC_F64] = {[MC_F16] = mc_cast_f64_f16_##isa, [MC_BF16] = mc_cast_f64_bf16_##isa,  \
+                  [MC_F32] = mc_cast_f64_f32_##isa}}}
+
+#endif

@@ -1,0 +1,424 @@
+/* AVX-512 (F/BW/VL/DQ + F16C + FMA) GEMM: float32 panels, FMA micro-kernel, vector epilogue.
+ *
+ * Design:
+ *   a. Micro-kernel MC_MR x MC_NR = 14 x 32: 28 zmm accumulators, 2 zmm of B per k, A broadcast
+ *      from memory for each row.  28 independent accumulators cover the FMA latency (4 cycles)
+ *      at two 512-bit FMAs per cycle, the rate measured on the development machine (one core
+ *      reaches ~205 GFLOP/s, so its FMA units are 512 bits wide: a Zen 5 class core; a Zen 4
+ *      core double-pumps and does one per cycle, still covered);
+ *      16 loads per 28 FMAs fit the load ports.  Tiles with fewer rows (the bottom edge, and
+ *      small-batch inference) run a copy of the kernel specialised to that many rows, so
+ *      batch 1 costs 1/14 of a full tile, not a full tile.  The small-M variant reads rows of B
+ *      in place (mc_gemm.c, mc_gemm_direct_) with the same FMAs in the same order.
+ *   b. Each product is one FMA into its accumulator, k in order: the same sequence of float32
+ *      operations as sum += a[k] * b[k] with one rounding per step.
+ *   c. Packing converts float16 (F16C, exact) and bfloat16 (a shift, exact) to float32 on the
+ *      way.  Lanes contiguous in memory (rows of B, columns of a Fortran-ordered A) are masked
+ *      vector loads; lanes contiguous along k (rows of A, a transposed B) are loaded as 16 rows
+ *      of 16 k (masked at the k edge) and transposed in registers (64 shuffles per 256 values,
+ *      measured 10% faster overall at 256^3 than 16-lane gathers); any other layout uses the
+ *      scalar pack.  No load ever touches an element outside the operand.
+ *   d. The epilogue works on rows of 16 lanes with a mask for the right edge; the driver calls it
+ *      when the output, the accumulator and Cin are contiguous along rows (the scalar epilogue
+ *      takes every other layout).  The activation is mc_act_ps_ (mc_act_avx512_inl.h),
+ *      bit-identical to the scalar twin (mc_act_scalar.h).  Rounding
+ *      to float16 is VCVTPS2PH (round to nearest even, subnormals kept; its results equal the
+ *      scalar twin for every non-signalling input, and an arithmetic result is never a
+ *      signalling NaN); to bfloat16 it is the integer RNE of
+ *      mc_f32_to_bf16_bits.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+#include "mc_convert_scalar.h"
+#include "mc_act_avx512_inl.h"
+#include "mc_gemm_kernels.h"
+#include "mc_gemm_scalar.h"
+#include "mc_simd_avx512.h"
+
+#define MC_MR 14
+#define MC_NV 2
+#define MC_NR (16 * MC_NV)
+
+/* --- packing ---------------------------------------------------------------------------------- */
+
+static void mc_pack_lanes_contig_(const char *src, int type, int64_t ks, int64_t lanes,
+                                  int64_t kc, int w, float *d)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    for (int64_t k = 0; k < kc; ++k) {
+        const char *s = src + k * ks;
+        for (int l = 0; l < w; l += 16) {
+            const __mmask16 m = mc_mask16_avx512(lanes - l), mw = mc_mask16_avx512(w - l);
+            _mm512_mask_storeu_ps(d + l, mw, mc_load16_avx512(s + l * es, type, m));
+        }
+        d += w;
+    }
+}
+
+/* Lanes contiguous along k (rows of A): 16 lanes x 16 k loaded as rows (masked at the k edge,
+ * absent lanes are zero), transposed in registers, stored as 16 packed k rows. */
+static void mc_pack_k_contig_(const char *src, int type, int64_t ls, int64_t lanes, int64_t kc,
+                              int w, float *d)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    for (int l0 = 0; l0 < w; l0 += 16) {
+        const __mmask16 mw = mc_mask16_avx512(w - l0);
+        const int64_t nl = lanes - l0 < 16 ? lanes - l0 : 16;
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            const __mmask16 mk = mc_mask16_avx512(kc - k0);
+            __m512 r[16];
+            for (int i = 0; i < 16; ++i)
+                r[i] = i < nl ? mc_load16_avx512(src + (l0 + i) * ls + k0 * es, type, mk)
+                              : _mm512_setzero_ps();
+            mc_transpose16_avx512(r);
+            const int64_t nk = kc - k0 < 16 ? kc - k0 : 16;
+            for (int j = 0; j < nk; ++j)
+                _mm512_mask_storeu_ps(d + (k0 + j) * w + l0, mw, r[j]);
+        }
+    }
+}
+
+static int mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, int64_t lanes,
+                           int64_t kc, int w, void *dst)
+{
+    const int64_t es = type == MC_F32 ? 4 : 2;
+    if (ls == es)
+        mc_pack_lanes_contig_(src, type, ks, lanes, kc, w, (float *)dst);
+    else if (ks == es)
+        mc_pack_k_contig_(src, type, ls, lanes, kc, w, (float *)dst);
+    else
+        mc_gemm_pack_scalar_(src, type, ls, ks, lanes, kc, w, dst);
+    return 0;
+}
+
+/* --- micro-kernel ------------------------------------------------------------------------------ */
+
+MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const float *b,
+                             float *tile)
+{
+    __m512 c[MC_MR][MC_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            c[i][j] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 bv[MC_NV];
+        _mm_prefetch((const char *)(b + 8 * MC_NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 8 * MC_NR + 16), _MM_HINT_T0);
+        _mm_prefetch((const char *)(a + 8 * MC_MR), _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            bv[j] = _mm512_load_ps(b + 16 * j);
+#pragma GCC unroll 16
+        for (int i = 0; i < rows; ++i) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 4
+            for (int j = 0; j < MC_NV; ++j)
+                c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
+        }
+        a += MC_MR;
+        b += MC_NR;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            _mm512_store_ps(tile + i * MC_NR + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_ROWS_(R)                                                                     \
+    static void mc_ukr_##R##_(int64_t kc, const float *a, const float *b, float *tile)      \
+    {                                                                                       \
+        mc_ukr_body_(R, kc, a, b, tile);                                                    \
+    }
+MC_UKR_ROWS_(1) MC_UKR_ROWS_(2) MC_UKR_ROWS_(3) MC_UKR_ROWS_(4) MC_UKR_ROWS_(5)
+MC_UKR_ROWS_(6) MC_UKR_ROWS_(7) MC_UKR_ROWS_(8) MC_UKR_ROWS_(9) MC_UKR_ROWS_(10)
+MC_UKR_ROWS_(11) MC_UKR_ROWS_(12) MC_UKR_ROWS_(13) MC_UKR_ROWS_(14)
+
+typedef void (*mc_ukr_rows_fn_)(int64_t, const float *, const float *, float *);
+static const mc_ukr_rows_fn_ mc_ukr_rows_[MC_MR + 1] = {
+    NULL, mc_ukr_1_, mc_ukr_2_, mc_ukr_3_, mc_ukr_4_, mc_ukr_5_, mc_ukr_6_, mc_ukr_7_,
+    mc_ukr_8_, mc_ukr_9_, mc_ukr_10_, mc_ukr_11_, mc_ukr_12_, mc_ukr_13_, mc_ukr_14_,
+};
+
+static void mc_ukr_f32_avx512_(int64_t kc, const void *ap, const void *bp, float *tile, int mr)
+{
+    mc_ukr_rows_[mr](kc, (const float *)ap, (const float *)bp, tile);
+}
+
+/* 1-3 rows against np (<= MC_WIDE_PANELS) packed panels at once (B packed ahead, small
+ * batches): up to 24 accumulators instead of 2-6, so the FMA latency is covered; each
+ * accumulator sees the FMAs of mc_ukr_body_ in the same order. */
+MC_INLINE_ void mc_ukr_wide_body_(const int rows, const int np, int64_t kc, const float *a,
+                                  const float *b, int64_t ps, float *tile, int64_t ldt)
+{
+    __m512 c[3][MC_NV * MC_WIDE_PANELS];
+#pragma GCC unroll 3
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < MC_NV * np; ++j)
+            c[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 bv[MC_NV * MC_WIDE_PANELS];
+#pragma GCC unroll 8
+        for (int j = 0; j < MC_NV * np; ++j)
+            bv[j] = _mm512_load_ps(b + (j / MC_NV) * ps + 16 * (j % MC_NV));
+#pragma GCC unroll 3
+        for (int i = 0; i < rows; ++i) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 8
+            for (int j = 0; j < MC_NV * np; ++j)
+                c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
+        }
+        a += MC_MR;
+        b += MC_NR;
+    }
+#pragma GCC unroll 3
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < MC_NV * np; ++j)
+            _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_WIDE_(R, P)                                                                  \
+    static void mc_ukr_wide_##R##_##P##_(int64_t kc, const float *a, const float *b,       \
+                                         int64_t ps, float *tile, int64_t ldt)              \
+    {                                                                                       \
+        mc_ukr_wide_body_(R, P, kc, a, b, ps, tile, ldt);                                   \
+    }
+#define MC_UKR_WIDE_ROWS_(R) MC_UKR_WIDE_(R, 1) MC_UKR_WIDE_(R, 2) MC_UKR_WIDE_(R, 3) MC_UKR_WIDE_(R, 4)
+MC_UKR_WIDE_ROWS_(1) MC_UKR_WIDE_ROWS_(2) MC_UKR_WIDE_ROWS_(3)
+
+static void mc_ukr_wide_f32_avx512_(int64_t kc, const void *ap, const void *bp, int64_t pstride,
+                                    int np, float *tile, int64_t ldt, int mr)
+{
+    typedef void (*fn_t)(int64_t, const float *, const float *, int64_t, float *, int64_t);
+    static const fn_t fns[3][MC_WIDE_PANELS] = {
+        {mc_ukr_wide_1_1_, mc_ukr_wide_1_2_, mc_ukr_wide_1_3_, mc_ukr_wide_1_4_},
+        {mc_ukr_wide_2_1_, mc_ukr_wide_2_2_, mc_ukr_wide_2_3_, mc_ukr_wide_2_4_},
+        {mc_ukr_wide_3_1_, mc_ukr_wide_3_2_, mc_ukr_wide_3_3_, mc_ukr_wide_3_4_}};
+    fns[mr - 1][np - 1](kc, (const float *)ap, (const float *)bp, pstride / 4, tile, ldt);
+}
+
+/* B read in place (small M), or from 16-bit panels: rows of B loaded with the packing's
+ * conversion, masked at the right edge, each group of MC_NR columns pstride bytes after the
+ * previous one; the FMAs are those of mc_ukr_body_, in the same order, continuing from the
+ * tile's partial sums when `accumulate` is set. */
+#define MC_WIDE_NV 8   /* vectors per row in the 1-3 row variant: 128 columns, <= 24 accumulators */
+
+MC_INLINE_ void mc_ukr_direct_body_(const int rows, const int nv, int64_t kc, const float *a,
+                                    const char *b, int64_t ldb, int64_t ps, int type, int nr,
+                                    float *tile, int64_t ldt, int accumulate)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    __mmask16 m[MC_WIDE_NV];
+    __m512 c[MC_MR][MC_WIDE_NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; ++j)
+        m[j] = mc_mask16_avx512(nr - 16 * j);
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j)
+            c[i][j] = accumulate && 16 * j < nr ? _mm512_load_ps(tile + i * ldt + 16 * j)
+                                                : _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k) {
+        __m512 bv[MC_WIDE_NV];
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j)
+            bv[j] = mc_load16_avx512(b + (j / MC_NV) * ps + 16 * (j % MC_NV) * es, type, m[j]);
+#pragma GCC unroll 16
+        for (int i = 0; i < rows; ++i) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 8
+            for (int j = 0; j < nv; ++j)
+                c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
+        }
+        a += MC_MR;
+        b += ldb;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < nv; ++j)
+            if (16 * j < nr)   /* the tile row ends at the 32-column multiple after nr */
+                _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_DIRECT_NV_(R, NV, name)                                                      \
+    static void name(int64_t kc, const float *a, const char *b, int64_t ldb, int64_t ps,   \
+                     int type, int nr, float *tile, int64_t ldt, int acc)                   \
+    {                                                                                       \
+        if (type == MC_F32)                                                                 \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, ps, MC_F32, nr, tile, ldt, acc);      \
+        else if (type == MC_F16)                                                            \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, ps, MC_F16, nr, tile, ldt, acc);      \
+        else                                                                                \
+            mc_ukr_direct_body_(R, NV, kc, a, b, ldb, ps, MC_BF16, nr, tile, ldt, acc);     \
+    }
+#define MC_UKR_DIRECT_ROWS_(R) MC_UKR_DIRECT_NV_(R, MC_NV, mc_ukr_direct_##R##_)
+MC_UKR_DIRECT_NV_(1, MC_WIDE_NV, mc_ukr_direct_wide_1_)
+MC_UKR_DIRECT_NV_(2, MC_WIDE_NV, mc_ukr_direct_wide_2_)
+MC_UKR_DIRECT_NV_(3, MC_WIDE_NV, mc_ukr_direct_wide_3_)
+MC_UKR_DIRECT_ROWS_(1) MC_UKR_DIRECT_ROWS_(2) MC_UKR_DIRECT_ROWS_(3) MC_UKR_DIRECT_ROWS_(4)
+MC_UKR_DIRECT_ROWS_(5) MC_UKR_DIRECT_ROWS_(6) MC_UKR_DIRECT_ROWS_(7) MC_UKR_DIRECT_ROWS_(8)
+MC_UKR_DIRECT_ROWS_(9) MC_UKR_DIRECT_ROWS_(10) MC_UKR_DIRECT_ROWS_(11) MC_UKR_DIRECT_ROWS_(12)
+MC_UKR_DIRECT_ROWS_(13) MC_UKR_DIRECT_ROWS_(14)
+
+typedef void (*mc_ukr_direct_rows_fn_)(int64_t, const float *, const char *, int64_t, int64_t,
+                                       int, int, float *, int64_t, int);
+static const mc_ukr_direct_rows_fn_ mc_ukr_direct_rows_[MC_MR + 1] = {
+    NULL, mc_ukr_direct_1_, mc_ukr_direct_2_, mc_ukr_direct_3_, mc_ukr_direct_4_,
+    mc_ukr_direct_5_, mc_ukr_direct_6_, mc_ukr_direct_7_, mc_ukr_direct_8_, mc_ukr_direct_9_,
+    mc_ukr_direct_10_, mc_ukr_direct_11_, mc_ukr_direct_12_, mc_ukr_direct_13_, mc_ukr_direct_14_,
+};
+
+static int mc_ukr_direct_f32_avx512_(int64_t kc, const void *ap, const char *b, int64_t ldb,
+                                     int64_t pstride, int b_type, int nr, float *tile,
+                                     int64_t ldt, int mr, int accumulate)
+{
+    if (nr > MC_NR) {         /* mr <= 3: the wide variant (mc_gemm.c, mc_direct_) */
+        static const mc_ukr_direct_rows_fn_ wide[4] = {
+            NULL, mc_ukr_direct_wide_1_, mc_ukr_direct_wide_2_, mc_ukr_direct_wide_3_};
+        wide[mr](kc, (const float *)ap, b, ldb, pstride, b_type, nr, tile, ldt, accumulate);
+        return 0;
+    }
+    mc_ukr_direct_rows_[mr](kc, (const float *)ap, b, ldb, pstride, b_type, nr, tile, ldt,
+                            accumulate);
+    return 0;
+}
+
+/* --- epilogue ----------------------------------------------------------------------------------- */
+
+/* Columns of B in place (B contiguous along k, at most MC_DIRECT_T_MAXM rows): 16 columns x
+ * 16 k loaded as rows (masked at the k edge and the right edge), transposed in registers, then
+ * the FMAs of mc_ukr_body_ for those 16 k, in order; k past kc is skipped, never multiplied. */
+MC_INLINE_ void mc_ukr_direct_t_body_(const int rows, int64_t kc, const float *a, const char *b,
+                                      int64_t ldc, int type, int nr, float *tile, int64_t ldt)
+{
+    const int es = type == MC_F32 ? 4 : 2;
+    __m512 c[MC_DIRECT_T_MAXM][MC_NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            c[i][j] = _mm512_setzero_ps();
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+        const __mmask16 mk = mc_mask16_avx512(kc - k0);
+        const int64_t nk = kc - k0 < 16 ? kc - k0 : 16;
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j) {
+            const int ncol = nr - 16 * j;
+            if (ncol <= 0)
+                break;
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; ++l)
+                r[l] = l < ncol ? mc_load16_avx512(b + (16 * j + l) * ldc + k0 * es, type, mk)
+                                : _mm512_setzero_ps();
+            mc_transpose16_avx512(r);
+#pragma GCC unroll 16
+            for (int kk = 0; kk < 16; ++kk) {
+                if (kk < nk) {
+#pragma GCC unroll 8
+                    for (int i = 0; i < rows; ++i)
+                        c[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(a[(k0 + kk) * MC_MR + i]), r[kk],
+                                                  c[i][j]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < rows; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < MC_NV; ++j)
+            _mm512_store_ps(tile + i * ldt + 16 * j, c[i][j]);
+}
+
+#define MC_UKR_DIRECT_T_ROWS_(R)                                                            \
+    static void mc_ukr_direct_t_##R##_(int64_t kc, const float *a, const char *b, int64_t ldc, \
+                                       int type, int nr, float *tile, int64_t ldt)          \
+    {                                                                                       \
+        if (type == MC_F32)                                                                 \
+            mc_ukr_direct_t_body_(R, kc, a, b, ldc, MC_F32, nr, tile, ldt);                 \
+        else if (type == MC_F16)                                                            \
+            mc_ukr_direct_t_body_(R, kc, a, b, ldc, MC_F16, nr, tile, ldt);                 \
+        else                                                                                \
+            mc_ukr_direct_t_body_(R, kc, a, b, ldc, MC_BF16, nr, tile, ldt);                \
+    }
+MC_UKR_DIRECT_T_ROWS_(1) MC_UKR_DIRECT_T_ROWS_(2) MC_UKR_DIRECT_T_ROWS_(3)
+MC_UKR_DIRECT_T_ROWS_(4) MC_UKR_DIRECT_T_ROWS_(5) MC_UKR_DIRECT_T_ROWS_(6)
+
+static int mc_ukr_direct_t_f32_avx512_(int64_t kc, const void *ap, const char *b, int64_t ldc,
+                                       int b_type, int nr, float *tile, int64_t ldt, int mr)
+{
+    typedef void (*fn_t)(int64_t, const float *, const char *, int64_t, int, int, float *, int64_t);
+    static const fn_t rows[MC_DIRECT_T_MAXM + 1] = {
+        NULL, mc_ukr_direct_t_1_, mc_ukr_direct_t_2_, mc_ukr_direct_t_3_, mc_ukr_direct_t_4_,
+        mc_ukr_direct_t_5_, mc_ukr_direct_t_6_};
+    rows[mr](kc, (const float *)ap, b, ldc, b_type, nr, tile, ldt);
+    return 0;
+}
+
+/* float32 -> bfloat16 bits, packed to 16 lanes of 16 bits (mc_simd_avx512.h). */
+MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
+{
+    return _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v)));
+}
+
+static void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
+                                int64_t i, int64_t j, int first, int last)
+{
+    const int es = g->out_type == MC_F32 ? 4 : 2;
+    const int use_c = last && g->beta != 0.0f;
+    const __m512 alpha = _mm512_set1_ps(g->alpha), beta = _mm512_set1_ps(g->beta);
+    const int scale = g->alpha != 1.0f;
+    for (int r = 0; r < mr; ++r) {
+        const int64_t ii = i + r;
+        float *acc = first && last ? NULL
+                                   : (float *)((char *)g->acc + (ii - g->acc_r0) * g->acc_rs +
+                                               (j - g->acc_c0) * 4);
+        for (int s = 0; s < nr; s += 16) {
+            const int left = nr - s;
+            const __mmask16 m = mc_mask16_avx512(left);
+            __m512 t = _mm512_maskz_loadu_ps(m, tile + r * ldt + s);
+            if (!first)
+                t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, acc + s));
+            if (!last) {
+                _mm512_mask_storeu_ps(acc + s, m, t);
+                continue;
+            }
+            __m512 v = scale ? _mm512_mul_ps(alpha, t) : t;
+            if (use_c) {
+                const float *cp = (const float *)((const char *)g->c + ii * g->c_rs + (j + s) * 4);
+                v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m, cp)));
+            }
+            if (g->bias) {
+                const __m512 bv = g->bias_s == 0 ? _mm512_set1_ps(g->bias[0])
+                                                 : _mm512_maskz_loadu_ps(m, g->bias + j + s);
+                v = _mm512_add_ps(v, bv);
+            }
+            if (g->act != MC_ACT_NONE)
+                v = mc_act_ps_(g->act, v);       /* bit-identical to the scalar twin */
+            char *o = g->out + ii * g->o_rs + (j + s) * es;
+            if (g->out_type == MC_F32)
+                _mm512_mask_storeu_ps(o, m, v);
+            else if (g->out_type == MC_F16)
+                _mm256_mask_storeu_epi16(o, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
+                                                                  _MM_FROUND_NO_EXC));
+            else
+                _mm256_mask_storeu_epi16(o, m, mc_f32_to_bf16_v_(v));
+        }
+    }
+}
+
+const mc_gemm_table mc_gemm_table_avx512 = {
+    .f32 = {.mr = MC_MR, .nr = MC_NR, .pairs = 0, .pack = mc_pack_avx512_,
+            .ukr = mc_ukr_f32_avx512_, .ukr_wide = mc_ukr_wide_f32_avx512_,
+            .epi = mc_gemm_epi_avx512_, .ukr_direct = mc_ukr_direct_f32_avx512_,
+            .direct_wide = 16 * MC_WIDE_NV, .ukr_direct_t = mc_ukr_direct_t_f32_avx512_,
+            .mc = 140, .kc = 1024, .nc = 1024},
+};

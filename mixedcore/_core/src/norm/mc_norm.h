@@ -1,0 +1,41 @@
+/* Layer normalization over the last axis: y = LN(x [+ residual]) * gamma + beta, row by row:
+ * the kernels, their selection by level and the driver.
+ *
+ * Design:
+ *   a. A row is n contiguous elements of x (float16, bfloat16 or float32; codes of
+ *      mc_convert_scalar.h), optionally plus the same row of a residual of any of those types.
+ *      The element s[i] is x[i] converted to float32, plus residual[i] converted to float32, the
+ *      sum rounded once in float32 (no rounding to a 16-bit type in between).
+ *   b. Statistics in float64, two passes: mean = (sum of s[i]) / n, var = (sum of
+ *      (s[i] - mean)**2) / n (the variance of s, not E[s**2] - mean**2), rstd = 1 / sqrt(var +
+ *      eps).  Each sum takes term i into partial sum i % 16, added in index order; the 16
+ *      partial sums are added as a fixed tree (mc_norm_tree_): every level adds the same terms in
+ *      the same order, so every level gives the same bits.  No FMA anywhere (products and sums
+ *      are separate roundings at every level).
+ *   c. y[i] = ((s[i] - mean) * rstd) * gamma[i] + beta[i] in float64 (the product with gamma
+ *      left out when gamma is NULL, the sum with beta when beta is NULL), rounded once to the
+ *      output type (float64 -> float16/bfloat16 directly, not through float32).  A NaN result is
+ *      written as the positive quiet NaN of the output type (0x7E00, 0x7FC0, 0x7FC00000); a row
+ *      holding a NaN or an infinity gives a row of it.
+ *   d. mean and rstd, rounded to float32, are written per row when the pointers are not NULL.
+ *   e. Kernels are named mc_layer_norm_<isa>; each level's file exports mc_norm_table_<isa>
+ *      (mc_kernels.c resolves the levels).  generic and avx2 are the scalar twins of
+ *      mc_norm_scalar.h in a loop (the specification); avx512 works 8 doubles at a time
+ *      (mc_norm_avx512.c); avx512bf16 inherits it.
+ */
+#ifndef MC_NORM_H_
+#define MC_NORM_H_
+
+#include <stdint.h>
+#include "mc_norm_kernels.h"
+
+/* --- driver (mc_norm.c) ------------------------------------------------------------------------
+ * Layer normalization of `rows` rows of the job (design a-d): reads the level and the thread
+ * count once, cuts the rows into bands (about eight per thread, taken dynamically by the team;
+ * each row depends on its own inputs only, so the results do not depend on the split) and runs
+ * them with mc_run.  Returns MC_NORM_OK, or MC_NORM_EARG (nothing written) for a negative size,
+ * a type code other than MC_F16 / MC_BF16 / MC_F32, or a NULL x or y with work to do. */
+enum { MC_NORM_OK = 0, MC_NORM_EARG = -2 };
+int mc_layer_norm(const mc_norm_job *job, int64_t rows);
+
+#endif
