@@ -124,8 +124,11 @@ def _metrics_from_config(cfg, dropped):
     return out
 
 
-def _restore_compile(owner, source, model, cfg, legacy):
-    """Compile ``model`` from a Keras compile config (``training_config`` of a legacy .h5)."""
+def restore_compile(owner, source, model, cfg, legacy, stacklevel=2):
+    """Compile ``model`` from a Keras compile config (``training_config`` of a legacy .h5);
+    the warnings name ``owner`` and ``source``; ``stacklevel`` counts from the caller of this
+    function, as ``warnings.warn``'s does from its own (2: that caller's caller)."""
+    stacklevel += 1
     if not isinstance(cfg, dict):
         return
     try:
@@ -153,17 +156,18 @@ def _restore_compile(owner, source, model, cfg, legacy):
             dropped.append(f"weighted_metrics {cfg['weighted_metrics']}")
     except _Unsupported as exc:
         warnings.warn(f"{owner}: {source}: the model was saved compiled, but {exc}; it is "
-                      f"loaded uncompiled (call compile() before training)", stacklevel=3)
+                      f"loaded uncompiled (call compile() before training)",
+                      stacklevel=stacklevel)
         return
     if dropped:
         warnings.warn(f"{owner}: {source}: metrics {dropped} are not ones mixedcore has and "
-                      f"are left out of compile()", stacklevel=3)
+                      f"are left out of compile()", stacklevel=stacklevel)
     try:
         model.compile(optimizer=optimizer, loss=loss, metrics=metric_ids,
                       loss_weights=weights or None)
     except (TypeError, ValueError) as exc:
         warnings.warn(f"{owner}: {source}: the model was saved compiled, but compile() refused "
-                      f"its settings ({exc}); it is loaded uncompiled", stacklevel=3)
+                      f"its settings ({exc}); it is loaded uncompiled", stacklevel=stacklevel)
 
 
 def _optimizer_to_keras(opt):
@@ -203,7 +207,7 @@ def _loss_to_keras(loss):
             "registered_name": None}
 
 
-def _compile_config(model):
+def compile_config(model):
     """Keras's compile config of a compiled model, or None."""
     if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
         return None
@@ -229,8 +233,9 @@ def _compile_config(model):
             "run_eagerly": False, "steps_per_execution": 1, "jit_compile": False}
 
 
-def _legacy_training_config(model):
-    cfg = _compile_config(model)
+def legacy_training_config(model):
+    """The compile config in the form of a legacy .h5 ``training_config``, or None."""
+    cfg = compile_config(model)
     if cfg is None:
         return None
     out = {k: cfg[k] for k in ("loss", "metrics", "weighted_metrics", "loss_weights")}
