@@ -67,14 +67,16 @@ def _loss_from_config(cfg):
         if name == "function" and isinstance(inner, str):
             return _loss_from_config(inner)
         inner = inner if isinstance(inner, dict) else {}
-        try:
-            cls = type(losses.get(name))
-        except (ValueError, TypeError):
-            raise _Unsupported(f"its loss {name} is not one mixedcore has") from None
+        # the user's losses (custom_objects, scopes, registered ones), then mixedcore's
+        found = _registry.lookup("loss", cfg)
+        if found is None or not isinstance(found.obj, type):
+            raise _Unsupported(f"its loss {name} is not one mixedcore has")
+        cls = found.obj
         params = inspect.signature(cls.__init__).parameters
+        any_key = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
         kwargs = {}
         for key, value in inner.items():
-            if key in params and key != "self":
+            if (key in params or any_key) and key != "self":
                 kwargs[key] = value
             elif key in _LOSS_NEUTRAL and value in _LOSS_NEUTRAL[key]:
                 continue
@@ -103,6 +105,20 @@ def _metrics_from_config(cfg, dropped):
         return []
     out = []
     for item in cfg:
+        # the user's metric functions (custom_objects, scopes, registered ones) first
+        if isinstance(item, str):
+            keys = [item, item.split(">")[-1]]
+        elif isinstance(item, dict):
+            fn_name = item.get("config") if item.get("class_name") == "function" else None
+            keys = _registry.entry_keys(item)
+            if isinstance(fn_name, str):
+                keys += [fn_name, fn_name.split(">")[-1]]
+        else:
+            keys = []
+        found = _registry.lookup_keys("metric", keys, builtins=False)
+        if found is not None and callable(found.obj):
+            out.append(found.obj)
+            continue
         candidates = []
         if isinstance(item, str):
             candidates = [item]
@@ -191,8 +207,11 @@ def _optimizer_to_keras(opt):
 
 
 def _loss_to_keras(loss):
+    from mixedcore import losses
     if loss is None:
         return None
+    if not _registry.is_builtin("loss", type(loss)):
+        return losses.serialize(loss)
     name = getattr(loss, "name", None)
     config = loss.get_config()
     # the short string form only for a loss with its default settings, under a name Keras reads
@@ -203,8 +222,12 @@ def _loss_to_keras(loss):
     if not getattr(loss, "from_logits", False) and isinstance(name, str) \
             and name != "huber_loss" and config == default:
         return name
-    return {"module": "keras.losses", "class_name": type(loss).__name__, "config": config,
-            "registered_name": None}
+    return losses.serialize(loss)
+
+
+def _metric_to_keras(fn):
+    from mixedcore import metrics
+    return metrics.serialize(fn)
 
 
 def compile_config(model):
@@ -214,7 +237,9 @@ def compile_config(model):
     optimizer = _optimizer_to_keras(model.optimizer)
     if optimizer is None:
         return None
-    metric_ids = [m for m in getattr(model, "_metric_ids", []) if isinstance(m, str)]
+    metric_ids = [m if isinstance(m, str) else _metric_to_keras(m)
+                  for m in getattr(model, "_metric_ids", [])
+                  if isinstance(m, str) or getattr(m, "__name__", "<lambda>") != "<lambda>"]
     names = list(getattr(model, "output_names", []))
     fns = getattr(model, "_loss_fns", None)
     if fns is None or len(fns) != len(names):
