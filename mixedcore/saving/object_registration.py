@@ -1,7 +1,8 @@
 """The one registry of the classes and functions a config can name.
 
 Every kind of serializable object (layers, optimizers, learning-rate schedules, activations,
-loss scales, dtype policies) is found here from a serialized entry, in one order:
+loss scales, dtype policies, regularizers, initializers, losses, metrics) is found here from a
+serialized entry, in one order:
 
 1. the user's objects: the ``custom_objects=`` dict of the call, then those of the enclosing
    :class:`custom_object_scope` blocks (innermost first), then the objects registered with
