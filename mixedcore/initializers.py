@@ -190,13 +190,8 @@ def _check_arguments(owner, class_name, name, arguments, config):
 def _made(owner, found, config=None):
     """One of the user's initializers, found in the registry: a class is made from the config
     (``from_config`` when it has one), anything else is taken as it is."""
-    obj = found.obj
-    if not isinstance(obj, type):
-        return obj
     try:
-        if config is None:
-            return obj()
-        return obj.from_config(config) if hasattr(obj, "from_config") else obj(**config)
+        return _registry.instantiate(found.obj, config)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{owner}: initializer {found.key!r} with {config}: {exc}") from None
 
@@ -232,8 +227,7 @@ def check(owner, identifier, custom_objects=None):
     """Validate an initializer argument early (at layer construction): a name, a Keras config
     dict, an :class:`Initializer` or a callable(shape, dtype)."""
     if isinstance(identifier, str):
-        found = _registry.lookup_keys("initializer", [identifier, identifier.split(">")[-1]],
-                                      custom_objects, builtins=False)
+        found = _registry.lookup_name("initializer", identifier, custom_objects, builtins=False)
         if found is not None:
             return _made(owner, found)
         name = _ALIASES.get(identifier, identifier)

@@ -444,15 +444,6 @@ _BY_NAME.update({
 })
 
 
-def _made(found, config=None):
-    obj = found.obj
-    if not isinstance(obj, type):
-        return obj
-    if config is None:
-        return obj()
-    return obj.from_config(config) if hasattr(obj, "from_config") else obj(**config)
-
-
 def get(identifier, custom_objects=None):
     """A loss object from a name, a config entry or an instance.
 
@@ -466,10 +457,9 @@ def get(identifier, custom_objects=None):
     if isinstance(identifier, Loss):
         return identifier
     if isinstance(identifier, str):
-        found = _registry.lookup_keys("loss", [identifier, identifier.split(">")[-1]],
-                                      custom_objects, builtins=False)
+        found = _registry.lookup_name("loss", identifier, custom_objects, builtins=False)
         if found is not None:
-            return _made(found)
+            return _registry.instantiate(found.obj)
         cls = _BY_NAME.get(identifier)
         if cls is None:
             raise ValueError(f"losses.get: unknown loss {identifier!r}; valid names: "
@@ -478,7 +468,7 @@ def get(identifier, custom_objects=None):
     if isinstance(identifier, dict):
         found = _registry.lookup("loss", identifier, custom_objects)
         if found is not None:
-            return _made(found, identifier.get("config", {}))
+            return _registry.instantiate(found.obj, identifier.get("config", {}))
     raise TypeError(f"losses.get: expected a loss name or a mixedcore.losses.Loss, got "
                     f"{type(identifier).__name__}")
 

@@ -108,11 +108,9 @@ def get(identifier, loss=None, output_shape=None, custom_objects=None):
     if not isinstance(identifier, str):
         raise TypeError(f"metrics.get: expected a metric name or a function, got "
                         f"{type(identifier).__name__}")
-    short = identifier.split(">")[-1]
-    found = _registry.lookup_keys("metric", [identifier, short], custom_objects,
-                                  builtins=False)
+    found = _registry.lookup_name("metric", identifier, custom_objects, builtins=False)
     if found is not None:
-        return short, found.obj
+        return identifier.split(">")[-1], found.obj
     if identifier in ("accuracy", "acc"):
         name = getattr(loss, "name", "")
         if name == "sparse_categorical_crossentropy":
@@ -146,12 +144,12 @@ def deserialize(config, custom_objects=None):
     """The function of a metric name or a Keras function entry (:func:`serialize`'s)."""
     if isinstance(config, dict):
         name = config.get("config") if config.get("class_name") == "function" else None
-        keys = [config.get("registered_name"), name]
+        keys = [config.get("registered_name")]
     else:
         name = config
-        keys = [name]
-    if isinstance(name, str) and ">" in name:          # "package>name"
-        keys.append(name.split(">")[-1])
+        keys = []
+    if isinstance(name, str):
+        keys += _registry.name_keys(name)
     found = _registry.lookup_keys("metric", keys, custom_objects)
     if found is not None:
         return found.obj

@@ -113,34 +113,25 @@ def _names():
     return sorted(k for k in _registry.builtin_table("regularizer") if k.islower())
 
 
-def _made(found):
-    """The regularizer a name stands for: a class or maker is called without arguments."""
-    if isinstance(found.obj, type) or found.builtin:
-        return found.obj()
-    return found.obj
-
-
 def get(identifier, custom_objects=None):
     """A regularizer from None, a name ("l1", "l2", "l1_l2", or one of the user's), a config
     dict or an instance."""
     if identifier is None:
         return None
     if isinstance(identifier, str):
-        keys = [identifier, identifier.split(">")[-1]]
-        found = _registry.lookup_keys("regularizer", keys, custom_objects, builtins=False)
-        if found is None and identifier in _names():
-            found = _registry.lookup_keys("regularizer", [identifier])
-        if found is None:
+        found = _registry.lookup_name("regularizer", identifier, custom_objects, builtins=False)
+        if found is not None:
+            return _registry.instantiate(found.obj)
+        if identifier not in _names():
             raise ValueError(f"regularizers.get: unknown regularizer {identifier!r}; "
                              f"valid names: {_names()}")
-        return _made(found)
+        return _registry.builtin_table("regularizer")[identifier]()    # a class or maker
     if isinstance(identifier, dict):
         found = _registry.lookup("regularizer", identifier, custom_objects)
         cls = found.obj if found is not None else None
         if not isinstance(cls, type):
             raise ValueError(f"regularizers.get: unknown regularizer config {identifier!r}")
-        config = identifier.get("config", {})
-        return cls.from_config(config) if hasattr(cls, "from_config") else cls(**config)
+        return _registry.instantiate(cls, identifier.get("config", {}))
     if callable(identifier) and hasattr(identifier, "gradient"):
         return identifier
     raise TypeError(f"regularizers.get: expected None, a name, a config dict or an object with "

@@ -366,6 +366,24 @@ def test_builtin_names_keep_working():
         metrics.get("nope")
 
 
+def test_compile_state_is_the_trainers():
+    model = _model_with()
+    assert model.get_compile_config() is None and model.get_training_config() is None
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae", metrics.mse, lambda t, p: 0.0])
+    config = model.get_compile_config()
+    assert config["loss"] == "mean_squared_error"
+    assert config["metrics"] == ["mae", "mean_squared_error"]       # the lambda is left out
+    assert model.get_training_config()["optimizer_config"]["class_name"] == "SGD"
+    for legacy, cfg in ((False, config), (True, model.get_training_config())):
+        fresh = _model_with()
+        fresh.compile_from_config(cfg, legacy=legacy)
+        assert fresh.compiled and fresh.get_compile_config() == config
+    fresh = _model_with()
+    with pytest.warns(UserWarning, match="compile_from_config: the compile config: .*'nope'"):
+        fresh.compile_from_config(dict(config, optimizer="nope"))
+    assert not fresh.compiled
+
+
 def test_activation_names_in_a_function_dict():
     saving.register_keras_serializable(package="Test")(twice)
     entry = {"class_name": "function", "config": "twice", "registered_name": "Test>twice"}

@@ -219,6 +219,30 @@ def lookup(kind: str, entry: Mapping[str, Any],
     return lookup_keys(kind, entry_keys(entry), custom_objects, builtins=builtins)
 
 
+def name_keys(name: str) -> list[str]:
+    """The keys a name is looked up under: itself, then the ``Name`` of ``"package>Name"``."""
+    short = name.split(">")[-1]
+    return [name] if short == name else [name, short]
+
+
+def lookup_name(kind: str, name: str, custom_objects: Mapping[str, Any] | None = None, *,
+                builtins: bool = True) -> Found | None:
+    """What a name (``"name"`` or ``"package>Name"``) of ``kind`` stands for; None when
+    neither the user's objects nor (unless ``builtins=False``) the kind's built-in ones have
+    it."""
+    return lookup_keys(kind, name_keys(name), custom_objects, builtins=builtins)
+
+
+def instantiate(obj: Any, config: Mapping[str, Any] | None = None) -> Any:
+    """The object a found class makes: from ``config`` (through ``from_config`` when the class
+    has one), or with no arguments without a config; what is not a class is returned as is."""
+    if not isinstance(obj, type):
+        return obj
+    if config is None:
+        return obj()
+    return obj.from_config(config) if hasattr(obj, "from_config") else obj(**config)
+
+
 def check_custom_objects(owner: str, custom_objects: Any) -> dict[str, Any]:
     """A copy of a ``custom_objects=`` argument after checking it is a dict keyed by names."""
     if custom_objects is None:

@@ -106,15 +106,12 @@ def _metrics_from_config(cfg, dropped):
     out = []
     for item in cfg:
         # the user's metric functions (custom_objects, scopes, registered ones) first
-        if isinstance(item, str):
-            keys = [item, item.split(">")[-1]]
-        elif isinstance(item, dict):
+        keys = _registry.name_keys(item) if isinstance(item, str) else []
+        if isinstance(item, dict):
             fn_name = item.get("config") if item.get("class_name") == "function" else None
             keys = _registry.entry_keys(item)
             if isinstance(fn_name, str):
-                keys += [fn_name, fn_name.split(">")[-1]]
-        else:
-            keys = []
+                keys += _registry.name_keys(fn_name)
         found = _registry.lookup_keys("metric", keys, builtins=False)
         if found is not None and callable(found.obj):
             out.append(found.obj)
@@ -225,9 +222,15 @@ def _loss_to_keras(loss):
     return losses.serialize(loss)
 
 
-def _metric_to_keras(fn):
+def _metric_to_keras(metric):
+    """A metric given to compile() as a compile config keeps it: a name stays, a named function
+    becomes its name or Keras's function entry, a lambda (or a nameless callable) is left out."""
     from mixedcore import metrics
-    return metrics.serialize(fn)
+    if isinstance(metric, str):
+        return metric
+    if getattr(metric, "__name__", "<lambda>") == "<lambda>":
+        return None
+    return metrics.serialize(metric)
 
 
 def compile_config(model):
@@ -237,9 +240,8 @@ def compile_config(model):
     optimizer = _optimizer_to_keras(model.optimizer)
     if optimizer is None:
         return None
-    metric_ids = [m if isinstance(m, str) else _metric_to_keras(m)
-                  for m in getattr(model, "_metric_ids", [])
-                  if isinstance(m, str) or getattr(m, "__name__", "<lambda>") != "<lambda>"]
+    metric_ids = [entry for entry in map(_metric_to_keras, getattr(model, "_metric_ids", []))
+                  if entry is not None]
     names = list(getattr(model, "output_names", []))
     fns = getattr(model, "_loss_fns", None)
     if fns is None or len(fns) != len(names):
