@@ -142,18 +142,10 @@ def serialize(metric):
 
 def deserialize(config, custom_objects=None):
     """The function of a metric name or a Keras function entry (:func:`serialize`'s)."""
-    if isinstance(config, dict):
-        name = config.get("config") if config.get("class_name") == "function" else None
-        keys = [config.get("registered_name")]
-    else:
-        name = config
-        keys = []
-    if isinstance(name, str):
-        keys += _registry.name_keys(name)
-    found = _registry.lookup_keys("metric", keys, custom_objects)
+    found = _registry.lookup_keys("metric", _registry.function_keys(config), custom_objects)
     if found is not None:
         return found.obj
     if isinstance(config, dict):
-        raise ValueError(f"metrics.deserialize: unknown metric {name or config!r}; valid names: "
-                         f"{['accuracy'] + sorted(_BY_NAME)}")
+        raise ValueError(f"metrics.deserialize: unknown metric {config.get('config') or config!r}"
+                         f"; valid names: {['accuracy'] + sorted(_BY_NAME)}")
     return get(config)[1]

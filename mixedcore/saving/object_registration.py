@@ -225,6 +225,20 @@ def name_keys(name: str) -> list[str]:
     return [name] if short == name else [name, short]
 
 
+def function_keys(entry: Any) -> list[str]:
+    """The keys a function (an activation, a metric) is looked up under, from a bare name or
+    Keras's function entry ``{"class_name": "function", "config": name, "registered_name"}``:
+    its registered name, the name, then the ``name`` of ``"package>name"``."""
+    if isinstance(entry, Mapping):
+        name = entry.get("config") if entry.get("class_name") == "function" else None
+        keys = [entry.get("registered_name")]
+    else:
+        name, keys = entry, []
+    if isinstance(name, str):
+        keys += name_keys(name)
+    return [k for k in keys if isinstance(k, str)]
+
+
 def lookup_name(kind: str, name: str, custom_objects: Mapping[str, Any] | None = None, *,
                 builtins: bool = True) -> Found | None:
     """What a name (``"name"`` or ``"package>Name"``) of ``kind`` stands for; None when

@@ -106,12 +106,7 @@ def _metrics_from_config(cfg, dropped):
     out = []
     for item in cfg:
         # the user's metric functions (custom_objects, scopes, registered ones) first
-        keys = _registry.name_keys(item) if isinstance(item, str) else []
-        if isinstance(item, dict):
-            fn_name = item.get("config") if item.get("class_name") == "function" else None
-            keys = _registry.entry_keys(item)
-            if isinstance(fn_name, str):
-                keys += _registry.name_keys(fn_name)
+        keys = _registry.function_keys(item) if isinstance(item, (str, dict)) else []
         found = _registry.lookup_keys("metric", keys, builtins=False)
         if found is not None and callable(found.obj):
             out.append(found.obj)
