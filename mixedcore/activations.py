@@ -711,15 +711,7 @@ def serialize(activation):
 def deserialize(config, custom_objects=None):
     """The function for a name or a Keras serialized function dict ``{"class_name":
     "function", "config": name, ...}``; ``custom_objects`` maps other names to functions."""
-    if isinstance(config, dict):
-        name = config.get("config") if config.get("class_name") == "function" else None
-        keys = [config.get("registered_name"), name]
-    else:
-        name = config
-        keys = [name]
-    if isinstance(name, str) and ">" in name:          # "package>name"
-        keys.append(name.split(">")[-1])
-    found = _registry.lookup_keys("activation", keys, custom_objects)
+    found = _registry.lookup_keys("activation", _registry.function_keys(config), custom_objects)
     if found is not None:
         return found.obj
     if not isinstance(config, (str, dict)):

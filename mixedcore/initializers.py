@@ -3,12 +3,18 @@
 Layers take an initializer argument through :func:`check` (at construction), write it into their
 config with :func:`serialize` and draw their weights with :func:`initialize`, from the generator
 of :mod:`mixedcore.random` unless the initializer carries its own seed.
+
+Names and config entries are looked up in the one registry (:mod:`mixedcore.saving.
+object_registration`): the user's initializers (``custom_objects``, scopes, registered ones:
+classes with ``__call__(shape, dtype)`` and ``get_config``, or functions) first, then these,
+whose registered object is the name of their maker below.
 """
 import numpy as np
 
 from mixedcore import random as _random
+from mixedcore.saving import object_registration as _registry
 
-__all__ = ["Initializer", "check", "serialize", "initialize"]
+__all__ = ["Initializer", "check", "get", "serialize", "deserialize", "initialize"]
 
 
 def _fans(shape):
@@ -100,16 +106,19 @@ _MAKERS = {
     "orthogonal": (lambda gain: _orthogonal(gain), {"gain": 1.0}),
     "identity": (lambda gain: _identity(gain), {"gain": 1.0}),
 }
-# Keras's class names and aliases
-_ALIASES = {"GlorotUniform": "glorot_uniform", "GlorotNormal": "glorot_normal",
-            "HeUniform": "he_uniform", "HeNormal": "he_normal", "LecunUniform": "lecun_uniform",
-            "LecunNormal": "lecun_normal", "Zeros": "zeros", "Ones": "ones",
-            "Constant": "constant", "VarianceScaling": "variance_scaling",
-            "RandomNormal": "random_normal", "RandomUniform": "random_uniform",
-            "TruncatedNormal": "truncated_normal", "Orthogonal": "orthogonal",
-            "OrthogonalInitializer": "orthogonal", "Identity": "identity",
-            "IdentityInitializer": "identity", "zero": "zeros", "one": "ones",
-            "uniform": "random_uniform", "normal": "random_normal"}
+# the initializer kind's built-in objects: each maker's name under itself, Keras's class names
+# and aliases (the live registry table, name -> maker's name)
+_ALIASES = _registry.builtin_table("initializer")
+_ALIASES.update({name: name for name in _MAKERS})
+_ALIASES.update({
+    "GlorotUniform": "glorot_uniform", "GlorotNormal": "glorot_normal",
+    "HeUniform": "he_uniform", "HeNormal": "he_normal", "LecunUniform": "lecun_uniform",
+    "LecunNormal": "lecun_normal", "Zeros": "zeros", "Ones": "ones", "Constant": "constant",
+    "VarianceScaling": "variance_scaling", "RandomNormal": "random_normal",
+    "RandomUniform": "random_uniform", "TruncatedNormal": "truncated_normal",
+    "Orthogonal": "orthogonal", "OrthogonalInitializer": "orthogonal", "Identity": "identity",
+    "IdentityInitializer": "identity", "zero": "zeros", "one": "ones",
+    "uniform": "random_uniform", "normal": "random_normal"})
 _IGNORED = ("seed", "input_axes", "output_axes", "dtype")
 
 
@@ -178,13 +187,25 @@ def _check_arguments(owner, class_name, name, arguments, config):
         bad(f"seed must be None or an int >= 0, got {seed!r}")
 
 
-def _from_dict(owner, identifier):
+def _made(owner, found, config=None):
+    """One of the user's initializers, found in the registry: a class is made from the config
+    (``from_config`` when it has one), anything else is taken as it is."""
+    try:
+        return _registry.instantiate(found.obj, config)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{owner}: initializer {found.key!r} with {config}: {exc}") from None
+
+
+def _from_dict(owner, identifier, custom_objects=None):
     class_name = identifier.get("class_name")
+    found = _registry.lookup("initializer", identifier, custom_objects, builtins=False)
+    config = identifier.get("config") or {}
+    if found is not None:
+        return _made(owner, found, config if isinstance(config, dict) else {})
     name = _ALIASES.get(class_name, class_name)
     if name not in _MAKERS:
         raise ValueError(f"{owner}: unknown initializer {class_name!r}; known: "
                          f"{sorted(k for k in _ALIASES if k[0].isupper())}")
-    config = identifier.get("config") or {}
     if not isinstance(config, dict):
         raise ValueError(f"{owner}: the config of initializer {class_name!r} must be a dict, got "
                          f"{config!r}")
@@ -202,27 +223,46 @@ def _from_dict(owner, identifier):
         raise ValueError(f"{owner}: initializer {class_name!r} with {arguments}: {exc}") from None
 
 
-def check(owner, identifier):
+def check(owner, identifier, custom_objects=None):
     """Validate an initializer argument early (at layer construction): a name, a Keras config
     dict, an :class:`Initializer` or a callable(shape, dtype)."""
     if isinstance(identifier, str):
+        found = _registry.lookup_name("initializer", identifier, custom_objects, builtins=False)
+        if found is not None:
+            return _made(owner, found)
         name = _ALIASES.get(identifier, identifier)
         if name not in _MAKERS:
             raise ValueError(f"{owner}: unknown initializer {identifier!r}; valid names: "
                              f"{sorted(_MAKERS)}")
         return name
     if isinstance(identifier, dict):
-        return _from_dict(owner, identifier)
+        return _from_dict(owner, identifier, custom_objects)
     if isinstance(identifier, Initializer) or callable(identifier):
         return identifier
     raise TypeError(f"{owner}: initializer must be a name, a config dict or a callable(shape, "
                     f"dtype), got {type(identifier).__name__}")
 
 
+def get(identifier, custom_objects=None):
+    """:func:`check` under the name ``initializers.get``."""
+    return check("initializers.get", identifier, custom_objects)
+
+
+def deserialize(config, custom_objects=None):
+    """The initializer of a name or a config entry (:func:`serialize`'s, or Keras's)."""
+    return check("initializers.deserialize", config, custom_objects)
+
+
 def serialize(identifier):
-    """What a layer's config holds for an initializer: its name or Keras's dict form."""
+    """What a layer's config holds for an initializer: its name or Keras's dict form (with the
+    ``registered_name`` of one of the user's initializers that has a ``get_config``)."""
     if isinstance(identifier, Initializer):
         return identifier.get_config()
+    if not isinstance(identifier, str) and hasattr(identifier, "get_config"):
+        cls = type(identifier)
+        return {"module": cls.__module__, "class_name": cls.__name__,
+                "config": identifier.get_config(),
+                "registered_name": _registry.get_registered_name(cls)}
     return identifier
 
 

@@ -8,6 +8,10 @@ divergence, the sum).  Each loss object also gives its gradient with respect to 
 (``value_and_grad``) and, for the categorical crossentropies, with respect to softmax logits
 (``value_and_grad_logits``), which the models use when the last layer is a softmax: the same
 fusion Keras makes for numerical stability.
+
+Names and config entries are looked up in the one registry (:mod:`mixedcore.saving.
+object_registration`): the user's losses (``custom_objects``, scopes, registered ones) first,
+then these, under Keras's names and aliases.
 """
 import math
 import numbers
@@ -15,12 +19,13 @@ import numbers
 import numpy as np
 
 from mixedcore._dtypes import as_numeric_array, to_compute, work_dtype
+from mixedcore.saving import object_registration as _registry
 
 __all__ = ["Loss", "CategoricalCrossentropy", "SparseCategoricalCrossentropy", "MeanSquaredError",
            "BinaryCrossentropy", "MeanAbsoluteError", "Huber", "KLDivergence",
            "categorical_crossentropy", "sparse_categorical_crossentropy", "mean_squared_error",
            "mse", "binary_crossentropy", "mean_absolute_error", "mae", "huber", "kl_divergence",
-           "kld", "get"]
+           "kld", "get", "serialize", "deserialize"]
 
 EPSILON = 1e-7   # Keras's backend epsilon, the clip of probabilities
 
@@ -409,7 +414,9 @@ def kl_divergence(y_true, y_pred):
 
 kld = kl_divergence
 
-_BY_NAME = {
+# the loss kind's built-in objects (the live registry table)
+_BY_NAME = _registry.builtin_table("loss")
+_BY_NAME.update({
     "categorical_crossentropy": CategoricalCrossentropy,
     "CategoricalCrossentropy": CategoricalCrossentropy,
     "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
@@ -434,11 +441,11 @@ _BY_NAME = {
     "kld": KLDivergence,
     "KLD": KLDivergence,
     "kullback_leibler_divergence": KLDivergence,
-}
+})
 
 
-def get(identifier):
-    """A loss object from a name or an instance.
+def get(identifier, custom_objects=None):
+    """A loss object from a name, a config entry or an instance.
 
     Raises
     ------
@@ -450,12 +457,41 @@ def get(identifier):
     if isinstance(identifier, Loss):
         return identifier
     if isinstance(identifier, str):
+        found = _registry.lookup_name("loss", identifier, custom_objects, builtins=False)
+        if found is not None:
+            return _registry.instantiate(found.obj)
         cls = _BY_NAME.get(identifier)
         if cls is None:
             raise ValueError(f"losses.get: unknown loss {identifier!r}; valid names: "
                              f"{sorted(_BY_NAME)}")
         return cls()
-    if isinstance(identifier, dict) and identifier.get("class_name") in _BY_NAME:
-        return _BY_NAME[identifier["class_name"]].from_config(identifier.get("config", {}))
+    if isinstance(identifier, dict):
+        found = _registry.lookup("loss", identifier, custom_objects)
+        if found is not None:
+            return _registry.instantiate(found.obj, identifier.get("config", {}))
     raise TypeError(f"losses.get: expected a loss name or a mixedcore.losses.Loss, got "
                     f"{type(identifier).__name__}")
+
+
+def deserialize(config, custom_objects=None):
+    """The loss of a name or a config entry (:func:`serialize`'s, or Keras's).
+
+    Raises
+    ------
+    ValueError
+        A name or class mixedcore and the user's objects do not have.
+    """
+    if isinstance(config, dict) and _registry.lookup("loss", config, custom_objects) is None:
+        raise ValueError(f"losses.deserialize: unknown loss {config.get('class_name')!r}; "
+                         f"valid names: {sorted(_BY_NAME)}")
+    return get(config, custom_objects)
+
+
+def serialize(loss):
+    """Keras's entry of a loss object: ``module``, ``class_name``, ``config`` and
+    ``registered_name`` (None for mixedcore's, ``"package>Name"`` for a registered class)."""
+    cls = type(loss)
+    builtin = _registry.is_builtin("loss", cls)
+    return {"module": "keras.losses" if builtin else cls.__module__,
+            "class_name": cls.__name__, "config": loss.get_config(),
+            "registered_name": None if builtin else _registry.get_registered_name(cls)}

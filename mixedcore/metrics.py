@@ -1,15 +1,21 @@
 """Metrics (``keras.metrics``) as functions of a batch: accuracies (the fraction of correct
-predictions) and the regression errors ``mae`` / ``mse``."""
+predictions) and the regression errors ``mae`` / ``mse``.
+
+Names and config entries are looked up in the one registry (:mod:`mixedcore.saving.
+object_registration`): the user's metric functions (``custom_objects``, scopes, registered
+ones) first, then these.
+"""
 import numbers
 
 import numpy as np
 
 from mixedcore import losses as _losses
 from mixedcore._dtypes import as_numeric_array
+from mixedcore.saving import object_registration as _registry
 
 __all__ = ["sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy",
            "top_k_categorical_accuracy", "mean_absolute_error", "mean_squared_error", "mae",
-           "mse", "get"]
+           "mse", "get", "serialize", "deserialize"]
 
 
 def _argmax(p):
@@ -71,7 +77,9 @@ def mean_squared_error(y_true, y_pred):
 mae = mean_absolute_error
 mse = mean_squared_error
 
-_BY_NAME = {
+# the metric kind's built-in objects (the live registry table)
+_BY_NAME = _registry.builtin_table("metric")
+_BY_NAME.update({
     "sparse_categorical_accuracy": sparse_categorical_accuracy,
     "categorical_accuracy": categorical_accuracy,
     "binary_accuracy": binary_accuracy,
@@ -80,10 +88,10 @@ _BY_NAME = {
     "mae": mean_absolute_error,
     "mean_squared_error": mean_squared_error,
     "mse": mean_squared_error,
-}
+})
 
 
-def get(identifier, loss=None, output_shape=None):
+def get(identifier, loss=None, output_shape=None, custom_objects=None):
     """(name, function) for a metric identifier.
 
     "accuracy" / "acc" picks, as Keras does, from the loss: sparse categorical accuracy for the
@@ -91,13 +99,18 @@ def get(identifier, loss=None, output_shape=None):
     single output and categorical accuracy for several; for the binary crossentropy, binary
     accuracy.  The other names: "sparse_categorical_accuracy", "categorical_accuracy",
     "binary_accuracy", "top_k_categorical_accuracy" (k=5), "mae" / "mean_absolute_error",
-    "mse" / "mean_squared_error"; the log name is the name given.
+    "mse" / "mean_squared_error"; the log name is the name given.  A name of the user's
+    (``custom_objects``, a scope, ``"package>name"`` of a registered function) comes first;
+    its log name is the part after the ``>``.
     """
     if callable(identifier):
         return getattr(identifier, "__name__", "metric"), identifier
     if not isinstance(identifier, str):
         raise TypeError(f"metrics.get: expected a metric name or a function, got "
                         f"{type(identifier).__name__}")
+    found = _registry.lookup_name("metric", identifier, custom_objects, builtins=False)
+    if found is not None:
+        return identifier.split(">")[-1], found.obj
     if identifier in ("accuracy", "acc"):
         name = getattr(loss, "name", "")
         if name == "sparse_categorical_crossentropy":
@@ -114,3 +127,25 @@ def get(identifier, loss=None, output_shape=None):
         raise ValueError(f"metrics.get: unknown metric {identifier!r}; valid names: "
                          f"{['accuracy'] + sorted(_BY_NAME)}")
     return identifier, fn
+
+
+def serialize(metric):
+    """The name of one of these metric functions; Keras's function entry (``class_name``
+    "function", ``registered_name`` ``"package>name"`` when registered) of another."""
+    for name, fn in _BY_NAME.items():
+        if fn is metric:
+            return name
+    return {"module": getattr(metric, "__module__", None), "class_name": "function",
+            "config": getattr(metric, "__name__", type(metric).__name__),
+            "registered_name": _registry.get_registered_name(metric)}
+
+
+def deserialize(config, custom_objects=None):
+    """The function of a metric name or a Keras function entry (:func:`serialize`'s)."""
+    found = _registry.lookup_keys("metric", _registry.function_keys(config), custom_objects)
+    if found is not None:
+        return found.obj
+    if isinstance(config, dict):
+        raise ValueError(f"metrics.deserialize: unknown metric {config.get('config') or config!r}"
+                         f"; valid names: {['accuracy'] + sorted(_BY_NAME)}")
+    return get(config)[1]

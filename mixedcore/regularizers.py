@@ -4,10 +4,17 @@ A regularizer is called with a weight array (in the layer's variable dtype, floa
 policies: docs/layers.md, 'Policies and autocasting') and returns the penalty as a Python float;
 ``gradient(w)`` returns the penalty's gradient in the same dtype.  Any object with both methods
 may be passed to a layer.
+
+Names and config entries are looked up in the one registry (:mod:`mixedcore.saving.
+object_registration`): the user's regularizers (``custom_objects``, scopes, registered ones)
+first, then these, under Keras's class names and snake-case names.
 """
 import numpy as np
 
-__all__ = ["Regularizer", "L1", "L2", "L1L2", "l1", "l2", "l1_l2", "get", "serialize"]
+from mixedcore.saving import object_registration as _registry
+
+__all__ = ["Regularizer", "L1", "L2", "L1L2", "l1", "l2", "l1_l2", "get", "serialize",
+           "deserialize"]
 
 
 def _check_factor(name, value):
@@ -97,35 +104,55 @@ def l1_l2(l1=0.01, l2=0.01):
     return L1L2(l1=l1, l2=l2)
 
 
-_NAMES = {"l1": L1, "l2": L2, "l1_l2": l1_l2, "l1l2": l1_l2}
-_CLASSES = {"L1": L1, "L2": L2, "L1L2": L1L2}
+# the names a string may give (a maker called without arguments), then Keras's class names
+_registry.register_builtins("regularizer", {"l1": L1, "l2": L2, "l1_l2": l1_l2, "l1l2": l1_l2})
+_registry.register_builtins("regularizer", [L1, L2, L1L2])
 
 
-def get(identifier):
-    """A regularizer from None, a name ("l1", "l2", "l1_l2"), a config dict or an instance."""
+def _names():
+    return sorted(k for k in _registry.builtin_table("regularizer") if k.islower())
+
+
+def get(identifier, custom_objects=None):
+    """A regularizer from None, a name ("l1", "l2", "l1_l2", or one of the user's), a config
+    dict or an instance."""
     if identifier is None:
         return None
     if isinstance(identifier, str):
-        maker = _NAMES.get(identifier)
-        if maker is None:
+        found = _registry.lookup_name("regularizer", identifier, custom_objects, builtins=False)
+        if found is not None:
+            return _registry.instantiate(found.obj)
+        if identifier not in _names():
             raise ValueError(f"regularizers.get: unknown regularizer {identifier!r}; "
-                             f"valid names: {sorted(_NAMES)}")
-        return maker()
+                             f"valid names: {_names()}")
+        return _registry.builtin_table("regularizer")[identifier]()    # a class or maker
     if isinstance(identifier, dict):
-        cls = _CLASSES.get(identifier.get("class_name"))
-        if cls is None:
+        found = _registry.lookup("regularizer", identifier, custom_objects)
+        cls = found.obj if found is not None else None
+        if not isinstance(cls, type):
             raise ValueError(f"regularizers.get: unknown regularizer config {identifier!r}")
-        return cls.from_config(identifier.get("config", {}))
+        return _registry.instantiate(cls, identifier.get("config", {}))
     if callable(identifier) and hasattr(identifier, "gradient"):
         return identifier
     raise TypeError(f"regularizers.get: expected None, a name, a config dict or an object with "
                     f"__call__ and gradient, got {type(identifier).__name__}")
 
 
+def deserialize(config, custom_objects=None):
+    """The regularizer of a name or a config entry (:func:`serialize`'s, or Keras's)."""
+    return get(config, custom_objects)
+
+
 def serialize(regularizer):
-    """``{"class_name": ..., "config": ...}`` of a regularizer (None stays None)."""
+    """``{"class_name": ..., "config": ...}`` of a regularizer (None stays None); one of the
+    user's with a ``get_config`` also gets Keras's ``module`` and ``registered_name``."""
     if regularizer is None:
         return None
-    if type(regularizer) in _CLASSES.values():
-        return {"class_name": type(regularizer).__name__, "config": regularizer.get_config()}
+    cls = type(regularizer)
+    if _registry.is_builtin("regularizer", cls):
+        return {"class_name": cls.__name__, "config": regularizer.get_config()}
+    if hasattr(regularizer, "get_config"):
+        return {"module": cls.__module__, "class_name": cls.__name__,
+                "config": regularizer.get_config(),
+                "registered_name": _registry.get_registered_name(cls)}
     return regularizer

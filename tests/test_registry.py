@@ -1,12 +1,14 @@
 """One registry for every kind of serializable object: ``custom_objects=``,
 ``register_keras_serializable``, ``custom_object_scope`` and ``"package>Name"`` work the same
-for layers, optimizers, learning-rate schedules, activations, loss scales and dtype policies."""
+for layers, optimizers, learning-rate schedules, activations, loss scales, dtype policies,
+regularizers, initializers, losses and metrics."""
 import importlib
 
 import numpy as np
 import pytest
 
-from mixedcore import activations, experimental, layers, loss_scale, models, optimizers, policies
+from mixedcore import (activations, experimental, initializers, layers, loss_scale, losses,
+                       metrics, models, optimizers, policies, regularizers)
 from mixedcore.optimizers import schedules
 from mixedcore.policy import DTypePolicy, policy_scope
 from mixedcore.saving import object_registration
@@ -53,6 +55,31 @@ class MyPolicy(DTypePolicy):
     pass
 
 
+class MyL2(regularizers.L2):
+    pass
+
+
+class MyInit:
+    """An initializer of the user's, as Keras's: ``__call__(shape, dtype)`` and ``get_config``."""
+
+    def __init__(self, value=0.5):
+        self.value = value
+
+    def __call__(self, shape, dtype=None):
+        return np.full(shape, self.value)
+
+    def get_config(self):
+        return {"value": self.value}
+
+
+class MyLoss(losses.MeanSquaredError):
+    pass
+
+
+def my_metric(y_true, y_pred):
+    return float(np.mean(np.abs(np.asarray(y_true) - np.asarray(y_pred))))
+
+
 def _activation_entry(fn):
     return {"module": fn.__module__, "class_name": "function", "config": fn.__name__,
             "registered_name": object_registration.get_registered_name(fn)}
@@ -61,12 +88,13 @@ def _activation_entry(fn):
 class Kind:
     """How one kind of object is made, serialized and deserialized."""
 
-    def __init__(self, name, obj, make, serialize, deserialize):
+    def __init__(self, name, obj, make, serialize, deserialize, builtin_name=None):
         self.name, self.obj, self.make = name, obj, make
         self.serialize, self.deserialize = serialize, deserialize
+        self.builtin_name = builtin_name     # a function kind: the name of a built-in one
 
     def check(self, result):
-        if self.name == "activation":
+        if self.builtin_name is not None:
             assert result is self.obj
         else:
             assert type(result) is self.obj
@@ -82,11 +110,19 @@ KINDS = [
          optimizers.deserialize),
     Kind("schedule", MyDecay, lambda: MyDecay(0.1, 10, 0.5), schedules.serialize,
          schedules.deserialize),
-    Kind("activation", twice, lambda: twice, _activation_entry, activations.deserialize),
+    Kind("activation", twice, lambda: twice, _activation_entry, activations.deserialize,
+         builtin_name="relu"),
     Kind("loss scale", MyFixedLossScale, lambda: MyFixedLossScale(128), loss_scale.serialize,
          loss_scale.deserialize),
     Kind("dtype policy", MyPolicy, lambda: MyPolicy("mixed_float16"), policies.serialize,
          policies.deserialize),
+    Kind("regularizer", MyL2, lambda: MyL2(0.02), regularizers.serialize,
+         regularizers.deserialize),
+    Kind("initializer", MyInit, lambda: MyInit(0.25), initializers.serialize,
+         initializers.deserialize),
+    Kind("loss", MyLoss, lambda: MyLoss(), losses.serialize, losses.deserialize),
+    Kind("metric", my_metric, lambda: my_metric, metrics.serialize, metrics.deserialize,
+         builtin_name="mae"),
 ]
 
 
@@ -98,7 +134,7 @@ def _with_package(kind, entry):
     """The entry as a Keras file names a class of a package: "Test>Name"."""
     entry = dict(entry)
     entry.pop("registered_name", None)
-    key = "config" if kind.name == "activation" else "class_name"
+    key = "config" if kind.builtin_name is not None else "class_name"
     entry[key] = f"Test>{entry[key]}"
     return entry
 
@@ -147,11 +183,12 @@ def test_custom_objects_win_over_registered_and_builtin(kind):
         pass
     saving.register_keras_serializable(package="Test")(kind.obj)
     entry = kind.serialize(kind.make())
-    if kind.name == "activation":
+    if kind.builtin_name is not None:
         def other(x):
             return x
-        assert kind.deserialize(entry, custom_objects={"Test>twice": other}) is other
-        assert kind.deserialize("relu", custom_objects={"relu": other}) is other
+        assert kind.deserialize(entry, custom_objects={f"Test>{_short(kind)}": other}) is other
+        assert kind.deserialize(kind.builtin_name,
+                                custom_objects={kind.builtin_name: other}) is other
         return
     result = kind.deserialize(entry, custom_objects={f"Test>{_short(kind)}": Other})
     assert type(result) is Other
@@ -236,6 +273,117 @@ def test_loss_scale_through_policy_from_config(how):
     assert type(policy.loss_scale) is MyFixedLossScale
 
 
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+@pytest.mark.parametrize("how", ["custom_objects", "registered", "scope"])
+def test_regularizer_and_initializer_through_load_model(tmp_path, ext, how):
+    model = _model_with(layers.Dense(4, kernel_regularizer=MyL2(0.03),
+                                     kernel_initializer=MyInit(0.25), name="d"))
+    if how == "registered":
+        saving.register_keras_serializable(package="Test")(MyL2)
+        saving.register_keras_serializable(package="Test")(MyInit)
+    model.save(tmp_path / f"m{ext}")
+    custom = {"MyL2": MyL2, "MyInit": MyInit}
+    if how != "registered":
+        with pytest.raises(ValueError, match="MyL2"):
+            models.load_model(tmp_path / f"m{ext}", custom_objects={"MyInit": MyInit})
+        with pytest.raises(ValueError, match="MyInit"):
+            models.load_model(tmp_path / f"m{ext}", custom_objects={"MyL2": MyL2})
+    if how == "custom_objects":
+        loaded = models.load_model(tmp_path / f"m{ext}", custom_objects=custom)
+    elif how == "scope":
+        with saving.custom_object_scope(custom):
+            loaded = models.load_model(tmp_path / f"m{ext}")
+    else:
+        loaded = models.load_model(tmp_path / f"m{ext}")
+    dense = loaded.get_layer("d")
+    assert type(dense.kernel_regularizer) is MyL2
+    assert dense.kernel_regularizer.l2 == pytest.approx(0.03)
+    assert type(dense.kernel_initializer) is MyInit and dense.kernel_initializer.value == 0.25
+    np.testing.assert_array_equal(dense.get_weights()[0], model.get_layer("d").get_weights()[0])
+
+
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+@pytest.mark.parametrize("how", ["custom_objects", "registered", "scope"])
+def test_loss_and_metric_through_load_model(tmp_path, ext, how):
+    model = _model_with()
+    model.compile(optimizer="sgd", loss=MyLoss(), metrics=[my_metric])
+    if how == "registered":
+        saving.register_keras_serializable(package="Test")(MyLoss)
+        saving.register_keras_serializable(package="Test")(my_metric)
+    model.save(tmp_path / f"m{ext}")
+    if how != "registered":
+        with pytest.warns(UserWarning, match="MyLoss"):
+            assert not models.load_model(tmp_path / f"m{ext}").compiled
+    custom = {"MyLoss": MyLoss, "my_metric": my_metric}
+    if how == "custom_objects":
+        loaded = models.load_model(tmp_path / f"m{ext}", custom_objects=custom)
+    elif how == "scope":
+        with saving.custom_object_scope(custom):
+            loaded = models.load_model(tmp_path / f"m{ext}")
+    else:
+        loaded = models.load_model(tmp_path / f"m{ext}")
+    assert loaded.compiled and type(loaded.loss) is MyLoss
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(6, 3)).astype(np.float32), rng.normal(size=(6, 2)).astype(np.float32)
+    logs = loaded.evaluate(x, y, verbose=0, return_dict=True)
+    assert logs == pytest.approx(model.evaluate(x, y, verbose=0, return_dict=True))
+    assert set(logs) == {"loss", "my_metric"}
+
+
+def test_names_of_the_users_objects_through_get():
+    for obj in (MyL2, MyInit, MyLoss, my_metric):
+        saving.register_keras_serializable(package="Test")(obj)
+    assert type(regularizers.get("Test>MyL2")) is MyL2
+    assert type(initializers.get("Test>MyInit")) is MyInit
+    assert type(losses.get("Test>MyLoss")) is MyLoss
+    assert metrics.get("Test>my_metric") == ("my_metric", my_metric)
+    with saving.custom_object_scope({"l2": MyL2, "mse": MyLoss, "zeros": MyInit}):
+        assert type(regularizers.get("l2")) is MyL2
+        assert type(losses.get("mse")) is MyLoss
+        assert type(initializers.get("zeros")) is MyInit
+    assert type(regularizers.get("l2")) is regularizers.L2
+    assert initializers.get("zeros") == "zeros"
+    assert type(losses.get({"class_name": "MyLoss", "config": {}},
+                           custom_objects={"MyLoss": MyLoss})) is MyLoss
+
+
+def test_builtin_names_keep_working():
+    assert type(regularizers.get({"class_name": "L1L2", "config": {"l1": 0.1}})) is \
+        regularizers.L1L2
+    assert regularizers.get("l1_l2").l2 == 0.01
+    assert initializers.get("GlorotUniform") == "glorot_uniform"
+    assert initializers.get({"class_name": "Zeros", "config": {}}) == "zeros"
+    assert type(losses.get("MSE")) is losses.MeanSquaredError
+    assert losses.deserialize(losses.serialize(losses.Huber(delta=2.0))).delta == 2.0
+    assert metrics.deserialize(metrics.serialize(metrics.mae)) is metrics.mae
+    with pytest.raises(ValueError, match="unknown regularizer 'nope'; valid names"):
+        regularizers.get("nope")
+    with pytest.raises(ValueError, match="unknown initializer 'nope'; valid names"):
+        initializers.get("nope")
+    with pytest.raises(ValueError, match="unknown loss 'nope'; valid names"):
+        losses.get("nope")
+    with pytest.raises(ValueError, match="unknown metric 'nope'; valid names"):
+        metrics.get("nope")
+
+
+def test_compile_state_is_the_trainers():
+    model = _model_with()
+    assert model.get_compile_config() is None and model.get_training_config() is None
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae", metrics.mse, lambda t, p: 0.0])
+    config = model.get_compile_config()
+    assert config["loss"] == "mean_squared_error"
+    assert config["metrics"] == ["mae", "mean_squared_error"]       # the lambda is left out
+    assert model.get_training_config()["optimizer_config"]["class_name"] == "SGD"
+    for legacy, cfg in ((False, config), (True, model.get_training_config())):
+        fresh = _model_with()
+        fresh.compile_from_config(cfg, legacy=legacy)
+        assert fresh.compiled and fresh.get_compile_config() == config
+    fresh = _model_with()
+    with pytest.warns(UserWarning, match="compile_from_config: the compile config: .*'nope'"):
+        fresh.compile_from_config(dict(config, optimizer="nope"))
+    assert not fresh.compiled
+
+
 def test_activation_names_in_a_function_dict():
     saving.register_keras_serializable(package="Test")(twice)
     entry = {"class_name": "function", "config": "twice", "registered_name": "Test>twice"}
@@ -254,6 +402,10 @@ def test_builtin_tables_are_the_registry():
     assert list(object_registration.builtin_objects("dtype_policy")) == [
         "DTypePolicy", "FloatDTypePolicy", "Policy", "PolicyV1"]
     assert object_registration.builtin_objects("activation")["relu"] is activations.relu
+    assert object_registration.builtin_objects("regularizer")["L2"] is regularizers.L2
+    assert object_registration.builtin_objects("initializer")["HeNormal"] == "he_normal"
+    assert object_registration.builtin_objects("loss")["mse"] is losses.MeanSquaredError
+    assert object_registration.builtin_objects("metric")["mae"] is metrics.mean_absolute_error
 
 
 def test_register_keras_serializable_checks_its_arguments():

@@ -389,8 +389,8 @@ def _model_dict(owner, model, legacy=False):
     build_shape = model._config_build_shape() if hasattr(model, "_config_build_shape") else None
     out = {"module": module, "class_name": class_name, "config": config,
            "registered_name": registered, "build_config": {"input_shape": build_shape}}
-    from mixedcore.trainers.compile_state import _compile_config
-    compile_config = _compile_config(model)
+    get_compile_config = getattr(model, "get_compile_config", None)
+    compile_config = get_compile_config() if get_compile_config is not None else None
     if compile_config is not None:
         out["compile_config"] = compile_config
     return out

@@ -1,7 +1,8 @@
 """The one registry of the classes and functions a config can name.
 
 Every kind of serializable object (layers, optimizers, learning-rate schedules, activations,
-loss scales, dtype policies) is found here from a serialized entry, in one order:
+loss scales, dtype policies, regularizers, initializers, losses, metrics) is found here from a
+serialized entry, in one order:
 
 1. the user's objects: the ``custom_objects=`` dict of the call, then those of the enclosing
    :class:`custom_object_scope` blocks (innermost first), then the objects registered with
@@ -216,6 +217,44 @@ def lookup(kind: str, entry: Mapping[str, Any],
     """What a serialized entry (``{"class_name", "config", "registered_name"...}``) of ``kind``
     names; None when neither the user's objects nor the kind's built-in ones have it."""
     return lookup_keys(kind, entry_keys(entry), custom_objects, builtins=builtins)
+
+
+def name_keys(name: str) -> list[str]:
+    """The keys a name is looked up under: itself, then the ``Name`` of ``"package>Name"``."""
+    short = name.split(">")[-1]
+    return [name] if short == name else [name, short]
+
+
+def function_keys(entry: Any) -> list[str]:
+    """The keys a function (an activation, a metric) is looked up under, from a bare name or
+    Keras's function entry ``{"class_name": "function", "config": name, "registered_name"}``:
+    its registered name, the name, then the ``name`` of ``"package>name"``."""
+    if isinstance(entry, Mapping):
+        name = entry.get("config") if entry.get("class_name") == "function" else None
+        keys = [entry.get("registered_name")]
+    else:
+        name, keys = entry, []
+    if isinstance(name, str):
+        keys += name_keys(name)
+    return [k for k in keys if isinstance(k, str)]
+
+
+def lookup_name(kind: str, name: str, custom_objects: Mapping[str, Any] | None = None, *,
+                builtins: bool = True) -> Found | None:
+    """What a name (``"name"`` or ``"package>Name"``) of ``kind`` stands for; None when
+    neither the user's objects nor (unless ``builtins=False``) the kind's built-in ones have
+    it."""
+    return lookup_keys(kind, name_keys(name), custom_objects, builtins=builtins)
+
+
+def instantiate(obj: Any, config: Mapping[str, Any] | None = None) -> Any:
+    """The object a found class makes: from ``config`` (through ``from_config`` when the class
+    has one), or with no arguments without a config; what is not a class is returned as is."""
+    if not isinstance(obj, type):
+        return obj
+    if config is None:
+        return obj()
+    return obj.from_config(config) if hasattr(obj, "from_config") else obj(**config)
 
 
 def check_custom_objects(owner: str, custom_objects: Any) -> dict[str, Any]:

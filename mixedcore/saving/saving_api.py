@@ -4,7 +4,8 @@ The public functions, and the choice of format: a file is read as what its conte
 archive, an HDF5 file), whatever its name; the name only chooses what to write.  The stores
 (``archive``, ``h5_store``, ``npz_store``), the configs (``config``) and where each layer's
 weights go (``weight_structure``) live in their own modules; the compile state is the
-trainer's (``mixedcore.trainers.compile_state``).
+model's: its trainer methods ``get_compile_config``, ``get_training_config`` and
+``compile_from_config`` make and read it.
 """
 import contextlib
 import datetime
@@ -86,8 +87,8 @@ def _save_keras(owner, model, path, overwrite):
 
 def _save_legacy_h5(owner, model, path, overwrite):
     config_json = _dumps(owner, _model_dict(owner, model, legacy=True))
-    from mixedcore.trainers.compile_state import _legacy_training_config
-    training = _legacy_training_config(model)
+    get_training_config = getattr(model, "get_training_config", None)
+    training = get_training_config() if get_training_config is not None else None
     training_json = _dumps(owner, training) if training is not None else None
     h5py = _h5py()
     with _atomic_write(owner, path, overwrite) as tmp:
@@ -164,9 +165,9 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
             finally:
                 store.close()
         if compile and config.get("compile_config"):
-            from mixedcore.trainers.compile_state import _restore_compile
             with _registry.custom_object_scope(custom):
-                _restore_compile(owner, path, model, config["compile_config"], legacy=False)
+                model.compile_from_config(config["compile_config"], owner=owner, source=path,
+                                          stacklevel=3)
         return model
     h5 = _open_h5(owner, path, path)
     with h5:
@@ -198,9 +199,9 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
             warnings.warn(f"{owner}: {path}: its training_config is not valid JSON; the model "
                           f"is loaded uncompiled", stacklevel=2)
             return model
-        from mixedcore.trainers.compile_state import _restore_compile
         with _registry.custom_object_scope(custom):
-            _restore_compile(owner, path, model, training, legacy=True)
+            model.compile_from_config(training, legacy=True, owner=owner, source=path,
+                                      stacklevel=3)
     return model
 
 
@@ -323,8 +324,7 @@ def model_from_json(json_string, custom_objects=None):
     custom = _registry.check_custom_objects(owner, custom_objects)
     model = _model_from_dict(owner, "the JSON string", config, custom, None)
     if isinstance(config, dict) and config.get("compile_config"):
-        from mixedcore.trainers.compile_state import _restore_compile
         with _registry.custom_object_scope(custom):
-            _restore_compile(owner, "the JSON string", model, config["compile_config"],
-                             legacy=False)
+            model.compile_from_config(config["compile_config"], owner=owner,
+                                      source="the JSON string", stacklevel=3)
     return model

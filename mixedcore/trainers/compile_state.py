@@ -67,14 +67,16 @@ def _loss_from_config(cfg):
         if name == "function" and isinstance(inner, str):
             return _loss_from_config(inner)
         inner = inner if isinstance(inner, dict) else {}
-        try:
-            cls = type(losses.get(name))
-        except (ValueError, TypeError):
-            raise _Unsupported(f"its loss {name} is not one mixedcore has") from None
+        # the user's losses (custom_objects, scopes, registered ones), then mixedcore's
+        found = _registry.lookup("loss", cfg)
+        if found is None or not isinstance(found.obj, type):
+            raise _Unsupported(f"its loss {name} is not one mixedcore has")
+        cls = found.obj
         params = inspect.signature(cls.__init__).parameters
+        any_key = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
         kwargs = {}
         for key, value in inner.items():
-            if key in params and key != "self":
+            if (key in params or any_key) and key != "self":
                 kwargs[key] = value
             elif key in _LOSS_NEUTRAL and value in _LOSS_NEUTRAL[key]:
                 continue
@@ -103,6 +105,12 @@ def _metrics_from_config(cfg, dropped):
         return []
     out = []
     for item in cfg:
+        # the user's metric functions (custom_objects, scopes, registered ones) first
+        keys = _registry.function_keys(item) if isinstance(item, (str, dict)) else []
+        found = _registry.lookup_keys("metric", keys, builtins=False)
+        if found is not None and callable(found.obj):
+            out.append(found.obj)
+            continue
         candidates = []
         if isinstance(item, str):
             candidates = [item]
@@ -124,8 +132,11 @@ def _metrics_from_config(cfg, dropped):
     return out
 
 
-def _restore_compile(owner, source, model, cfg, legacy):
-    """Compile ``model`` from a Keras compile config (``training_config`` of a legacy .h5)."""
+def restore_compile(owner, source, model, cfg, legacy, stacklevel=2):
+    """Compile ``model`` from a Keras compile config (``training_config`` of a legacy .h5);
+    the warnings name ``owner`` and ``source``; ``stacklevel`` counts from the caller of this
+    function, as ``warnings.warn``'s does from its own (2: that caller's caller)."""
+    stacklevel += 1
     if not isinstance(cfg, dict):
         return
     try:
@@ -153,17 +164,18 @@ def _restore_compile(owner, source, model, cfg, legacy):
             dropped.append(f"weighted_metrics {cfg['weighted_metrics']}")
     except _Unsupported as exc:
         warnings.warn(f"{owner}: {source}: the model was saved compiled, but {exc}; it is "
-                      f"loaded uncompiled (call compile() before training)", stacklevel=3)
+                      f"loaded uncompiled (call compile() before training)",
+                      stacklevel=stacklevel)
         return
     if dropped:
         warnings.warn(f"{owner}: {source}: metrics {dropped} are not ones mixedcore has and "
-                      f"are left out of compile()", stacklevel=3)
+                      f"are left out of compile()", stacklevel=stacklevel)
     try:
         model.compile(optimizer=optimizer, loss=loss, metrics=metric_ids,
                       loss_weights=weights or None)
     except (TypeError, ValueError) as exc:
         warnings.warn(f"{owner}: {source}: the model was saved compiled, but compile() refused "
-                      f"its settings ({exc}); it is loaded uncompiled", stacklevel=3)
+                      f"its settings ({exc}); it is loaded uncompiled", stacklevel=stacklevel)
 
 
 def _optimizer_to_keras(opt):
@@ -187,8 +199,11 @@ def _optimizer_to_keras(opt):
 
 
 def _loss_to_keras(loss):
+    from mixedcore import losses
     if loss is None:
         return None
+    if not _registry.is_builtin("loss", type(loss)):
+        return losses.serialize(loss)
     name = getattr(loss, "name", None)
     config = loss.get_config()
     # the short string form only for a loss with its default settings, under a name Keras reads
@@ -199,18 +214,29 @@ def _loss_to_keras(loss):
     if not getattr(loss, "from_logits", False) and isinstance(name, str) \
             and name != "huber_loss" and config == default:
         return name
-    return {"module": "keras.losses", "class_name": type(loss).__name__, "config": config,
-            "registered_name": None}
+    return losses.serialize(loss)
 
 
-def _compile_config(model):
+def _metric_to_keras(metric):
+    """A metric given to compile() as a compile config keeps it: a name stays, a named function
+    becomes its name or Keras's function entry, a lambda (or a nameless callable) is left out."""
+    from mixedcore import metrics
+    if isinstance(metric, str):
+        return metric
+    if getattr(metric, "__name__", "<lambda>") == "<lambda>":
+        return None
+    return metrics.serialize(metric)
+
+
+def compile_config(model):
     """Keras's compile config of a compiled model, or None."""
     if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
         return None
     optimizer = _optimizer_to_keras(model.optimizer)
     if optimizer is None:
         return None
-    metric_ids = [m for m in getattr(model, "_metric_ids", []) if isinstance(m, str)]
+    metric_ids = [entry for entry in map(_metric_to_keras, getattr(model, "_metric_ids", []))
+                  if entry is not None]
     names = list(getattr(model, "output_names", []))
     fns = getattr(model, "_loss_fns", None)
     if fns is None or len(fns) != len(names):
@@ -229,8 +255,9 @@ def _compile_config(model):
             "run_eagerly": False, "steps_per_execution": 1, "jit_compile": False}
 
 
-def _legacy_training_config(model):
-    cfg = _compile_config(model)
+def legacy_training_config(model):
+    """The compile config in the form of a legacy .h5 ``training_config``, or None."""
+    cfg = compile_config(model)
     if cfg is None:
         return None
     out = {k: cfg[k] for k in ("loss", "metrics", "weighted_metrics", "loss_weights")}

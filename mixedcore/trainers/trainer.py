@@ -42,7 +42,7 @@ from mixedcore import losses as _losses
 from mixedcore import metrics as _metrics
 from mixedcore._dtypes import as_numeric_array, to_compute
 from mixedcore.callbacks import CallbackList, History
-from mixedcore.trainers import data_adapters
+from mixedcore.trainers import compile_state, data_adapters
 from mixedcore.trainers import scale_out as _scale_out
 from mixedcore.trainers.data_adapters import check_batch_size, require_samples
 from mixedcore.trainers.progress import format_log, progress_bar, verbosity
@@ -231,6 +231,24 @@ class Trainer:
         self._compile_config = {"optimizer": optimizer, "loss": loss, "metrics": metrics,
                                 "loss_weights": loss_weights}
         self.compiled = True
+
+    # -- compile state, as model files keep it --------------------------------------------------
+    def get_compile_config(self) -> dict | None:
+        """Keras's compile config of the model (optimizer, loss, loss weights, metrics), what a
+        ``.keras`` archive keeps; None when uncompiled or compiled with a schedule."""
+        return compile_state.compile_config(self)
+
+    def get_training_config(self) -> dict | None:
+        """The compile config in the form of a legacy ``.h5`` file's ``training_config``."""
+        return compile_state.legacy_training_config(self)
+
+    def compile_from_config(self, config: Any, *, legacy: bool = False,
+                            owner: str = "compile_from_config",
+                            source: str = "the compile config", stacklevel: int = 2) -> None:
+        """Compile the model from a compile config (``legacy=True``: a ``training_config``) with
+        what mixedcore has; what it lacks leaves the model uncompiled, or drops a metric, with a
+        warning naming ``owner`` and ``source`` (``stacklevel`` as ``warnings.warn``'s)."""
+        compile_state.restore_compile(owner, source, self, config, legacy, stacklevel)
 
     @staticmethod
     def _per_output(owner, what, value, names, convert, default=None):
