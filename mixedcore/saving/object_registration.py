@@ -16,6 +16,8 @@ nothing raises its own error, naming what its kind knows.
 
 This module imports nothing from mixedcore, so every module can register into it.
 """
+from __future__ import annotations
+
 import re
 import threading
 from collections.abc import Iterable, Mapping
