@@ -258,7 +258,15 @@ MC_ACT_INLINE_ int mc_softmax_max_avx512_(const float *x, int64_t n, double *m, 
 {
     __m512 mv = _mm512_set1_ps(-INFINITY);
     __mmask16 nan = 0;
-    for (int64_t i = 0; i < n; i += 16) {
+    int64_t i = 0;
+    /* whole vectors unmasked, then the masked tail (a mask made for every vector made rows of
+     * 768 1.4x slower) */
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        mv = _mm512_max_ps(mv, v);
+    }
+    if (i < n) {
         const __mmask16 k = mc_mask16_avx512(n - i);
         const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
         nan |= _mm512_mask_cmp_ps_mask(k, v, v, _CMP_UNORD_Q);
@@ -266,7 +274,7 @@ MC_ACT_INLINE_ int mc_softmax_max_avx512_(const float *x, int64_t n, double *m, 
     }
     const float mx = _mm512_reduce_max_ps(mv);
     *am = 0;
-    for (int64_t i = 0; i < n; ++i)
+    for (i = 0; i < n; ++i)
         if (x[i] == mx) {
             *am = i;
             break;
