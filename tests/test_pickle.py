@@ -90,6 +90,20 @@ def test_pickle_holds_the_weights_once_and_no_derived_copies(policy):
         assert layer._packed
 
 
+def test_a_pickle_without_some_derived_state_unpickles_and_predicts_the_same_bits():
+    """A layer pickled before a cache of derived state existed lacks its attribute; the
+    unpickled layer starts with the cache empty."""
+    model = _conv_model("mixed_bfloat16")
+    x = _data(model, 8)
+    want = model.predict(x, verbose=0)
+    for layer in model.layers:
+        layer.__dict__.pop("_bias_cache", None)
+        layer.__dict__.pop("_folded", None)
+    again = pickle.loads(pickle.dumps(model))
+    assert all(hasattr(layer, "_bias_cache") for layer in again.layers)
+    assert _same_bits(again.predict(x, verbose=0), want)
+
+
 def test_compile_state_and_optimizer_slots_survive_pickling():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((64, 8)).astype(np.float32)

@@ -447,6 +447,10 @@ class Layer:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        # derived state a pickle may lack (one made before a cache existed) starts empty
+        for key, empty in self._DERIVED_STATE.items():
+            if key not in self.__dict__:
+                self.__dict__[key] = empty() if callable(empty) else empty
 
     def count_params(self) -> int:
         return int(sum(v.size for v in self._values))
