@@ -209,6 +209,132 @@ def _quietly(fn):
 
 
 # ---------------------------------------------------------------------------------------------
+# the peers' better graph: BatchNormalization folded into the convolutions of Keras's export
+
+_AFFINE = ("Sub", "Mul", "Add", "Div")
+
+
+def fold_batchnorm(src, dst):
+    """Write ``src``'s ONNX graph to ``dst`` with the per-channel arithmetic that follows each
+    convolution (Keras's BatchNormalization: Sub, Mul, Add with constants of one value per
+    channel, behind the Transpose back to NHWC) folded into the convolution's weights and bias,
+    float-to-float Casts removed, and Transpose pairs that cancel around Clip/Relu removed.
+    Returns the number of convolutions folded into."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(src)
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    const_nodes = {n.output[0]: n for n in g.node if n.op_type == "Constant"}
+    alias = {n.output[0]: n.input[0] for n in g.node
+             if n.op_type == "Identity" and n.input[0] in inits}
+
+    def constant(name):
+        name = alias.get(name, name)
+        if name in inits:
+            return numpy_helper.to_array(inits[name])
+        if name in const_nodes:
+            return numpy_helper.to_array(const_nodes[name].attribute[0].t)
+        return None
+
+    def rename_input(old, new):
+        """Make every consumer of ``old`` read ``new``; refused for the graph's outputs."""
+        if any(out.name == old for out in g.output):
+            return False
+        for n in g.node:
+            for i, name in enumerate(n.input):
+                if name == old:
+                    n.input[i] = new
+        return True
+
+    float_inputs = {i.name for i in g.input if i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
+    producers = {o: n for n in g.node for o in n.output}
+    drop = set()
+    for n in g.node:                                            # float -> float Casts
+        src_node = producers.get(n.input[0]) if n.op_type == "Cast" else None
+        if (n.op_type == "Cast" and n.attribute[0].i == onnx.TensorProto.FLOAT
+                and (n.input[0] in float_inputs or (src_node is not None and src_node.op_type
+                                                    not in ("Shape", "Gather", "Constant")))
+                and rename_input(n.output[0], n.input[0])):
+            drop.add(id(n))
+    nodes = [n for n in g.node if id(n) not in drop]
+
+    def consumers(name):
+        return [n for n in nodes if name in n.input]
+
+    folded = 0
+    for conv in [n for n in nodes if n.op_type == "Conv"]:
+        after = consumers(conv.output[0])
+        if len(after) != 1 or after[0].op_type != "Transpose" or \
+                list(after[0].attribute[0].ints) != [0, 2, 3, 1]:
+            continue
+        transpose, w = after[0], constant(conv.input[1])
+        if w is None:
+            continue
+        channels = w.shape[0]
+        bias = constant(conv.input[2]) if len(conv.input) > 2 else np.zeros(channels, w.dtype)
+        scale, shift = np.ones(channels, np.float64), bias.astype(np.float64)
+        chain, out = [], transpose.output[0]
+        while True:
+            nxt = consumers(out)
+            if len(nxt) != 1 or nxt[0].op_type not in _AFFINE or nxt[0].input[0] != out:
+                break
+            c = constant(nxt[0].input[1])
+            if c is None or c.size not in (1, channels):
+                break
+            c = np.broadcast_to(c.reshape(-1).astype(np.float64), (channels,))
+            op = nxt[0].op_type
+            if op == "Sub":
+                shift = shift - c
+            elif op == "Add":
+                shift = shift + c
+            elif op == "Mul":
+                scale, shift = scale * c, shift * c
+            else:
+                scale, shift = scale / c, shift / c
+            chain.append(nxt[0])
+            out = nxt[0].output[0]
+        if not chain or not rename_input(out, transpose.output[0]):
+            continue
+        w_name, b_name = f"{conv.name or conv.output[0]}_folded_w", \
+            f"{conv.name or conv.output[0]}_folded_b"
+        new_w = (w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1)))
+        g.initializer.extend([numpy_helper.from_array(new_w.astype(np.float32), w_name),
+                              numpy_helper.from_array(shift.astype(np.float32), b_name)])
+        del conv.input[1:]
+        conv.input.extend([w_name, b_name])
+        drop.update(id(n) for n in chain)
+        nodes = [n for n in nodes if id(n) not in drop]
+        folded += 1
+
+    for t2 in [n for n in nodes if n.op_type == "Transpose"]:   # NHWC <-> NCHW around Clip/Relu
+        if list(t2.attribute[0].ints) != [0, 3, 1, 2]:
+            continue
+        producers = {o: n for n in nodes for o in n.output}
+        p = producers.get(t2.input[0])
+        if p is None or p.op_type not in ("Clip", "Relu") or len(consumers(p.output[0])) != 1:
+            continue
+        t1 = producers.get(p.input[0])
+        if t1 is None or t1.op_type != "Transpose" or list(t1.attribute[0].ints) != [0, 2, 3, 1] \
+                or len(consumers(t1.output[0])) != 1:
+            continue
+        p.input[0] = t1.input[0]
+        if rename_input(t2.output[0], p.output[0]):
+            drop.update((id(t1), id(t2)))
+            nodes = [n for n in nodes if id(n) not in drop]
+
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {name for n in nodes for name in n.input}
+    kept = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(kept)
+    onnx.save(model, dst)
+    return folded
+
+
+# ---------------------------------------------------------------------------------------------
 # the systems: each make(paths, x) -> a zero-argument callable returning a numpy array
 
 def _mixedcore(policy):
@@ -230,6 +356,7 @@ def _onnxruntime(keras_path, onnx_path, x):
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = THREADS
     options.inter_op_num_threads = 1
+    options.log_severity_level = 3                              # errors only
     session = onnxruntime.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
     feed = {session.get_inputs()[0].name: x}
     return lambda: session.run(None, feed)[0]
@@ -253,14 +380,18 @@ def _openvino(hint):
     return make
 
 
-# (label, precision class, modules needed, needs the ONNX file, make)
+# (label, precision class, modules needed, the ONNX graph it runs: None, "export" or "folded",
+# make)
 SYSTEMS = [
-    ("mixedcore mixed_bfloat16", "bfloat16", (), False, _mixedcore("mixed_bfloat16")),
-    ("mixedcore float32", "float32", (), False, _mixedcore("float32")),
-    ("Keras 3 float32 (torch)", "float32", ("keras", "torch"), False, _keras_f32),
-    ("ONNX Runtime float32", "float32", ("onnxruntime",), True, _onnxruntime),
-    ("OpenVINO bf16", "bfloat16", ("openvino",), True, _openvino("bf16")),
-    ("OpenVINO f32", "float32", ("openvino",), True, _openvino("f32")),
+    ("mixedcore mixed_bfloat16", "bfloat16", (), None, _mixedcore("mixed_bfloat16")),
+    ("mixedcore float32", "float32", (), None, _mixedcore("float32")),
+    ("Keras 3 float32 (torch)", "float32", ("keras", "torch"), None, _keras_f32),
+    ("ONNX Runtime float32, Keras export", "float32", ("onnxruntime",), "export", _onnxruntime),
+    ("OpenVINO bf16, Keras export", "bfloat16", ("openvino",), "export", _openvino("bf16")),
+    ("OpenVINO f32, Keras export", "float32", ("openvino",), "export", _openvino("f32")),
+    ("ONNX Runtime float32, BN folded", "float32", ("onnxruntime",), "folded", _onnxruntime),
+    ("OpenVINO bf16, BN folded", "bfloat16", ("openvino",), "folded", _openvino("bf16")),
+    ("OpenVINO f32, BN folded", "float32", ("openvino",), "folded", _openvino("f32")),
 ]
 
 
@@ -279,18 +410,20 @@ def _relative_error(ref, out):
     return float(np.abs(out - ref).max() / np.abs(ref).max())
 
 
-def prepare(keras_path, onnx_path, onnx_note, x):
-    """The timed callables of every system that is installed and right, and a row per system."""
+def prepare(keras_path, graphs, x):
+    """The timed callables of every system that is installed and right, and a row per system;
+    ``graphs`` maps "export" and "folded" to (ONNX path or None, note or None)."""
     rows, fns = {}, {}
     ref = np.asarray(_keras_f32(keras_path, None, x)(), dtype=np.float64)
-    for label, precision, modules, needs_onnx, make in SYSTEMS:
+    for label, precision, modules, graph, make in SYSTEMS:
+        onnx_path, onnx_note = graphs.get(graph, (None, None)) if graph else (None, None)
         row = rows[label] = {"system": label, "error": None, "note": None, "times": []}
         missing = _missing(modules)
         if missing:
             row["note"] = f"not installed: {', '.join(missing)}"
             continue
-        if needs_onnx and onnx_path is None:
-            row["note"] = onnx_note or "onnx not installed: no ONNX export"
+        if graph and onnx_path is None:
+            row["note"] = onnx_note or "no ONNX graph"
             continue
         try:
             fn = make(keras_path, onnx_path, x)
@@ -299,7 +432,7 @@ def prepare(keras_path, onnx_path, onnx_note, x):
             row["note"] = f"failed: {type(exc).__name__}: {exc}"[:200]
             continue
         row["error"] = err = _relative_error(ref, out)
-        notes = [getattr(fn, "note", None), onnx_note if needs_onnx else None]
+        notes = [getattr(fn, "note", None), onnx_note]
         row["note"] = "; ".join(n for n in notes if n) or None
         if not err <= TOLERANCE[precision]:
             row["note"] = (f"output wrong (error {err:.2g} > {TOLERANCE[precision]:g}): "
@@ -344,6 +477,20 @@ def table_lines(results):
     return lines
 
 
+def folded_graph(onnx_path, kind):
+    """(path, note) of the BN-folded graph beside ``onnx_path``, for the image models."""
+    if onnx_path is None:
+        return None, "no ONNX export"
+    if kind != "image":
+        return None, "no convolutions to fold into"
+    path = onnx_path[:-len(".onnx")] + "_folded.onnx"
+    try:
+        folded = fold_batchnorm(onnx_path, path)
+    except Exception as exc:                                    # noqa: BLE001 - into the table
+        return None, f"folding failed: {type(exc).__name__}: {exc}"[:200]
+    return path, f"{folded} convolutions folded into"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS),
@@ -378,7 +525,9 @@ def main(argv=None):
                 if onnx_path is None or onnx_note:              # Keras's export has any batch
                     onnx_path, onnx_note = export_onnx(
                         model, x, os.path.join(folder, f"{name}_b{batch}.onnx"))
-                rows, fns = prepare(keras_path, onnx_path, onnx_note, x)
+                    graphs = {"export": (onnx_path, onnx_note),
+                              "folded": folded_graph(onnx_path, kind)}
+                rows, fns = prepare(keras_path, graphs, x)
                 calls = args.calls or (3 if batch == 1 else 1)
                 t0 = time.perf_counter()
                 timed_rounds(fns, rows, args.rounds, calls)
