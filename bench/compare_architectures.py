@@ -519,7 +519,7 @@ def main(argv=None):
         for name in [m.strip() for m in args.models.split(",") if m.strip()]:
             t0 = time.perf_counter()
             model, keras_path, shape, kind = write_model(name, args.quick, folder)
-            onnx_path = None
+            onnx_path = onnx_note = None
             print(f"{name}: built and saved in {time.perf_counter() - t0:.0f} s",
                   file=sys.stderr, flush=True)
             if args.batches:
