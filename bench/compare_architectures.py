@@ -41,7 +41,7 @@ For the image models the ONNX peers also run a cleaned graph ("BN folded" rows):
 :func:`fold_batchnorm` folds the per-channel Sub/Mul/Add that Keras's export writes for each
 BatchNormalization into the preceding convolution's weights and bias, drops its float-to-float
 Casts, and removes the NCHW/NHWC Transpose pairs around a Clip or Relu between two convolutions.
-Not done: building the model channels-first before export (issue 19's "NCHW" graph); the
+Not done: building the model channels-first before export (an all-NCHW graph); the
 Transposes around residual Adds and the other Transposes stay, for the runtimes' own passes.
 Keras's export fails on the encoder (MultiHeadAttention); there the ONNX peers run
 ``torch.onnx.export`` (dynamo) of the same Keras model, with the batch fixed, and the rows say so.
