@@ -89,3 +89,20 @@ def spinning(new_session=True):
         yield proc
     finally:
         stop_spinner(proc)
+
+
+def interleaved_rounds(fns, rounds, calls):
+    """{name: [seconds per call]} of ``rounds`` rounds in which each of ``fns`` makes ``calls``
+    timed calls, the order of the systems reversed every other round so that a slow phase of
+    the shared machine falls on all of them."""
+    import time
+    times = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            fn = fns[name]
+            for _ in range(calls):
+                t = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t)
+    return times

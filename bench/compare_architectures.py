@@ -67,7 +67,9 @@ import time
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import benchutil  # noqa: E402
 import numpy as np  # noqa: E402
 
 THREADS = 2
@@ -451,14 +453,8 @@ def prepare(keras_path, graphs, x):
 
 
 def timed_rounds(fns, rows, rounds, calls):
-    names = list(fns)
-    for r in range(rounds):
-        for name in (names if r % 2 == 0 else names[::-1]):
-            fn = fns[name]
-            for _ in range(calls):
-                t = time.perf_counter()
-                fn()
-                rows[name]["times"].append(time.perf_counter() - t)
+    for name, times in benchutil.interleaved_rounds(fns, rounds, calls).items():
+        rows[name]["times"].extend(times)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,10 +17,10 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import benchutil  # noqa: E402
 import keras_models  # noqa: E402
 
 TARGETS = {("cnn", "mixed_float16"): 5.0, ("encoder", "mixed_bfloat16"): 2.0}
@@ -41,19 +41,6 @@ def _systems(path, x):
             "keras": lambda: theirs.predict_on_batch(x)}
 
 
-def _rounds(fns, rounds, calls):
-    times = {name: [] for name in fns}
-    names = list(fns)
-    for r in range(rounds):
-        for name in (names if r % 2 == 0 else names[::-1]):
-            fn = fns[name]
-            for _ in range(calls):
-                t = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t)
-    return times
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=keras_models.MODELS)
@@ -72,7 +59,7 @@ def main(argv=None):
                 path = keras_models.write(name, policy, folder)
                 for batch in args.batches:
                     x = keras_models.inputs(name, batch)
-                    times = _rounds(_systems(path, x), args.rounds, args.calls)
+                    times = benchutil.interleaved_rounds(_systems(path, x), args.rounds, args.calls)
                     best = {k: min(v) for k, v in times.items()}
                     med = {k: statistics.median(v) for k, v in times.items()}
                     target = TARGETS.get((name, policy)) if batch == 64 else None
