@@ -711,7 +711,8 @@ def serialize(activation):
 def deserialize(config, custom_objects=None):
     """The function for a name or a Keras serialized function dict ``{"class_name":
     "function", "config": name, ...}``; ``custom_objects`` maps other names to functions."""
-    found = _registry.lookup_keys("activation", _registry.function_keys(config), custom_objects)
+    found = _registry.lookup_keys("activation", _registry.function_keys(config), custom_objects,
+                                  owner="activations.deserialize")
     if found is not None:
         return found.obj
     if not isinstance(config, (str, dict)):

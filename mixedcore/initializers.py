@@ -198,7 +198,8 @@ def _made(owner, found, config=None):
 
 def _from_dict(owner, identifier, custom_objects=None):
     class_name = identifier.get("class_name")
-    found = _registry.lookup("initializer", identifier, custom_objects, builtins=False)
+    found = _registry.lookup("initializer", identifier, custom_objects, builtins=False,
+                             owner=owner)
     config = identifier.get("config") or {}
     if found is not None:
         return _made(owner, found, config if isinstance(config, dict) else {})
@@ -227,7 +228,8 @@ def check(owner, identifier, custom_objects=None):
     """Validate an initializer argument early (at layer construction): a name, a Keras config
     dict, an :class:`Initializer` or a callable(shape, dtype)."""
     if isinstance(identifier, str):
-        found = _registry.lookup_name("initializer", identifier, custom_objects, builtins=False)
+        found = _registry.lookup_name("initializer", identifier, custom_objects,
+                                      builtins=False, owner=owner)
         if found is not None:
             return _made(owner, found)
         name = _ALIASES.get(identifier, identifier)

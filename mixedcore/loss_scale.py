@@ -286,7 +286,8 @@ def deserialize(config: dict[str, Any],
     if not isinstance(config, dict) or "class_name" not in config:
         raise ValueError(f"deserialize: expected a dict with 'class_name' and 'config', got "
                          f"{config!r}")
-    found = _registry.lookup("loss_scale", config, custom_objects)
+    found = _registry.lookup("loss_scale", config, custom_objects,
+                             owner="loss_scale.deserialize")
     if found is None:
         known = sorted(set(_LOSS_SCALE_CLASSES) | set(custom_objects or {}))
         raise ValueError(f"deserialize: unknown loss scale class {config['class_name']!r}; "

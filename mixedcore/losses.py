@@ -457,7 +457,8 @@ def get(identifier, custom_objects=None):
     if isinstance(identifier, Loss):
         return identifier
     if isinstance(identifier, str):
-        found = _registry.lookup_name("loss", identifier, custom_objects, builtins=False)
+        found = _registry.lookup_name("loss", identifier, custom_objects, builtins=False,
+                                      owner="losses.get")
         if found is not None:
             return _registry.instantiate(found.obj)
         cls = _BY_NAME.get(identifier)
@@ -466,7 +467,7 @@ def get(identifier, custom_objects=None):
                              f"{sorted(_BY_NAME)}")
         return cls()
     if isinstance(identifier, dict):
-        found = _registry.lookup("loss", identifier, custom_objects)
+        found = _registry.lookup("loss", identifier, custom_objects, owner="losses.get")
         if found is not None:
             return _registry.instantiate(found.obj, identifier.get("config", {}))
     raise TypeError(f"losses.get: expected a loss name or a mixedcore.losses.Loss, got "
@@ -481,7 +482,8 @@ def deserialize(config, custom_objects=None):
     ValueError
         A name or class mixedcore and the user's objects do not have.
     """
-    if isinstance(config, dict) and _registry.lookup("loss", config, custom_objects) is None:
+    if isinstance(config, dict) and _registry.lookup("loss", config, custom_objects,
+                                                    owner="losses.deserialize") is None:
         raise ValueError(f"losses.deserialize: unknown loss {config.get('class_name')!r}; "
                          f"valid names: {sorted(_BY_NAME)}")
     return get(config, custom_objects)

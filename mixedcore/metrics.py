@@ -108,7 +108,8 @@ def get(identifier, loss=None, output_shape=None, custom_objects=None):
     if not isinstance(identifier, str):
         raise TypeError(f"metrics.get: expected a metric name or a function, got "
                         f"{type(identifier).__name__}")
-    found = _registry.lookup_name("metric", identifier, custom_objects, builtins=False)
+    found = _registry.lookup_name("metric", identifier, custom_objects, builtins=False,
+                                  owner="metrics.get")
     if found is not None:
         return identifier.split(">")[-1], found.obj
     if identifier in ("accuracy", "acc"):
@@ -142,7 +143,8 @@ def serialize(metric):
 
 def deserialize(config, custom_objects=None):
     """The function of a metric name or a Keras function entry (:func:`serialize`'s)."""
-    found = _registry.lookup_keys("metric", _registry.function_keys(config), custom_objects)
+    found = _registry.lookup_keys("metric", _registry.function_keys(config), custom_objects,
+                                  owner="metrics.deserialize")
     if found is not None:
         return found.obj
     if isinstance(config, dict):

@@ -119,7 +119,8 @@ def get(identifier, custom_objects=None):
     if identifier is None:
         return None
     if isinstance(identifier, str):
-        found = _registry.lookup_name("regularizer", identifier, custom_objects, builtins=False)
+        found = _registry.lookup_name("regularizer", identifier, custom_objects,
+                                      builtins=False, owner="regularizers.get")
         if found is not None:
             return _registry.instantiate(found.obj)
         if identifier not in _names():
@@ -127,7 +128,8 @@ def get(identifier, custom_objects=None):
                              f"valid names: {_names()}")
         return _registry.builtin_table("regularizer")[identifier]()    # a class or maker
     if isinstance(identifier, dict):
-        found = _registry.lookup("regularizer", identifier, custom_objects)
+        found = _registry.lookup("regularizer", identifier, custom_objects,
+                                 owner="regularizers.get")
         cls = found.obj if found is not None else None
         if not isinstance(cls, type):
             raise ValueError(f"regularizers.get: unknown regularizer config {identifier!r}")

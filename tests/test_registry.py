@@ -3,6 +3,7 @@
 for layers, optimizers, learning-rate schedules, activations, loss scales, dtype policies,
 regularizers, initializers, losses and metrics."""
 import importlib
+import json
 
 import numpy as np
 import pytest
@@ -147,6 +148,51 @@ def test_unknown_until_given_in_custom_objects(kind):
     with pytest.raises(ValueError):
         kind.deserialize(entry)
     kind.check(kind.deserialize(entry, custom_objects={_short(kind): kind.obj}))
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+def test_custom_objects_that_are_not_a_dict_are_a_type_error(kind):
+    entry = kind.serialize(kind.make())
+    for bad in ([("x", kind.obj)], 5, "custom"):
+        with pytest.raises(TypeError, match="custom_objects must be a dict"):
+            kind.deserialize(entry, custom_objects=bad)
+
+
+@pytest.mark.parametrize("get, name", [(regularizers.get, "l2"), (losses.get, "mse"),
+                                       (lambda n, custom_objects: metrics.get(
+                                           n, custom_objects=custom_objects), "mae")])
+def test_get_names_itself_for_custom_objects_that_are_not_a_dict(get, name):
+    with pytest.raises(TypeError, match=r"^\w+\.get: custom_objects must be a dict"):
+        get(name, custom_objects=[1])
+
+
+def test_register_keras_serializable_refuses_bad_names_and_objects():
+    for bad in (5, "", "a>b"):
+        with pytest.raises(ValueError, match="register_keras_serializable: name must be"):
+            object_registration.register_keras_serializable(name=bad)
+    decorate = object_registration.register_keras_serializable(package="Test")
+    for bad in (5, "text", None):
+        with pytest.raises(TypeError, match="register_keras_serializable: expected a class"):
+            decorate(bad)
+    assert "Test>5" not in object_registration.get_custom_objects()
+
+
+def test_compile_from_config_refuses_a_config_that_is_not_a_dict():
+    model = models.Sequential([layers.Input((3,)), layers.Dense(2)])
+    for bad in ("adam", ["mse"], 5):
+        with pytest.raises(TypeError, match="compile_from_config: the compile config must be"):
+            model.compile_from_config(bad)
+    assert not model.compiled
+
+
+def test_a_file_whose_compile_config_is_not_a_dict_loads_uncompiled_with_a_warning(tmp_path):
+    model = models.Sequential([layers.Input((3,)), layers.Dense(2)])
+    model.compile("sgd", "mse")
+    config = json.loads(model.to_json())
+    config["compile_config"] = ["sgd", "mse"]
+    with pytest.warns(UserWarning, match="compile config is not a dict"):
+        again = models.model_from_json(json.dumps(config))
+    assert not again.compiled
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=repr)

@@ -89,7 +89,7 @@ def _deserialize_loss_scale(config, custom_objects=None):
     _loss_scale_module()            # registers the built-in loss scales
     class_name = config.get("class_name")
     inner = config.get("config", {})
-    found = _registry.lookup("loss_scale", config, custom_objects)
+    found = _registry.lookup("loss_scale", config, custom_objects, owner="Policy")
     if found is None:
         known = set(_registry.builtin_objects("loss_scale")) | set(custom_objects or {})
         raise ValueError(

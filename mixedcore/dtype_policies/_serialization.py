@@ -109,7 +109,8 @@ def deserialize(config: dict[str, Any] | str,
     if not isinstance(inner, dict):
         raise ValueError(f"deserialize: 'config' must be a dict such as {{'name': 'float32'}}, "
                          f"got {type(inner).__name__}: {inner!r}")
-    found = _registry.lookup("dtype_policy", config, custom_objects)
+    found = _registry.lookup("dtype_policy", config, custom_objects,
+                             owner="dtype_policies.deserialize")
     if found is None:
         raise ValueError(f"deserialize: unknown policy class {class_name!r}; expected one of "
                          f"{list(_registry.builtin_objects('dtype_policy'))}")

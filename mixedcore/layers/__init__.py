@@ -123,7 +123,7 @@ def deserialize(config, custom_objects=None):
         raise ValueError(f"layers.deserialize: expected a dict with 'class_name' and 'config', "
                          f"got {config!r}"[:300])
     name = config["class_name"]
-    found = _registry.lookup("layer", config, custom_objects)
+    found = _registry.lookup("layer", config, custom_objects, owner="layers.deserialize")
     if found is None:
         raise ValueError(f"layers.deserialize: unknown layer class {name!r}; supported: "
                          f"{sorted(_CLASSES)} (pass custom_objects={{{name!r}: YourClass}} for "

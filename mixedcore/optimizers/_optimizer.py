@@ -688,7 +688,8 @@ def deserialize(config, custom_objects=None):
         raise TypeError(f"deserialize: custom_objects must be a dict of name -> class, got "
                         f"{type(custom_objects).__name__}")
     name = config["class_name"]
-    found = _registry.lookup("optimizer", config, custom_objects)
+    found = _registry.lookup("optimizer", config, custom_objects,
+                             owner="optimizers.deserialize")
     cls = found.obj if found is not None else _BY_NAME.get(str(name).lower())
     if cls is None:
         raise ValueError(f"deserialize: unknown optimizer class {name!r}; expected one of "

@@ -247,7 +247,8 @@ def deserialize(config, custom_objects=None):
         raise TypeError(f"schedules.deserialize: custom_objects must be a dict of name -> "
                         f"class, got {type(custom_objects).__name__}")
     name = str(config["class_name"]).split(">")[-1]
-    found = _registry.lookup("schedule", config, custom_objects)
+    found = _registry.lookup("schedule", config, custom_objects,
+                             owner="schedules.deserialize")
     cls = found.obj if found is not None else None
     if cls is None:
         raise ValueError(f"schedules.deserialize: unknown learning-rate schedule {name!r}; "

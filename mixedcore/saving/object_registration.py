@@ -89,14 +89,22 @@ def register_keras_serializable(package: str = "Custom", name: str | None = None
     Raises
     ------
     ValueError
-        A ``package`` that contains ``>``, or an object without a ``get_config`` method that is
-        not a function.
+        A ``package`` or ``name`` that is not a str or contains ``>``, or a class without a
+        ``get_config`` method.
+    TypeError
+        Decorating something that is neither a class nor a function.
     """
     if not isinstance(package, str) or ">" in package:
         raise ValueError(f"register_keras_serializable: package must be a str without '>', got "
                          f"{package!r}")
+    if name is not None and (not isinstance(name, str) or not name or ">" in name):
+        raise ValueError(f"register_keras_serializable: name must be None or a non-empty str "
+                         f"without '>', got {name!r}")
 
     def decorator(obj):
+        if not callable(obj) or not hasattr(obj, "__name__"):
+            raise TypeError(f"register_keras_serializable: expected a class or a function, got "
+                            f"{type(obj).__name__}: {obj!r}")
         key = f"{package}>{name or obj.__name__}"
         if isinstance(obj, type) and not hasattr(obj, "get_config"):
             raise ValueError(f"register_keras_serializable: {obj.__name__} cannot be registered "
@@ -163,7 +171,7 @@ def get_registered_object(name: str, custom_objects: Mapping[str, Any] | None = 
                           module_objects: Mapping[str, Any] | None = None) -> Any:
     """The object ``name`` stands for among the user's objects (``custom_objects``, the
     enclosing scopes, the registered ones), then ``module_objects``; None when none has it."""
-    for objects in _user_dicts(custom_objects):
+    for objects in _user_dicts(custom_objects, "get_registered_object"):
         if name in objects:
             return objects[name]
     if module_objects and name in module_objects:
@@ -173,7 +181,10 @@ def get_registered_object(name: str, custom_objects: Mapping[str, Any] | None = 
 
 # -- lookups -----------------------------------------------------------------------------------
 
-def _user_dicts(custom_objects):
+def _user_dicts(custom_objects, owner):
+    if custom_objects is not None and not isinstance(custom_objects, Mapping):
+        raise TypeError(f"{owner}: custom_objects must be a dict of name -> object, got "
+                        f"{type(custom_objects).__name__}: {custom_objects!r}")
     dicts = [custom_objects] if custom_objects else []
     dicts.extend(reversed(_scope_stack()))
     dicts.append(_REGISTERED)
@@ -197,11 +208,12 @@ def entry_keys(entry: Mapping[str, Any]) -> list[str]:
 
 def lookup_keys(kind: str, keys: Iterable[str | None],
                 custom_objects: Mapping[str, Any] | None = None, *,
-                builtins: bool = True) -> Found | None:
+                builtins: bool = True, owner: str = "deserialize") -> Found | None:
     """The first of ``keys`` found among the user's objects, else among the kind's built-in
-    objects (unless ``builtins=False``); None when none is."""
+    objects (unless ``builtins=False``); None when none is.  A ``custom_objects`` that is not a
+    mapping is a TypeError naming ``owner``."""
     names = [k for k in keys if isinstance(k, str)]
-    for objects in _user_dicts(custom_objects):
+    for objects in _user_dicts(custom_objects, owner):
         for key in names:
             if key in objects:
                 return Found(objects[key], key, False)
@@ -215,10 +227,10 @@ def lookup_keys(kind: str, keys: Iterable[str | None],
 
 def lookup(kind: str, entry: Mapping[str, Any],
            custom_objects: Mapping[str, Any] | None = None, *,
-           builtins: bool = True) -> Found | None:
+           builtins: bool = True, owner: str = "deserialize") -> Found | None:
     """What a serialized entry (``{"class_name", "config", "registered_name"...}``) of ``kind``
     names; None when neither the user's objects nor the kind's built-in ones have it."""
-    return lookup_keys(kind, entry_keys(entry), custom_objects, builtins=builtins)
+    return lookup_keys(kind, entry_keys(entry), custom_objects, builtins=builtins, owner=owner)
 
 
 def name_keys(name: str) -> list[str]:
@@ -242,11 +254,11 @@ def function_keys(entry: Any) -> list[str]:
 
 
 def lookup_name(kind: str, name: str, custom_objects: Mapping[str, Any] | None = None, *,
-                builtins: bool = True) -> Found | None:
+                builtins: bool = True, owner: str = "deserialize") -> Found | None:
     """What a name (``"name"`` or ``"package>Name"``) of ``kind`` stands for; None when
     neither the user's objects nor (unless ``builtins=False``) the kind's built-in ones have
     it."""
-    return lookup_keys(kind, name_keys(name), custom_objects, builtins=builtins)
+    return lookup_keys(kind, name_keys(name), custom_objects, builtins=builtins, owner=owner)
 
 
 def instantiate(obj: Any, config: Mapping[str, Any] | None = None) -> Any:

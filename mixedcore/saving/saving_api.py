@@ -165,9 +165,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
             finally:
                 store.close()
         if compile and config.get("compile_config"):
-            with _registry.custom_object_scope(custom):
-                model.compile_from_config(config["compile_config"], owner=owner, source=path,
-                                          stacklevel=3)
+            _compile_from_file(owner, path, model, config["compile_config"], custom)
         return model
     h5 = _open_h5(owner, path, path)
     with h5:
@@ -199,9 +197,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
             warnings.warn(f"{owner}: {path}: its training_config is not valid JSON; the model "
                           f"is loaded uncompiled", stacklevel=2)
             return model
-        with _registry.custom_object_scope(custom):
-            model.compile_from_config(training, legacy=True, owner=owner, source=path,
-                                      stacklevel=3)
+        _compile_from_file(owner, path, model, training, custom, legacy=True)
     return model
 
 
@@ -324,7 +320,18 @@ def model_from_json(json_string, custom_objects=None):
     custom = _registry.check_custom_objects(owner, custom_objects)
     model = _model_from_dict(owner, "the JSON string", config, custom, None)
     if isinstance(config, dict) and config.get("compile_config"):
-        with _registry.custom_object_scope(custom):
-            model.compile_from_config(config["compile_config"], owner=owner,
-                                      source="the JSON string", stacklevel=3)
+        _compile_from_file(owner, "the JSON string", model, config["compile_config"], custom)
     return model
+
+
+def _compile_from_file(owner, source, model, cfg, custom, legacy=False):
+    """Compile ``model`` from the compile state a file holds, with the file's custom objects;
+    state that is not a dict leaves it uncompiled, with a warning, as any other state mixedcore
+    cannot rebuild does."""
+    if not isinstance(cfg, dict):
+        warnings.warn(f"{owner}: {source}: its {'training' if legacy else 'compile'} config is "
+                      f"not a dict ({type(cfg).__name__}); the model is loaded uncompiled",
+                      stacklevel=3)
+        return
+    with _registry.custom_object_scope(custom):
+        model.compile_from_config(cfg, legacy=legacy, owner=owner, source=source, stacklevel=4)

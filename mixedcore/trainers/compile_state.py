@@ -137,8 +137,6 @@ def restore_compile(owner, source, model, cfg, legacy, stacklevel=2):
     the warnings name ``owner`` and ``source``; ``stacklevel`` counts from the caller of this
     function, as ``warnings.warn``'s does from its own (2: that caller's caller)."""
     stacklevel += 1
-    if not isinstance(cfg, dict):
-        return
     try:
         opt_cfg = cfg.get("optimizer_config") if legacy else cfg.get("optimizer")
         if opt_cfg is None:

@@ -247,7 +247,10 @@ class Trainer:
                             source: str = "the compile config", stacklevel: int = 2) -> None:
         """Compile the model from a compile config (``legacy=True``: a ``training_config``) with
         what mixedcore has; what it lacks leaves the model uncompiled, or drops a metric, with a
-        warning naming ``owner`` and ``source`` (``stacklevel`` as ``warnings.warn``'s)."""
+        warning naming ``owner`` and ``source`` (``stacklevel`` as ``warnings.warn``'s); a
+        config that is not a dict is a TypeError."""
+        if not isinstance(config, dict):
+            raise TypeError(f"{owner}: {source} must be a dict, got {config!r}")
         compile_state.restore_compile(owner, source, self, config, legacy, stacklevel)
 
     @staticmethod
