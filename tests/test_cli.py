@@ -233,3 +233,29 @@ def test_predict_module_entry_point(tmp_path):
                              str(tmp_path / "missing.npy"), "--out", str(tmp_path / "y.npy")],
                             capture_output=True, text=True, timeout=120, cwd=PACKAGE_ROOT)
     assert result.returncode == 2 and "does not exist" in result.stderr
+
+
+def test_files_are_written_under_an_unpredictable_name_and_replaced_whole(tmp_path):
+    """predict and report write through the same helper as the saving functions: a new file
+    created exclusively beside the target, renamed over it when complete, removed on failure."""
+    from mixedcore.cli.common import temporary_beside
+    from mixedcore.saving.file_utils import temporary_beside as saving_helper
+    assert temporary_beside is saving_helper
+    target = tmp_path / "out.npy"
+    target.write_bytes(b"old")
+    with temporary_beside(str(target)) as a, temporary_beside(str(target)) as b:
+        assert a != b and os.path.exists(a) and os.path.exists(b)
+        with open(a, "wb") as f:
+            f.write(b"new")
+        with open(b, "wb") as f:
+            f.write(b"newer")
+    assert target.read_bytes() == b"new"
+    try:
+        with temporary_beside(str(target)) as c:
+            with open(c, "wb") as f:
+                f.write(b"half")
+            raise RuntimeError("interrupted")
+    except RuntimeError:
+        pass
+    assert target.read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npy"]

@@ -6,12 +6,14 @@ Design:
   B. Everything the user can get wrong (files, shapes, dtypes, policy names, the output name) is
      checked before the first batch runs, and reported as a :class:`CommandError`, which the
      command line prints and turns into exit code 2.
-  C. A file is written under a temporary name beside it and renamed when complete.
+  C. A file is written under a temporary name beside it and renamed when complete, as the
+     saving functions write theirs (``temporary_beside``, re-exported from there).
 """
-import contextlib
 import os
 
 import numpy as np
+
+from mixedcore.saving.file_utils import temporary_beside
 
 __all__ = ["CommandError", "check_shapes", "numeric", "policy_option", "read_inputs",
            "temporary_beside"]
@@ -110,15 +112,3 @@ def check_shapes(model, arrays):
     if counts[0] == 0:
         raise CommandError("the input has no samples (its first dimension is 0)")
     return counts[0]
-
-
-@contextlib.contextmanager
-def temporary_beside(path):
-    directory, base = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{base}.{os.getpid()}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)

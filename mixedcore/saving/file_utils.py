@@ -82,7 +82,16 @@ def _atomic_write(owner, path, overwrite):
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ValueError(f"{owner}: the directory {directory!r} does not exist")
-    base = os.path.basename(path)
+    with temporary_beside(path) as tmp:
+        yield tmp
+
+
+@contextlib.contextmanager
+def temporary_beside(path):
+    """Yield the path of a new, empty file beside ``path`` with a name no one could plant in
+    advance (created exclusively); rename it over ``path`` when the block succeeds, remove it
+    when it fails."""
+    directory, base = os.path.split(os.path.abspath(path))
     while True:
         tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
         try:
