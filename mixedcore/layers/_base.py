@@ -359,8 +359,10 @@ class Layer:
 
     def _weight(self, name):
         """The weight called ``name`` (None if the layer has none): what ``Weight`` reads."""
-        names = self._names
-        return self._values[names.index(name)] if name in names else None
+        try:
+            return self._values[self._names.index(name)]
+        except ValueError:
+            return None
 
     def weights_updated(self):
         """Mark the weights as changed: the next call recasts them to the compute dtype."""
