@@ -13,7 +13,7 @@ Two interfaces:
 Numerics.  Layers under a 16-bit policy bring their values to float32 (exactly, with
 ``kernels.cast``), apply these, and round the result once to the compute dtype.  float32 arrays
 go through ``kernels.activation`` / ``kernels.activation_grad`` for the names the compiled core
-has (relu, gelu, sigmoid, tanh: the functions the fused epilogue of ``kernels.matmul`` applies,
+has (relu, gelu, sigmoid, tanh, relu6, silu, hard_sigmoid, hard_silu: the functions the fused epilogue of ``kernels.matmul`` applies,
 so a Dense layer computes the same bits whether it fuses the activation or not).  For the other
 names a float32 array is evaluated in float64 and rounded once to float32 (within an ulp of the
 correctly rounded result); float64 arrays are evaluated in float64.  Every formula is written so
@@ -39,9 +39,9 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "FUSED", "NAMES"]
 
 # Names the fused GEMM epilogue of kernels.matmul applies itself.
-FUSED = ("relu", "gelu", "sigmoid", "tanh")
+FUSED = ("relu", "gelu", "sigmoid", "tanh", "relu6", "silu", "hard_sigmoid", "hard_silu")
 # Names kernels.activation / activation_grad compute for float32 arrays.
-_COMPILED = ("relu", "gelu", "sigmoid", "tanh")
+_COMPILED = FUSED
 
 _SQRT_HALF = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327

@@ -17,8 +17,10 @@ from levels import at_level
 
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)
-NAMES = ["linear", "relu", "gelu", "sigmoid", "tanh"]
-SMOOTH = ["gelu", "sigmoid", "tanh"]
+NAMES = ["linear", "relu", "gelu", "sigmoid", "tanh", "relu6", "silu", "hard_sigmoid",
+         "hard_silu"]
+FUSED = NAMES[1:]
+SMOOTH = ["gelu", "sigmoid", "tanh", "silu", "hard_sigmoid", "hard_silu"]
 X0 = -0.75179152469356445745790494678      # the root of gelu'
 
 
@@ -147,7 +149,7 @@ def test_masked_tails_stay_inside_the_arrays(isa_level, name):
 
 # --- the GEMM epilogue applies the same function -----------------------------------------------
 
-@pytest.mark.parametrize("name", ["relu", "gelu", "sigmoid", "tanh"])
+@pytest.mark.parametrize("name", FUSED)
 @pytest.mark.parametrize("strided", [False, True])
 def test_gemm_epilogue_equals_the_elementwise_kernel(isa_level, name, strided):
     """x as a column times a 1 x 1 one: the product is x (with -0 becoming +0), so the fused
@@ -169,7 +171,7 @@ def test_gemm_epilogue_equals_the_elementwise_kernel(isa_level, name, strided):
                           kernels.cast(kernels.activation(z, name), BF16).view(np.uint16))
 
 
-@pytest.mark.parametrize("name", ["relu", "gelu", "sigmoid", "tanh"])
+@pytest.mark.parametrize("name", FUSED)
 def test_gemm_epilogue_with_bias_over_full_tiles(isa_level, name):
     """A product with many columns (full vector tiles, the packed path) plus a bias; then with
     K cut into blocks, alpha, beta * c and a float16 output."""
@@ -204,7 +206,17 @@ def ulp32(r):
     return np.ldexp(1.0, np.maximum(e - 24, -149))
 
 
+def _hard_sigmoid64(x):
+    return min(max(x / 6.0 + 0.5, 0.0), 1.0)
+
+
 def ref_forward64(name, x):
+    if name == "silu":
+        return x * ref_forward64("sigmoid", x)
+    if name == "hard_sigmoid":
+        return _hard_sigmoid64(x)
+    if name == "hard_silu":
+        return x * _hard_sigmoid64(x)
     if name == "gelu":
         return x * 0.5 * math.erfc(-x / math.sqrt(2))
     if name == "sigmoid":
@@ -214,6 +226,12 @@ def ref_forward64(name, x):
 
 
 def ref_grad64(name, x):
+    if name == "silu":
+        return ref_forward64("sigmoid", x) + x * ref_grad64("sigmoid", x)
+    if name == "hard_sigmoid":
+        return 1.0 / 6.0 if -3.0 < x < 3.0 else 0.0
+    if name == "hard_silu":
+        return 0.0 if x < -3.0 else 1.0 if x > 3.0 else x / 3.0 + 0.5
     if name == "gelu":
         return 0.5 * math.erfc(-x / math.sqrt(2)) + x * math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
     if name == "sigmoid":
@@ -276,12 +294,26 @@ def test_relu_rules(isa_level):
                                             "relu"))[0]
 
 
+def test_relu6_rules(isa_level):
+    x = np.array([-2.0, -0.0, 0.0, 1e-45, 3.0, 6.0, np.nextafter(F32.type(6), F32.type(7)),
+                  np.inf, -np.inf, np.nan], F32)
+    y = kernels.activation(x, "relu6")
+    assert_bits_equal(y[:9], np.array([0.0, -0.0, 0.0, 1e-45, 3.0, 6.0, 6.0, 6.0, 0.0], F32))
+    assert bits(y)[9] == bits(x)[9]
+    g = kernels.activation_grad(np.full(x.size, -2.5, F32), x, "relu6")
+    assert_bits_equal(g[:9], np.array([-0.0, -0.0, -0.0, -2.5, -2.5, -0.0, -0.0, -0.0, -0.0],
+                                      F32))
+    assert np.isnan(g[9])
+
+
 def test_special_values(isa_level):
     x = np.array([np.inf, -np.inf, 0.0, -0.0], F32)
     want = {"gelu": [np.inf, -0.0, 0.0, -0.0], "sigmoid": [1.0, 0.0, 0.5, 0.5],
-            "tanh": [1.0, -1.0, 0.0, -0.0]}
+            "tanh": [1.0, -1.0, 0.0, -0.0], "silu": [np.inf, -0.0, 0.0, -0.0],
+            "hard_sigmoid": [1.0, 0.0, 0.5, 0.5], "hard_silu": [np.inf, -0.0, 0.0, -0.0]}
     want_grad = {"gelu": [1.0, 0.0, 0.5, 0.5], "sigmoid": [0.0, 0.0, 0.25, 0.25],
-                 "tanh": [0.0, 0.0, 1.0, 1.0]}
+                 "tanh": [0.0, 0.0, 1.0, 1.0], "silu": [1.0, 0.0, 0.5, 0.5],
+                 "hard_sigmoid": [0.0, 0.0, 1 / 6, 1 / 6], "hard_silu": [1.0, 0.0, 0.5, 0.5]}
     for name in SMOOTH:
         assert_bits_equal(kernels.activation(x, name), np.array(want[name], F32))
         g = kernels.activation_grad(np.ones(4, F32), x, name)
@@ -316,8 +348,17 @@ def _mp_refs():
     mp = mpmath.mp
     mp.dps = 40
 
+    def hard_sigmoid(x):
+        return min(max(x / 6 + mp.mpf(1) / 2, 0), 1)
+
     def f(name, x):
         x = mp.mpf(x)
+        if name == "silu":
+            return x / (1 + mp.exp(-x))
+        if name == "hard_sigmoid":
+            return hard_sigmoid(x)
+        if name == "hard_silu":
+            return x * hard_sigmoid(x)
         if name == "gelu":
             return x * mpmath.ncdf(x)
         if name == "sigmoid":
@@ -326,6 +367,13 @@ def _mp_refs():
 
     def d(name, x):
         x = mp.mpf(x)
+        if name == "silu":
+            s = 1 / (1 + mp.exp(-x))
+            return s + x * s * (1 - s)
+        if name == "hard_sigmoid":
+            return mp.mpf(1) / 6 if -3 < x < 3 else 0
+        if name == "hard_silu":
+            return 0 if x < -3 else 1 if x > 3 else x / 3 + mp.mpf(1) / 2
         if name == "gelu":
             return mpmath.ncdf(x) + x * mpmath.npdf(x)
         if name == "sigmoid":
@@ -334,6 +382,21 @@ def _mp_refs():
         return 1 / mp.cosh(x) ** 2
 
     return f, d
+
+
+# the roots of silu' and hard_silu'
+SILU_ROOTS = {"silu": -1.2784645427610738, "hard_silu": -1.5}
+
+
+def test_silu_grads_near_their_roots(isa_level):
+    """Near the root of silu' (hard_silu') the derivative is within 2**-52 of the exact value
+    (absolute), far below a float32 ulp of 1."""
+    f, d = _mp_refs()
+    for name, root in SILU_ROOTS.items():
+        x = np.linspace(root - 0.01, root + 0.01, 401).astype(F32)
+        got = kernels.activation_grad(np.ones_like(x), x, name).astype(np.float64)
+        ref = np.array([float(d(name, float(v))) for v in x])
+        assert np.max(np.abs(got - ref) - ulp32(ref) / 2) <= 2.0 ** -52
 
 
 def _mp_points():
@@ -365,6 +428,10 @@ def test_accuracy_against_mpmath(isa_level, name):
         x = x[np.abs(x) <= 20]
     got = kernels.activation(x, name)
     check_rounding(got, np.array([float(f(name, float(v))) for v in x]))
+    # silu' and hard_silu' have a root (silu's and hard_silu's minimum) at which the sum that
+    # forms them cancels: near it their error is absolute, not relative (see SILU_ROOTS)
+    if name in SILU_ROOTS:
+        x = x[np.abs(x.astype(np.float64) - SILU_ROOTS[name]) > 1e-2]
     dy = finite_grads(x.size)
     got = kernels.activation_grad(dy, x, name)
     ref = np.array([float(d(name, float(v)) * float(w)) for v, w in zip(x, dy)])
@@ -424,9 +491,9 @@ def test_errors_and_nothing_written():
         kernels.activation(np.ones(3, np.float16), "relu")
     with pytest.raises(TypeError, match=r"activation_grad: dy must have dtype float32, got int64"):
         kernels.activation_grad(np.ones((3, 4), np.int64), x, "relu", out=out)
-    with pytest.raises(ValueError, match=r"unknown activation 'swish'; valid names: \['linear', "
-                                         r"'relu', 'gelu', 'sigmoid', 'tanh'\]"):
-        kernels.activation(x, "swish", out=out)
+    with pytest.raises(ValueError, match=r"unknown activation 'mish'; valid names: \['linear', "
+                                         r"'relu', 'gelu', 'sigmoid', 'tanh', 'relu6', "):
+        kernels.activation(x, "mish", out=out)
     with pytest.raises(ValueError, match="activation_grad: unknown activation 'softmax'"):
         kernels.activation_grad(x, x, "softmax", out=out)
     with pytest.raises(TypeError, match="activation: name must be a str, got NoneType"):
@@ -453,7 +520,8 @@ def test_errors_and_nothing_written():
 # --- layers: training == inference --------------------------------------------------------------
 
 POLICIES = ["float32", "mixed_float16", "mixed_bfloat16", "float64"]
-ALL_ACTIVATIONS = ["linear", "relu", "gelu", "sigmoid", "tanh", "softmax"]
+ALL_ACTIVATIONS = ["linear", "relu", "gelu", "sigmoid", "tanh", "relu6", "silu", "hard_silu",
+                   "softmax"]
 
 
 def _same(a, b):
@@ -499,7 +567,7 @@ def test_activation_layer_uses_the_kernel_under_16bit_policies():
     policy on the input widened exactly, with the result rounded once."""
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((8, 16)) * 4).astype(np.float32)
-    for name in ["relu", "gelu", "sigmoid", "tanh"]:
+    for name in FUSED:
         _same(layers.Activation(name)(x), kernels.activation(x, name))
         got = layers.Activation(name, dtype="mixed_bfloat16")(x)
         _same(got, kernels.cast(kernels.activation(kernels.cast(kernels.cast(x, BF16), F32),

@@ -424,8 +424,8 @@ def test_kernel_errors(rng):
         kernels.conv2d(x, k, strides=0)
     with pytest.raises(TypeError, match="dilation_rate must be an int or a pair"):
         kernels.conv2d(x, k, dilation_rate=(1, 2, 3))
-    with pytest.raises(ValueError, match="unknown activation 'swish'"):
-        kernels.conv2d(x, k, activation="swish")
+    with pytest.raises(ValueError, match="unknown activation 'mish'"):
+        kernels.conv2d(x, k, activation="mish")
     with pytest.raises(ValueError, match=r"bias has shape \(5,\), expected \(6,\)"):
         kernels.conv2d(x, k, bias=np.ones(5, np.float32))
     with pytest.raises(TypeError, match="conv2d: unsupported target dtype int8"):

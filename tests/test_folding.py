@@ -213,3 +213,56 @@ def test_merge_then_activation_is_one_rounding(policy, merge, act):
     layer_by_layer = m([xa, xb]) if act_layer is None else act_layer(m([xa, xb]))
     if act is layers.ReLU or act is None:        # relu commutes with rounding: the same bits
         np.testing.assert_array_equal(y, layer_by_layer)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("act", [lambda: layers.ReLU(max_value=6.0), lambda: layers.ReLU(6),
+                                 lambda: layers.Activation("swish"),
+                                 lambda: layers.Activation("hard_swish"), None])
+def test_depthwise_convolution_folds_a_batch_normalization(policy, act):
+    """The MobileNet block: DepthwiseConv2D, BatchNormalization, ReLU(6) is one pass."""
+    with mixedcore.policy_scope(policy):
+        inp = layers.Input((9, 10, 4))
+        dw = layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2, use_bias=False)
+        bn = layers.BatchNormalization()
+        act_layer = act() if act is not None else None
+        h = bn(dw(inp))
+        model = models.Model(inp, act_layer(h) if act_layer is not None else h)
+    rng = np.random.default_rng(8)
+    bn.set_weights([rng.uniform(0.5, 1.5, 8), rng.normal(0, 0.3, 8), rng.normal(0, 0.3, 8),
+                    rng.uniform(0.5, 1.5, 8)])
+    assert len(model._graph._folds) == 1
+    x = (rng.normal(size=(3, 9, 10, 4)) * 3).astype(np.float32)
+    folded = model.predict(x, verbose=0)
+    expected = bn(dw(x))
+    if act_layer is not None:
+        expected = act_layer(expected)
+    assert folded.dtype == expected.dtype and folded.shape == expected.shape
+    tol = {"float32": 1e-5, "mixed_float16": 4e-3, "mixed_bfloat16": 3e-2}[policy]
+    np.testing.assert_allclose(folded.astype(np.float32), expected.astype(np.float32),
+                               rtol=tol, atol=tol)
+    # a new weight version of either layer gives a new fold
+    bn.set_weights([w * 2 for w in bn.get_weights()[:2]] + bn.get_weights()[2:])
+    expected = bn(dw(x)) if act_layer is None else act_layer(bn(dw(x)))
+    np.testing.assert_allclose(model.predict(x, verbose=0).astype(np.float32),
+                               expected.astype(np.float32), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("producer", [lambda: layers.Dense(6), lambda: layers.Conv2D(6, 3),
+                                      lambda: layers.DepthwiseConv2D(3)])
+def test_an_activation_layer_alone_after_a_product_runs_in_its_epilogue(policy, producer):
+    """Without a normalization in between, the product's epilogue applies the activation layer
+    that alone reads it: bit for bit the layers one by one (the epilogue's function is the
+    elementwise kernel's, and relu6 commutes with the rounding)."""
+    with mixedcore.policy_scope(policy):
+        inp = layers.Input((7, 8, 6))
+        prod = producer()
+        act = layers.ReLU(max_value=6)
+        model = models.Model(inp, act(prod(inp)))
+    assert len(model._graph._folds) == 1
+    x = (np.random.default_rng(9).normal(size=(2, 7, 8, 6)) * 8).astype(np.float32)
+    folded = model.predict(x, verbose=0)
+    expected = act(prod(x))
+    assert folded.dtype == expected.dtype
+    assert np.array_equal(folded.astype(np.float32), expected.astype(np.float32))

@@ -426,7 +426,7 @@ def test_bad_values():
     with pytest.raises(ValueError, match="needs c"):
         kernels.matmul(a, b, beta=0.5)
     with pytest.raises(ValueError, match="unknown activation"):
-        kernels.matmul(a, b, activation="swish")
+        kernels.matmul(a, b, activation="mish")
     with pytest.raises(ValueError, match="out has shape"):
         kernels.matmul(a, b, out=np.zeros((4, 2), F32))
     with pytest.raises(ValueError, match="out has dtype"):

@@ -8,7 +8,8 @@ from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._checks import FLOAT_CODES, as_native, check_out, float_code
 
 # name -> activation code of the compiled core (mc_act.h); the same codes as matmul's epilogue
-ACT_CODES = {"linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4}
+ACT_CODES = {"linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4, "relu6": 5, "silu": 6,
+             "hard_sigmoid": 7, "hard_silu": 8, "swish": 6, "hard_swish": 8}
 _F32 = np.dtype(np.float32)
 _F32_CODE = FLOAT_CODES[_F32]
 
@@ -68,7 +69,8 @@ def activation(x: ArrayLike, name: str, *, out: np.ndarray | None = None) -> np.
     x : array_like
         float32 values (either byte order), any shape and strides.
     name : str
-        One of "linear" (the identity), "relu", "gelu", "sigmoid", "tanh".
+        One of "linear" (the identity), "relu", "gelu", "sigmoid", "tanh", "relu6", "silu"
+        ("swish"), "hard_sigmoid", "hard_silu" ("hard_swish").
     out : ndarray, optional
         Where to write the result: float32, ``x``'s shape, writable, not overlapping ``x``.  Any
         strides (a non-contiguous ``out`` is filled from a contiguous result).
@@ -92,8 +94,10 @@ def activation(x: ArrayLike, name: str, *, out: np.ndarray | None = None) -> np.
     The same functions as the fused epilogue of ``matmul(..., activation=name)``, bit for bit:
     ``relu`` is ``0 if v < 0 else v`` (NaN and -0.0 pass through); ``gelu`` is the exact form
     ``x * Phi(x)`` (Keras' default, not the tanh approximation); ``sigmoid`` is
-    ``1 / (1 + exp(-x))`` and ``tanh`` is ``tanh(x)``.  gelu, sigmoid and tanh are evaluated in
-    float64 and rounded once: within 1 ulp of the correctly rounded float32 result, and equal to
+    ``1 / (1 + exp(-x))`` and ``tanh`` is ``tanh(x)``; ``relu6`` is ``min(max(v, 0), 6)`` (exact,
+    NaN and -0.0 pass as for relu), ``silu`` is ``x * sigmoid(x)``, ``hard_sigmoid`` is
+    ``clip(x / 6 + 0.5, 0, 1)`` (Keras 3's) and ``hard_silu`` is ``x * hard_sigmoid(x)``.  The
+    others are evaluated in float64 and rounded once: within 1 ulp of the correctly rounded float32 result, and equal to
     it except when the exact value lies within about 1e-15 (relative) of a rounding boundary.
     Results are bit-identical at every ISA level.  A NaN input gives that NaN (quieted; relu
     passes it unchanged); infinities give the limits (``gelu(-inf) = -0.0``).  No floating-point
@@ -118,7 +122,7 @@ def activation_grad(dy: ArrayLike, x: ArrayLike, name: str, *,
     x : array_like
         float32 input the activation was applied to (not its output); ``dy``'s shape.
     name : str
-        One of "linear" (returns ``dy``), "relu", "gelu", "sigmoid", "tanh".
+        As for ``activation`` ("linear" returns ``dy``).
     out : ndarray, optional
         Where to write the result: float32, ``x``'s shape, writable, not overlapping ``dy`` or
         ``x``.  Any strides.

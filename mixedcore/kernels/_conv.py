@@ -160,7 +160,7 @@ def conv2d(x: ArrayLike, kernel: ArrayLike | PackedConv, *, strides: IntPair = 1
     groups : int
         channels and filters split into this many independent groups.
     bias : ndarray of shape (filters,), optional
-    activation : {None, "linear", "relu", "gelu", "sigmoid", "tanh"}
+    activation : None or a name of ``activation`` ("relu", "relu6", "gelu", "silu", ...)
     out_dtype : float32 (default), float16 or bfloat16
 
     Returns

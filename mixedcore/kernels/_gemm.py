@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore._core._mixedcore import PackedMatrix
+from mixedcore.kernels._act import ACT_CODES
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._checks import as_native, bfloat16, check_out, float_code, resolve_dtype
 from mixedcore.kernels._runtime import ISA_LEVELS
@@ -18,7 +19,7 @@ from mixedcore.kernels._runtime import ISA_LEVELS
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
 GEMM_CODES = {_F16: 0, _BF16: 1, _F32: 2}
 GEMM_NAMES = "float16, bfloat16, float32"
-ACTIVATIONS = {None: 0, "linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4}
+ACTIVATIONS = {None: 0, **ACT_CODES}
 # out_dtype names resolved without numpy's parser (layers pass them on every call)
 _OUT_DTYPES = {"float16": _F16, "bfloat16": _BF16, "float32": _F32}
 
@@ -147,7 +148,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
         once to nearest even, bit-identical to ``numpy``/``ml_dtypes`` ``astype``.
     bias : ndarray of shape (n,), optional
         Added to every row (float16, bfloat16 or float32; shape () or (1,) broadcasts).
-    activation : {None, "linear", "relu", "gelu", "sigmoid", "tanh"}
+    activation : None or a name of ``activation`` ("relu", "relu6", "gelu", "silu", ...)
         Applied last.  "gelu" is the exact form ``x * Phi(x)`` (erf based, Keras'
         ``approximate=False``).
     alpha, beta : float

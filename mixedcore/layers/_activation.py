@@ -208,9 +208,19 @@ class ReLU(_Elementwise):
     def _plain(self):
         return self.max_value is None and self.negative_slope == 0 and self.threshold == 0
 
+    def epilogue_name(self):
+        """The name of the fused activation this layer is ("relu", "relu6"), or None."""
+        if self.negative_slope == 0 and self.threshold == 0:
+            if self.max_value is None:
+                return "relu"
+            if self.max_value == 6.0:
+                return "relu6"
+        return None
+
     def _forward_work(self, xw):
-        if self._plain():                  # the compiled relu (the epilogue's, bit for bit)
-            return _activations.forward("relu", xw)
+        name = self.epilogue_name()
+        if name is not None:               # the compiled function (the epilogue's, bit for bit)
+            return _activations.forward(name, xw)
         t = xw.dtype.type
         y = np.where(xw >= t(self.threshold), xw, t(self.negative_slope) * (xw - t(self.threshold)))
         if self.max_value is not None:

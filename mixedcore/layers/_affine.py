@@ -101,18 +101,25 @@ class _Affine(Layer):
         inference: ``(kernel * scale packed as _pack packs it, bias * scale + shift)``, the
         products and the bias in float32, ``(scale, shift) = norm.inference_affine()`` over the
         last axis of the kernel.  Cached per weight version of both layers and per compute
-        dtype."""
+        dtype.  ``norm`` None: the layer's own operands (``_inference_operands``)."""
+        if norm is None:
+            return self._inference_operands()
         cd = self._compute_np()
         key = (self._version, cd, id(norm), norm._version)
         entry = self._folded
-        if entry is None or entry[0] != key or entry[1].stale:
+        if entry is None or entry[0] != key or getattr(entry[1], "stale", False):
             scale, shift = norm.inference_affine()
             bias = shift if not self.use_bias else to_compute(self.bias, _F32) * scale + shift
-            kernel = to_compute(self._weight("kernel"), _F32) * scale
+            kernel = to_compute(self._weight("kernel"), _F32) * scale.reshape(
+                self._kernel_scale_shape())
             entry = (key, self._pack("kernel", kernel, cd),
                      np.ascontiguousarray(bias, dtype=_F32))
             self._folded = entry
         return entry[1], entry[2]
+
+    def _kernel_scale_shape(self):
+        """The shape a per-output-channel scale takes to multiply the kernel (its last axis)."""
+        return (-1,)
 
     def _finish(self, z, cd):
         """y from the pre-activation z (work dtype): activation, rounding to the compute dtype."""

@@ -445,6 +445,22 @@ class DepthwiseConv2D(_ConvBase):
         return _depthwise_forward(x, kernel, bias, self._opts(), activation=activation,
                                   out_dtype=out_dtype)
 
+    def _kernel_scale_shape(self):
+        # output channel c * depth_multiplier + m is kernel[:, :, c, m]
+        return (-1, self.depth_multiplier)
+
+    def _pack(self, name, value, cd):
+        """The depthwise kernel is not packed: it is rounded to the compute dtype (the product
+        takes it as float32 values)."""
+        return to_compute(value, cd)
+
+    def call_folded(self, x, norm, activation=None):
+        """Inference of ``activation(norm(self(x)))`` in one pass, as ``Conv2D.call_folded``:
+        the kernel scaled per output channel and rounded to the compute dtype, the bias
+        ``bias * scale + shift`` in float32 (docs/models.md, "Folding")."""
+        x4 = self._prepare(x)
+        return self._infer(x4, *self._folded_operands(norm), activation or "linear", x4.dtype)
+
     def call(self, inputs, training=False):
         x4 = self._prepare(inputs)
         cd = x4.dtype

@@ -2,11 +2,13 @@
 
 Design:
   A. What folds.  A BatchNormalization over the last axis whose input comes only from
-     a Dense or convolution with a linear activation is, at inference, an affine map of that
-     layer's output per output channel; the producer runs once with its kernel columns and bias
-     scaled and shifted (``call_folded``), and an activation layer that alone reads the
-     normalization's output and whose function the product's epilogue has (relu, gelu,
-     sigmoid, tanh) is applied in the same epilogue.  The three calls become one product and
+     a Dense, convolution or depthwise convolution with a linear activation is, at inference,
+     an affine map of that layer's output per output channel; the producer runs once with its
+     kernel columns and bias scaled and shifted (``call_folded``), and an activation layer that
+     alone reads the normalization's output (or the product's, when no normalization follows)
+     and whose function the product's epilogue has (``activations.FUSED``: relu, relu6 --
+     ``ReLU(max_value=6)`` --, gelu, sigmoid, tanh, silu, hard_sigmoid, hard_silu) is applied
+     in the same epilogue.  The three calls become one product and
      one rounding.  Likewise a merge (``Add``...) whose result only such an activation reads
      applies it before its one rounding, and the sum of two tensors that only a
      LayerNormalization reads is normalized in the same pass (``call_with_residual``).
@@ -83,7 +85,14 @@ def find_folds(nodes, outputs, uses):
                 or getattr(layer, "activation", None) != "linear"):
             continue
         norm_node = sole_consumer(node.output_tensors[0])
-        if norm_node is None or not _folds_into(norm_node, layer):
+        if norm_node is None:
+            continue
+        if not _folds_into(norm_node, layer):
+            # an activation layer alone after the product: applied in its epilogue
+            activation, act_node = activation_after(node.output_tensors[0], layer)
+            if activation is not None:
+                folds[id(node)] = (_normalized(None, activation), [id(act_node)],
+                                   id(act_node.output_tensors[0]))
             continue
         skipped, out = [id(norm_node)], norm_node.output_tensors[0]
         activation, act_node = activation_after(out, layer)
@@ -153,9 +162,7 @@ def _folds_into(norm_node, producer):
 def _fused_activation(layer):
     """The name of the epilogue activation an activation layer applies, or None."""
     if isinstance(layer, ReLU):
-        plain = (layer.max_value is None and layer.negative_slope == 0.0
-                 and layer.threshold == 0.0)
-        return "relu" if plain else None
+        return layer.epilogue_name()
     if type(layer) is Activation and layer.activation in activations.FUSED:
         return layer.activation
     return None

@@ -8,8 +8,10 @@
 #include "mc_act_scalar.h"
 
 static const int64_t sizes_[] = {0, 1, 7, 15, 16, 17, 63, 64, 65, 1000, 8197, 40000, 100003};
-static const int acts_[] = {MC_ACT_NONE, MC_ACT_RELU, MC_ACT_GELU, MC_ACT_SIGMOID, MC_ACT_TANH};
-static const char *const act_names_[] = {"none", "relu", "gelu", "sigmoid", "tanh"};
+static const int acts_[] = {MC_ACT_NONE, MC_ACT_RELU, MC_ACT_GELU, MC_ACT_SIGMOID, MC_ACT_TANH,
+                            MC_ACT_RELU6, MC_ACT_SILU, MC_ACT_HARD_SIGMOID, MC_ACT_HARD_SILU};
+static const char *const act_names_[] = {"none", "relu", "gelu", "sigmoid", "tanh", "relu6",
+                                         "silu", "hard_sigmoid", "hard_silu"};
 
 static void check_elementwise(int64_t n)
 {

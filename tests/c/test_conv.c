@@ -189,7 +189,8 @@ int main(void)
     const int nl = mcx_levels(levels);
     static const int threads[] = {1, 3};
     static const int types[] = {MC_F16, MC_BF16, MC_F32, MC_F64};
-    static const int acts[] = {MC_ACT_NONE, MC_ACT_RELU, MC_ACT_GELU, MC_ACT_TANH};
+    static const int acts[] = {MC_ACT_NONE, MC_ACT_RELU, MC_ACT_GELU, MC_ACT_TANH, MC_ACT_RELU6,
+                               MC_ACT_SILU};
     const int ng = (int)(sizeof geos_ / sizeof geos_[0]);
     for (int li = 0; li < nl; ++li)
         for (int ti = 0; ti < 2; ++ti) {

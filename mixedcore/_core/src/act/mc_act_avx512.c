@@ -49,6 +49,10 @@ static void mc_act_forward_f32_avx512(int act, const float *x, float *y, int64_t
     case MC_ACT_GELU: MC_ACT_FORWARD_LOOP_(MC_ACT_GELU); break;
     case MC_ACT_SIGMOID: MC_ACT_FORWARD_LOOP_(MC_ACT_SIGMOID); break;
     case MC_ACT_TANH: MC_ACT_FORWARD_LOOP_(MC_ACT_TANH); break;
+    case MC_ACT_RELU6: MC_ACT_FORWARD_LOOP_(MC_ACT_RELU6); break;
+    case MC_ACT_SILU: MC_ACT_FORWARD_LOOP_(MC_ACT_SILU); break;
+    case MC_ACT_HARD_SIGMOID: MC_ACT_FORWARD_LOOP_(MC_ACT_HARD_SIGMOID); break;
+    case MC_ACT_HARD_SILU: MC_ACT_FORWARD_LOOP_(MC_ACT_HARD_SILU); break;
     default:
         if (n > 0)
             memcpy(y, x, (size_t)n * 4);
@@ -63,6 +67,10 @@ static void mc_act_backward_f32_avx512(int act, const float *dy, const float *x,
     case MC_ACT_GELU: MC_ACT_BACKWARD_LOOP_(MC_ACT_GELU); break;
     case MC_ACT_SIGMOID: MC_ACT_BACKWARD_LOOP_(MC_ACT_SIGMOID); break;
     case MC_ACT_TANH: MC_ACT_BACKWARD_LOOP_(MC_ACT_TANH); break;
+    case MC_ACT_RELU6: MC_ACT_BACKWARD_LOOP_(MC_ACT_RELU6); break;
+    case MC_ACT_SILU: MC_ACT_BACKWARD_LOOP_(MC_ACT_SILU); break;
+    case MC_ACT_HARD_SIGMOID: MC_ACT_BACKWARD_LOOP_(MC_ACT_HARD_SIGMOID); break;
+    case MC_ACT_HARD_SILU: MC_ACT_BACKWARD_LOOP_(MC_ACT_HARD_SILU); break;
     default:
         if (n > 0)
             memcpy(dx, dy, (size_t)n * 4);

@@ -186,18 +186,75 @@ MC_ACT_INLINE_ __m512d mc_tanh_grad_pd_(__m512d x)
     return _mm512_div_pd(_mm512_mul_pd(_mm512_set1_pd(4.0), e), _mm512_mul_pd(q, q));
 }
 
+MC_ACT_INLINE_ __m512d mc_silu_pd_(__m512d x)
+{
+    const __m512d s = mc_sigmoid_pd_(x);
+    const __mmask8 z = _mm512_cmp_pd_mask(s, _mm512_setzero_pd(), _CMP_EQ_OQ);
+    return _mm512_mask_blend_pd(z, _mm512_mul_pd(x, s), _mm512_set1_pd(-0.0));
+}
+
+MC_ACT_INLINE_ __m512d mc_silu_grad_pd_(__m512d x)
+{
+    const __m512d g = mc_sigmoid_grad_pd_(x);
+    const __mmask8 z = _mm512_cmp_pd_mask(g, _mm512_setzero_pd(), _CMP_EQ_OQ);
+    return _mm512_add_pd(mc_sigmoid_pd_(x),
+                         _mm512_mask_blend_pd(z, _mm512_mul_pd(x, g), _mm512_setzero_pd()));
+}
+
+/* h < 0 ? 0 : (h > 1 ? 1 : h) for every h but NaN (whose lanes the caller replaces) */
+MC_ACT_INLINE_ __m512d mc_hard_sigmoid_pd_(__m512d x)
+{
+    const __m512d h = _mm512_add_pd(_mm512_div_pd(x, _mm512_set1_pd(6.0)), _mm512_set1_pd(0.5));
+    return _mm512_min_pd(_mm512_max_pd(h, _mm512_setzero_pd()), _mm512_set1_pd(1.0));
+}
+
+MC_ACT_INLINE_ __m512d mc_hard_sigmoid_grad_pd_(__m512d x)
+{
+    const __mmask8 in = _mm512_cmp_pd_mask(x, _mm512_set1_pd(-3.0), _CMP_GT_OQ) &
+                        _mm512_cmp_pd_mask(x, _mm512_set1_pd(3.0), _CMP_LT_OQ);
+    return _mm512_maskz_mov_pd(in, _mm512_set1_pd(1.0 / 6.0));
+}
+
+MC_ACT_INLINE_ __m512d mc_hard_silu_pd_(__m512d x)
+{
+    const __m512d h = mc_hard_sigmoid_pd_(x);
+    const __mmask8 z = _mm512_cmp_pd_mask(h, _mm512_setzero_pd(), _CMP_EQ_OQ);
+    return _mm512_mask_blend_pd(z, _mm512_mul_pd(x, h), _mm512_set1_pd(-0.0));
+}
+
+MC_ACT_INLINE_ __m512d mc_hard_silu_grad_pd_(__m512d x)
+{
+    const __m512d mid = _mm512_add_pd(_mm512_div_pd(x, _mm512_set1_pd(3.0)), _mm512_set1_pd(0.5));
+    const __mmask8 lo = _mm512_cmp_pd_mask(x, _mm512_set1_pd(-3.0), _CMP_LT_OQ);
+    const __mmask8 hi = _mm512_cmp_pd_mask(x, _mm512_set1_pd(3.0), _CMP_GT_OQ);
+    return _mm512_mask_mov_pd(_mm512_mask_mov_pd(mid, lo, _mm512_setzero_pd()), hi,
+                              _mm512_set1_pd(1.0));
+}
+
 /* --- float32 entry points ----------------------------------------------------------------------- */
 
 MC_ACT_INLINE_ __m512d mc_act_pd_(int act, __m512d x)
 {
-    return act == MC_ACT_GELU ? mc_gelu_pd_(x) : act == MC_ACT_SIGMOID ? mc_sigmoid_pd_(x)
-                                                                        : mc_tanh_pd_(x);
+    switch (act) {
+    case MC_ACT_GELU: return mc_gelu_pd_(x);
+    case MC_ACT_SIGMOID: return mc_sigmoid_pd_(x);
+    case MC_ACT_SILU: return mc_silu_pd_(x);
+    case MC_ACT_HARD_SIGMOID: return mc_hard_sigmoid_pd_(x);
+    case MC_ACT_HARD_SILU: return mc_hard_silu_pd_(x);
+    default: return mc_tanh_pd_(x);
+    }
 }
 
 MC_ACT_INLINE_ __m512d mc_act_grad_pd_(int act, __m512d x)
 {
-    return act == MC_ACT_GELU ? mc_gelu_grad_pd_(x)
-                              : act == MC_ACT_SIGMOID ? mc_sigmoid_grad_pd_(x) : mc_tanh_grad_pd_(x);
+    switch (act) {
+    case MC_ACT_GELU: return mc_gelu_grad_pd_(x);
+    case MC_ACT_SIGMOID: return mc_sigmoid_grad_pd_(x);
+    case MC_ACT_SILU: return mc_silu_grad_pd_(x);
+    case MC_ACT_HARD_SIGMOID: return mc_hard_sigmoid_grad_pd_(x);
+    case MC_ACT_HARD_SILU: return mc_hard_silu_grad_pd_(x);
+    default: return mc_tanh_grad_pd_(x);
+    }
 }
 
 MC_ACT_INLINE_ __m512d mc_act_lo_pd_(__m512 v)
@@ -223,6 +280,8 @@ MC_ACT_INLINE_ __m512 mc_act_ps_(int act, __m512 v)
         return v;
     if (act == MC_ACT_RELU)
         return _mm512_max_ps(_mm512_setzero_ps(), v);
+    if (act == MC_ACT_RELU6)                 /* MINPS, like MAXPS, passes its second operand */
+        return _mm512_min_ps(_mm512_set1_ps(6.0f), _mm512_max_ps(_mm512_setzero_ps(), v));
     const __m512 y = mc_act_join_ps_(mc_act_pd_(act, mc_act_lo_pd_(v)), mc_act_pd_(act, mc_act_hi_pd_(v)));
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), mc_act_quiet_ps_(v));
 }
@@ -233,8 +292,10 @@ MC_ACT_INLINE_ __m512 mc_act_grad_ps_(int act, __m512 dy, __m512 v)
     if (act == MC_ACT_NONE)
         return dy;
     __m512 r;
-    if (act == MC_ACT_RELU) {
-        const __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+    if (act == MC_ACT_RELU || act == MC_ACT_RELU6) {
+        __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+        if (act == MC_ACT_RELU6)
+            pos &= _mm512_cmp_ps_mask(v, _mm512_set1_ps(6.0f), _CMP_LT_OQ);
         r = _mm512_mul_ps(dy, _mm512_mask_blend_ps(pos, _mm512_setzero_ps(), _mm512_set1_ps(1.0f)));
     } else {
         const __m512d lo = _mm512_mul_pd(mc_act_lo_pd_(dy), mc_act_grad_pd_(act, mc_act_lo_pd_(v)));

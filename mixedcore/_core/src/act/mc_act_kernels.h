@@ -8,7 +8,11 @@
 
 #include <stdint.h>
 
-enum { MC_ACT_NONE = 0, MC_ACT_RELU = 1, MC_ACT_GELU = 2, MC_ACT_SIGMOID = 3, MC_ACT_TANH = 4 };
+enum {
+    MC_ACT_NONE = 0, MC_ACT_RELU = 1, MC_ACT_GELU = 2, MC_ACT_SIGMOID = 3, MC_ACT_TANH = 4,
+    MC_ACT_RELU6 = 5, MC_ACT_SILU = 6, MC_ACT_HARD_SIGMOID = 7, MC_ACT_HARD_SILU = 8
+};
+#define MC_ACT_COUNT 9
 
 typedef void (*mc_act_forward_fn)(int act, const float *x, float *y, int64_t n);
 typedef void (*mc_act_backward_fn)(int act, const float *dy, const float *x, float *dx, int64_t n);

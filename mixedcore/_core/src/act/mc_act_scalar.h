@@ -313,6 +313,45 @@ static inline double mc_tanh_grad_sd_(double x)
     return (4.0 * e) / (q * q);
 }
 
+/* silu(x) = x sigmoid(x); where sigmoid(x) is 0 (x < -745 and x = -inf) the limit -0. */
+static inline double mc_silu_sd_(double x)
+{
+    const double s = mc_sigmoid_sd_(x);
+    return s == 0.0 ? -0.0 : x * s;
+}
+
+/* silu'(x) = sigmoid(x) + x sigmoid'(x), the second term 0 where sigmoid'(x) is 0 (so that
+ * +-inf give the limits 1 and 0). */
+static inline double mc_silu_grad_sd_(double x)
+{
+    const double g = mc_sigmoid_grad_sd_(x);
+    return mc_sigmoid_sd_(x) + (g == 0.0 ? 0.0 : x * g);
+}
+
+/* hard_sigmoid(x) = clip(x / 6 + 1/2, 0, 1) (Keras 3's definition). */
+static inline double mc_hard_sigmoid_sd_(double x)
+{
+    const double h = x / 6.0 + 0.5;
+    return h < 0.0 ? 0.0 : (h > 1.0 ? 1.0 : h);
+}
+
+static inline double mc_hard_sigmoid_grad_sd_(double x)
+{
+    return (x > -3.0 && x < 3.0) ? 1.0 / 6.0 : 0.0;
+}
+
+/* hard_silu(x) = x hard_sigmoid(x) (hard_swish), -0 where hard_sigmoid(x) is 0 (x <= -3). */
+static inline double mc_hard_silu_sd_(double x)
+{
+    const double h = mc_hard_sigmoid_sd_(x);
+    return h == 0.0 ? -0.0 : x * h;
+}
+
+static inline double mc_hard_silu_grad_sd_(double x)
+{
+    return x < -3.0 ? 0.0 : (x > 3.0 ? 1.0 : x / 3.0 + 0.5);
+}
+
 /* --- float32 entry points ----------------------------------------------------------------------- */
 
 /* f(v) for an activation code; MC_ACT_NONE is the identity. */
@@ -328,6 +367,14 @@ static inline float mc_act_scalar_f32_(int act, float v)
         return v != v ? mc_act_quiet_f32_(v) : (float)mc_sigmoid_sd_(x);
     case MC_ACT_TANH:
         return v != v ? mc_act_quiet_f32_(v) : (float)mc_tanh_sd_(x);
+    case MC_ACT_RELU6:
+        return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);   /* NaN and -0.0 pass, as relu */
+    case MC_ACT_SILU:
+        return v != v ? mc_act_quiet_f32_(v) : (float)mc_silu_sd_(x);
+    case MC_ACT_HARD_SIGMOID:
+        return v != v ? mc_act_quiet_f32_(v) : (float)mc_hard_sigmoid_sd_(x);
+    case MC_ACT_HARD_SILU:
+        return v != v ? mc_act_quiet_f32_(v) : (float)mc_hard_silu_sd_(x);
     default:
         return v;
     }
@@ -339,14 +386,16 @@ static inline float mc_act_grad_scalar_f32_(int act, float dy, float v)
 {
     if (act == MC_ACT_NONE)
         return dy;
-    if (act == MC_ACT_RELU) {
-        /* relu' built from the comparison's bits (1.0f or 0.0f), so that compilers multiply
+    if (act == MC_ACT_RELU || act == MC_ACT_RELU6) {
+        /* relu' (relu6': 1 for 0 < v < 6) built from the comparison's bits (1.0f or 0.0f), so that compilers multiply
          * instead of branching on the sign of v (a branch mispredicts on random signs) */
         if (v != v)
             return mc_act_quiet_f32_(v);
         if (dy != dy)
             return mc_act_quiet_f32_(dy);
-        const uint32_t one = 0x3F800000u & (0u - (uint32_t)(v > 0.0f));
+        const uint32_t on = act == MC_ACT_RELU ? (uint32_t)(v > 0.0f)
+                                               : (uint32_t)(v > 0.0f) & (uint32_t)(v < 6.0f);
+        const uint32_t one = 0x3F800000u & (0u - on);
         float d;
         memcpy(&d, &one, 4);
         return dy * d;
@@ -366,6 +415,15 @@ static inline float mc_act_grad_scalar_f32_(int act, float dy, float v)
         break;
     case MC_ACT_TANH:
         d = mc_tanh_grad_sd_(x);
+        break;
+    case MC_ACT_SILU:
+        d = mc_silu_grad_sd_(x);
+        break;
+    case MC_ACT_HARD_SIGMOID:
+        d = mc_hard_sigmoid_grad_sd_(x);
+        break;
+    case MC_ACT_HARD_SILU:
+        d = mc_hard_silu_grad_sd_(x);
         break;
     default:
         return dy;
@@ -445,6 +503,11 @@ static inline void mc_softmax_row_sd_(const float *x, float *y, int64_t n, int l
         MC_ACT_SCALAR_LOOP_(MC_ACT_GELU, y, mc_act_scalar_f32_(MC_ACT_GELU, x[i]))            \
         MC_ACT_SCALAR_LOOP_(MC_ACT_SIGMOID, y, mc_act_scalar_f32_(MC_ACT_SIGMOID, x[i]))      \
         MC_ACT_SCALAR_LOOP_(MC_ACT_TANH, y, mc_act_scalar_f32_(MC_ACT_TANH, x[i]))            \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_RELU6, y, mc_act_scalar_f32_(MC_ACT_RELU6, x[i]))          \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_SILU, y, mc_act_scalar_f32_(MC_ACT_SILU, x[i]))            \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_HARD_SIGMOID, y,                                           \
+                            mc_act_scalar_f32_(MC_ACT_HARD_SIGMOID, x[i]))                    \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_HARD_SILU, y, mc_act_scalar_f32_(MC_ACT_HARD_SILU, x[i]))  \
         default:                                                                              \
             if (n > 0)                                                                        \
                 memcpy(y, x, (size_t)n * 4);                                                  \
@@ -460,6 +523,13 @@ static inline void mc_softmax_row_sd_(const float *x, float *y, int64_t n, int l
         MC_ACT_SCALAR_LOOP_(MC_ACT_SIGMOID, dx,                                               \
                             mc_act_grad_scalar_f32_(MC_ACT_SIGMOID, dy[i], x[i]))             \
         MC_ACT_SCALAR_LOOP_(MC_ACT_TANH, dx, mc_act_grad_scalar_f32_(MC_ACT_TANH, dy[i], x[i])) \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_RELU6, dx,                                                 \
+                            mc_act_grad_scalar_f32_(MC_ACT_RELU6, dy[i], x[i]))               \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_SILU, dx, mc_act_grad_scalar_f32_(MC_ACT_SILU, dy[i], x[i])) \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_HARD_SIGMOID, dx,                                          \
+                            mc_act_grad_scalar_f32_(MC_ACT_HARD_SIGMOID, dy[i], x[i]))        \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_HARD_SILU, dx,                                             \
+                            mc_act_grad_scalar_f32_(MC_ACT_HARD_SILU, dy[i], x[i]))           \
         default:                                                                              \
             if (n > 0)                                                                        \
                 memcpy(dx, dy, (size_t)n * 4);                                                \
