@@ -11,19 +11,21 @@ variable ``MIXEDCORE_ISA`` (``generic``, ``avx2``, ``avx512`` or ``avx512bf16``)
 Layout: ``_runtime`` (instruction-set level, threads, floating-point environment, build and CPU
 information), ``_checks`` (the argument checks every family shares), then one module per kernel
 family: ``_cast``, ``_scan``, ``_gemm``, ``_act``, ``_attn``, ``_norm``, ``_conv``, ``_pool``
-(``_window``: the image window geometry convolution and pooling share).
+(``_window``: the image window geometry convolution and pooling share), and ``_plan``, inference
+plans made of those families' calls.
 """
 from mixedcore.kernels._runtime import (ISA_LEVELS, available_isas, get_num_threads, isa,
                                         set_isa, set_num_threads, threads)
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._scan import all_finite, numerics_stats, unscale_and_check
 from mixedcore.kernels._gemm import PackedMatrix, matmul, pack, set_gemm_blocks
-from mixedcore.kernels._act import activation, activation_grad, softmax
+from mixedcore.kernels._act import activation, activation_grad, add, softmax
 from mixedcore.kernels._attn import attention
 from mixedcore.kernels._norm import layer_norm
 from mixedcore.kernels._conv import (PackedConv, col2im, conv2d, depthwise_conv2d, im2col,
                                      pack_conv)
 from mixedcore.kernels._pool import pool2d, pool2d_grad
+from mixedcore.kernels._plan import Plan
 
 __all__ = [
     "cast",
@@ -37,6 +39,7 @@ __all__ = [
     "activation",
     "activation_grad",
     "softmax",
+    "add",
     "attention",
     "layer_norm",
     "conv2d",
@@ -47,6 +50,7 @@ __all__ = [
     "depthwise_conv2d",
     "pool2d",
     "pool2d_grad",
+    "Plan",
     "isa",
     "available_isas",
     "set_isa",

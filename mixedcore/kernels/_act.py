@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._checks import FLOAT_CODES, as_native, check_out, float_code
+from mixedcore.kernels._checks import (FLOAT_CODES, as_native, check_out, float_code,
+                                       resolve_dtype)
 
 # name -> activation code of the compiled core (mc_act.h); the same codes as matmul's epilogue
 ACT_CODES = {"linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4, "relu6": 5, "silu": 6,
@@ -223,3 +224,38 @@ def softmax(x: ArrayLike, axis: int = -1, *, log: bool = False,
         out[...] = result
         return out
     return result
+
+
+def add(a: ArrayLike, b: ArrayLike, *, activation: str | None = None,
+        out_dtype: DTypeLike | None = None) -> np.ndarray:
+    """``activation(a + b)`` elementwise for two arrays of one shape (float16, bfloat16 or
+    float32, each its own), rounded once to ``out_dtype`` (default float32).
+
+    Each element is widened exactly to float32, the sum rounded once to float32, the activation
+    (a name of ``activation``) applied as ``activation`` applies it and the result rounded once
+    to ``out_dtype``: the bits of ``cast(activation(cast(a, f32) + cast(b, f32), name),
+    out_dtype)``, at every level and thread count.
+    """
+    fname = "add"
+    arrays = []
+    for what, v in (("a", a), ("b", b)):
+        if not isinstance(v, np.ndarray):
+            raise TypeError(f"{fname}: {what} must be a numpy.ndarray, got {type(v).__name__}")
+        code = float_code(v.dtype)
+        if code not in (0, 1, 2):
+            raise TypeError(f"{fname}: {what} must be float16, bfloat16 or float32, got "
+                            f"{v.dtype}")
+        arrays.append(np.ascontiguousarray(as_native(v)))
+    if arrays[0].shape != arrays[1].shape:
+        raise ValueError(f"{fname}: a and b must have one shape, got {arrays[0].shape} and "
+                         f"{arrays[1].shape}")
+    act = 0 if activation is None else _act_code(fname, activation)
+    target = _F32 if out_dtype is None else resolve_dtype(fname, out_dtype)
+    out_code = float_code(target)
+    if out_code not in (0, 1, 2):
+        raise TypeError(f"{fname}: out_dtype must be float16, bfloat16 or float32, got {target}")
+    out = np.empty(arrays[0].shape, target)
+    if out.size:
+        _lib.add_act(arrays[0], arrays[1], out, out.size, act, float_code(arrays[0].dtype),
+                     float_code(arrays[1].dtype), out_code)
+    return out

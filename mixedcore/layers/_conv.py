@@ -454,6 +454,13 @@ class DepthwiseConv2D(_ConvBase):
         takes it as float32 values)."""
         return to_compute(value, cd)
 
+    def _inference_operands(self, kernel="kernel"):
+        bias = None
+        if self.use_bias:
+            bias = self._compute_weight("bias") if self._compute_np() == _F64 \
+                else self._bias32("bias")
+        return self._compute_weight(kernel), bias
+
     def call_folded(self, x, norm, activation=None):
         """Inference of ``activation(norm(self(x)))`` in one pass, as ``Conv2D.call_folded``:
         the kernel scaled per output channel and rounded to the compute dtype, the bias
@@ -464,11 +471,8 @@ class DepthwiseConv2D(_ConvBase):
     def call(self, inputs, training=False):
         x4 = self._prepare(inputs)
         cd = x4.dtype
-        kernel = self._compute_weight("kernel")
+        kernel, bias = self._inference_operands()
         f64 = cd == _F64
-        bias = None
-        if self.use_bias:
-            bias = self._compute_weight("bias") if f64 else self._bias32("bias")
         if not training and not f64:
             return self._infer(x4, kernel, bias, self.activation, cd)
         z = self._product(x4, kernel, bias)

@@ -18,6 +18,8 @@ Design:
      fused call in place of the calls it covers at inference only, when no mask reaches the
      producer and no observer is set; ``Graph._folds`` holds them.
 """
+from typing import Any, Callable, NamedTuple
+
 import numpy as np
 
 from mixedcore import activations
@@ -25,16 +27,25 @@ from mixedcore.layers._activation import Activation, ReLU
 from mixedcore.layers._merging import Add
 from mixedcore.layers._node import KerasTensor
 
-__all__ = ["find_folds"]
+__all__ = ["Fold", "find_folds"]
+
+
+class Fold(NamedTuple):
+    """One fused call: ``run(layer, argument values)`` computes tensor ``out`` (an id) in place
+    of the producer's node and the nodes ``skipped``; ``norm`` is the normalization layer folded
+    in (or None) and ``activation`` the epilogue activation's name (or None)."""
+    run: Callable
+    skipped: list
+    out: int
+    norm: Any
+    activation: Any
 
 # compute dtypes whose products run on the GEMM, whose epilogue takes the folded bias
 _FOLD_DTYPES = ("float16", "bfloat16", "float32")
 
 
 def find_folds(nodes, outputs, uses):
-    """The folds of a graph: ``{id(producer node): (how to run the fused call: a function of
-    the layer and the argument values, ids of the nodes folded away, id of the tensor the fused
-    call makes)}``.
+    """The folds of a graph: ``{id(producer node): Fold}``.
 
     ``nodes``: the graph's nodes in run order; ``outputs``: its output tensors; ``uses``: the
     number of consumers of each tensor by id (an output counting as one).
@@ -70,16 +81,16 @@ def find_folds(nodes, outputs, uses):
             # a merge whose result only an activation reads: one rounding after both
             activation, act_node = activation_after(node.output_tensors[0], layer)
             if activation is not None:
-                folds[id(node)] = (_merge_activated(activation), [id(act_node)],
-                                   id(act_node.output_tensors[0]))
+                folds[id(node)] = Fold(_merge_activated(activation), [id(act_node)],
+                                       id(act_node.output_tensors[0]), None, activation)
                 continue
             # a sum of two tensors that only a layer normalization reads: one kernel
             norm_node = sole_consumer(node.output_tensors[0])
             if (norm_node is not None and _is_sum_of_two(node)
                     and hasattr(norm_node.layer, "call_with_residual")
                     and norm_node.layer.compute_dtype == layer.compute_dtype):
-                folds[id(node)] = (_residual_normalized(norm_node.layer), [id(norm_node)],
-                                   id(norm_node.output_tensors[0]))
+                folds[id(node)] = Fold(_residual_normalized(norm_node.layer), [id(norm_node)],
+                                       id(norm_node.output_tensors[0]), norm_node.layer, None)
             continue
         if (not _plain_call(node) or not hasattr(layer, "call_folded")
                 or getattr(layer, "activation", None) != "linear"):
@@ -91,15 +102,16 @@ def find_folds(nodes, outputs, uses):
             # an activation layer alone after the product: applied in its epilogue
             activation, act_node = activation_after(node.output_tensors[0], layer)
             if activation is not None:
-                folds[id(node)] = (_normalized(None, activation), [id(act_node)],
-                                   id(act_node.output_tensors[0]))
+                folds[id(node)] = Fold(_normalized(None, activation), [id(act_node)],
+                                       id(act_node.output_tensors[0]), None, activation)
             continue
         skipped, out = [id(norm_node)], norm_node.output_tensors[0]
         activation, act_node = activation_after(out, layer)
         if act_node is not None:
             skipped.append(id(act_node))
             out = act_node.output_tensors[0]
-        folds[id(node)] = (_normalized(norm_node.layer, activation), skipped, id(out))
+        folds[id(node)] = Fold(_normalized(norm_node.layer, activation), skipped, id(out),
+                               norm_node.layer, activation)
     return folds
 
 

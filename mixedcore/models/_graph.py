@@ -21,6 +21,9 @@ Design:
   E. Folding at inference (``_folding``): the graph asks ``find_folds`` once which chains of
      calls run as one fused call at inference, and runs them so when nothing needs the
      tensors in between (not in training, not under masks, no observer).
+  G. Compiled inference (``_plan``): ``infer`` runs a plan made for the inputs' shapes and
+     dtypes unless an observer is set or the graph's layers make masks (found by the run that
+     makes the plan, ``masked``): then ``run``.
   F. Observation.  An observer set on the graph (``graph.observer``, the numerics report's)
      sees every node's outputs as they are made (``forward(node, outputs)``) and, in a
      backward pass, the gradient reaching each node's outputs together with its layer's weight
@@ -34,8 +37,11 @@ from mixedcore.layers._base import Layer
 from mixedcore.layers._core import InputLayer
 from mixedcore.layers._node import KerasTensor, flatten, pack_like
 from mixedcore.models._folding import find_folds
+from mixedcore.models._plan import MAX_PLANS, InferencePlan, plan_key
 
 __all__ = ["Graph"]
+
+_MASKED = "masked"          # in Graph._plans: the inputs' shapes for which masks flow
 
 
 
@@ -76,6 +82,8 @@ class Graph:
                                 [id(t) for t in node.output_tensors], _masking(node.layer)))
         self._folds = find_folds(self.nodes, self.outputs, self.uses)
         self.observer = None            # F
+        self._plans = {}                # G
+        self.masked = False             # whether the last run made a mask
 
     # -- structure ------------------------------------------------------------------------------
     def _walk(self):
@@ -157,13 +165,42 @@ class Graph:
             seen[layer.name] = layer
 
     # -- running --------------------------------------------------------------------------------
-    def run(self, values, training=False):
+    def infer(self, values):
+        """The outputs (flat list) of an inference call on input arrays ``values``: through a
+        compiled plan when the graph allows one (design G), else :meth:`run`."""
+        if self.observer is not None:
+            return self.run(values)[0]
+        key = plan_key(values)
+        plan = self._plans.pop(key, None)
+        outs = None
+        if plan is None or (plan is not _MASKED and not plan.current()):
+            # the layers one by one, recording what the plan needs; their outputs are the
+            # plan's, bit for bit
+            specs = {}
+            outs = self.run(values, record=specs)[0]
+            plan = _MASKED if self.masked else InferencePlan(self, values, specs)
+        self._plans[key] = plan         # the most recent last
+        while len(self._plans) > MAX_PLANS:
+            del self._plans[next(iter(self._plans))]
+        if outs is not None:
+            return outs
+        if plan is _MASKED:
+            return self.run(values)[0]
+        return plan.run(values)
+
+    def inference_nbytes(self):
+        """Bytes of the arenas of the plans kept (design G)."""
+        return sum(plan.nbytes for plan in self._plans.values() if plan is not _MASKED)
+
+    def run(self, values, training=False, record=None):
         """The outputs (flat list) for input arrays ``values`` (flat list, aligned with
-        ``inputs``).  With ``training``, also the saved per-node states for :meth:`backward`."""
+        ``inputs``).  With ``training``, also the saved per-node states for :meth:`backward`.
+        ``record``: a dict that receives ``{id(tensor): (shape, dtype)}`` of every array made."""
         env = {id(t): v for t, v in zip(self.inputs, values)}
         remaining = dict(self.uses)
         states = {} if training else None
         masks = {}
+        self.masked = False
         folded = set()
         observer = self.observer
         for node, single, in_ids, out_ids, masking in self._steps:
@@ -174,9 +211,11 @@ class Graph:
                     if not training and self._folds and observer is None else None)
             if (fold is not None and layer.built
                     and not (masks and any(key in masks for key in in_ids))):
-                run_fused, skipped, out_key = fold
+                run_fused, skipped, out_key = fold.run, fold.skipped, fold.out
                 env[out_key] = run_fused(layer, _map_leaves(
                     lambda t: env[id(t)] if isinstance(t, KerasTensor) else t, node.args))
+                if record is not None:
+                    record[out_key] = (env[out_key].shape, env[out_key].dtype)
                 folded.update(skipped)
                 for key in in_ids:
                     remaining[key] -= 1
@@ -207,6 +246,8 @@ class Graph:
                                  f"outputs where its graph call made {len(out_ids)}")
             for key, v in zip(out_ids, outs):
                 env[key] = v
+                if record is not None and isinstance(v, np.ndarray):
+                    record[key] = (v.shape, v.dtype)
             if observer is not None:
                 observer.forward(node, outs)
             if masking[0] or mask_kwargs is not None:
@@ -217,6 +258,7 @@ class Graph:
                     for key, m in zip(out_ids, out_masks):
                         if m is not None:
                             masks[key] = m
+                            self.masked = True
             if training:
                 states[id(node)] = (getattr(layer, "_train_cache", None),
                                     [(v.shape, v.dtype) for v in outs])

@@ -348,7 +348,9 @@ class Model(Trainer, Layer):
         raise ValueError(f"{owner}: the model has no graph")
 
     def _run(self, xs, training):
-        return self._graph.run(xs, training=training)
+        if not training:
+            return self._graph.infer(xs), None
+        return self._graph.run(xs, training=True)
 
     def _backward(self, states, output_grads, logits_grads):
         return self._graph.backward(states, output_grads, False, logits_grads)[1]

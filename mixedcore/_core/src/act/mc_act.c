@@ -12,6 +12,7 @@
 #include "mc_act.h"
 #include "mc_kernels.h"
 #include "mc_runtime.h"
+#include "mc_types.h"
 
 /* elements below which a call stays on one thread, and the smallest elementwise unit */
 #define MC_ACT_PARALLEL_MIN ((int64_t)1 << 15)
@@ -103,5 +104,73 @@ int mc_softmax(const float *x, float *y, int64_t rows, int64_t n, int log_)
     if (job.unit < 1)
         job.unit = 1;
     mc_run(mc_softmax_unit_, &job, mc_act_ceil_div_(rows, job.unit), nt);
+    return MC_ACT_OK;
+}
+
+/* --- the sum with an activation (mc_act.h, design f) --------------------------------------------- */
+
+#define MC_ADD_BLOCK_ 1024
+
+typedef struct {
+    const mc_level_kernels *lk;
+    int act, a_type, b_type, y_type;
+    const char *a, *b;
+    char *y;
+    int64_t n, unit;
+} mc_add_job_;
+
+static int mc_add_es_(int type) { return type == MC_F32 ? 4 : 2; }
+
+/* n (<= MC_ADD_BLOCK_) elements of type `type` at src as float32 in buf (or src itself) */
+static const float *mc_add_widen_(const mc_level_kernels *lk, int type, const char *src,
+                                  float *buf, int64_t n)
+{
+    if (type == MC_F32)
+        return (const float *)src;
+    lk->convert.cast[type][MC_F32](src, buf, n);
+    return buf;
+}
+
+static void mc_add_unit_(void *ctx, int64_t u)
+{
+    const mc_add_job_ *job = (const mc_add_job_ *)ctx;
+    const mc_level_kernels *lk = job->lk;
+    const int ea = mc_add_es_(job->a_type), eb = mc_add_es_(job->b_type);
+    const int ey = mc_add_es_(job->y_type);
+    float ba[MC_ADD_BLOCK_], bb[MC_ADD_BLOCK_], sum[MC_ADD_BLOCK_];
+    const int64_t end = (u + 1) * job->unit < job->n ? (u + 1) * job->unit : job->n;
+    for (int64_t i0 = u * job->unit; i0 < end; i0 += MC_ADD_BLOCK_) {
+        const int64_t cnt = end - i0 < MC_ADD_BLOCK_ ? end - i0 : MC_ADD_BLOCK_;
+        const float *pa = mc_add_widen_(lk, job->a_type, job->a + i0 * ea, ba, cnt);
+        const float *pb = mc_add_widen_(lk, job->b_type, job->b + i0 * eb, bb, cnt);
+        float *ps = job->y_type == MC_F32 ? (float *)(job->y + i0 * ey) : sum;
+        for (int64_t i = 0; i < cnt; ++i)
+            ps[i] = pa[i] + pb[i];
+        if (job->act != MC_ACT_NONE)
+            lk->act.forward(job->act, ps, ps, cnt);
+        if (job->y_type != MC_F32)
+            lk->convert.cast[MC_F32][job->y_type](ps, job->y + i0 * ey, cnt);
+    }
+}
+
+int mc_add_act(int act, const char *a, int a_type, const char *b, int b_type, char *y,
+               int y_type, int64_t n)
+{
+    const int ok_type = (a_type == MC_F16 || a_type == MC_BF16 || a_type == MC_F32) &&
+                        (b_type == MC_F16 || b_type == MC_BF16 || b_type == MC_F32) &&
+                        (y_type == MC_F16 || y_type == MC_BF16 || y_type == MC_F32);
+    if (n < 0 || !ok_type || (n > 0 && (a == NULL || b == NULL || y == NULL)))
+        return MC_ACT_EARG;
+    if (n == 0)
+        return MC_ACT_OK;
+    mc_add_job_ job = {.lk = mc_kernels(mc_rt_level()), .act = act, .a_type = a_type,
+                       .b_type = b_type, .y_type = y_type, .a = a, .b = b, .y = y, .n = n,
+                       .unit = 0};
+    const int nt = mc_rt_threads_for(n, MC_ACT_PARALLEL_MIN);
+    int64_t unit = mc_act_ceil_div_(n, MC_ACT_UNITS_PER_THREAD_ * (int64_t)nt);
+    if (unit < MC_ACT_UNIT_MIN)
+        unit = MC_ACT_UNIT_MIN;
+    job.unit = (unit + MC_ADD_BLOCK_ - 1) / MC_ADD_BLOCK_ * MC_ADD_BLOCK_;
+    mc_run(mc_add_unit_, &job, mc_act_ceil_div_(n, job.unit), nt);
     return MC_ACT_OK;
 }

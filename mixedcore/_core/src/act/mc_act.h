@@ -24,6 +24,11 @@
  *      once to float32 (log1p keeps log-softmax accurate where the sum is close to 1).  exp is mc_act_exp_neg_sd_ (x[i] - m <= 0), its vector twin
  *      at the AVX-512 levels, whose eight double lanes are the eight partial sums; every level
  *      adds the same terms in the same order and gives the same bits.
+ *   f. The sum of two arrays with an activation (a residual Add, and the activation after it):
+ *      each element is widened exactly to float32, added (one rounding), activated as above and
+ *      rounded once to the output type -- what numpy gives for the float32 sum of the widened
+ *      values, activated and cast with kernels.cast.  Blocks of elements go through the level's
+ *      conversion and activation kernels in a buffer on the stack.
  */
 #ifndef MC_ACT_H_
 #define MC_ACT_H_
@@ -45,5 +50,9 @@ int mc_act_forward(int act, const float *x, float *y, int64_t n);
 int mc_act_backward(int act, const float *dy, const float *x, float *dx, int64_t n);
 /* Softmax (log_ 0) or log-softmax (log_ 1) of `rows` contiguous rows of n float32. */
 int mc_softmax(const float *x, float *y, int64_t rows, int64_t n, int log_);
+/* y = f(a + b) for n contiguous elements (design f): a, b and y each MC_F16, MC_BF16 or MC_F32
+ * (a type code of mc_types.h); y may be a or b itself (same type), or disjoint from both. */
+int mc_add_act(int act, const char *a, int a_type, const char *b, int b_type, char *y,
+               int y_type, int64_t n);
 
 #endif

@@ -1,0 +1,186 @@
+# Inference plans: a list of kernel calls over numbered buffers run by one C loop.
+#
+# Design:
+#   a. The caller (mixedcore.kernels._plan) has validated every step against the buffers' shapes
+#      and dtypes; this module fills the C descriptors (src/plan/mc_plan.h) once, keeps the
+#      objects they point into (packed weights, biases, kernels) alive with the plan, and runs
+#      ranges of steps with the buffers' addresses, without the GIL.
+
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memset
+
+cdef extern from "mc_act.h" nogil:
+    int mc_add_act(int act, const char *a, int a_type, const char *b, int b_type, char *y,
+                   int y_type, int64_t n)
+
+cdef extern from "mc_plan.h" nogil:
+    int MC_STEP_GEMM, MC_STEP_CONV, MC_STEP_DW, MC_STEP_POOL, MC_STEP_ADD
+    ctypedef struct mc_add_call:
+        int act, a_type, b_type, y_type
+        int64_t n
+    ctypedef union mc_plan_u:
+        mc_gemm_call gemm
+        mc_conv_call conv
+        mc_dw_call dw
+        mc_pool_call pool
+        mc_add_call add
+    ctypedef struct mc_plan_step:
+        int kind
+        int src, src2, dst
+        mc_plan_u u
+    int MC_PLAN_OK, MC_PLAN_NOMEM, MC_PLAN_FORMAT, MC_PLAN_EARG
+    int mc_plan_run(const mc_plan_step *steps, int64_t s0, int64_t s1, char *const *bufs,
+                    int64_t *failed)
+
+PLAN_NOMEM = MC_PLAN_NOMEM
+PLAN_FORMAT = MC_PLAN_FORMAT
+
+
+def add_act(cnp.ndarray a, cnp.ndarray b, cnp.ndarray y, int64_t n, int act, int a_type,
+            int b_type, int y_type):
+    """y = act(a + b) over n contiguous elements (validated by the caller)."""
+    cdef const char *ap = _data(a)
+    cdef const char *bp = _data(b)
+    cdef char *yp = _data(y)
+    cdef int r
+    with nogil:
+        r = mc_add_act(act, ap, a_type, bp, b_type, yp, y_type, n)
+    if r != 0:
+        raise ValueError("add: bad arguments")
+
+
+cdef class PlanSteps:
+    """The C steps of an inference plan (made by ``kernels.Plan``)."""
+    cdef mc_plan_step *steps
+    cdef int64_t n, cap
+    cdef list keep                # objects the descriptors point into
+    cdef list blocks              # malloc'd pointer arrays (a convolution's groups)
+
+    def __cinit__(self):
+        self.steps = NULL
+        self.n = self.cap = 0
+        self.keep = []
+        self.blocks = []
+
+    def __dealloc__(self):
+        cdef object p
+        for p in self.blocks:
+            free(<void *><uintptr_t>p)
+        free(self.steps)
+
+    def __len__(self):
+        return self.n
+
+    cdef mc_plan_step *_next(self, int kind, int src, int src2, int dst) except NULL:
+        cdef mc_plan_step *grown
+        if self.n == self.cap:
+            grown = <mc_plan_step *>realloc(self.steps, (self.cap * 2 + 16) * sizeof(mc_plan_step))
+            if grown == NULL:
+                raise MemoryError("Plan: cannot allocate its steps")
+            self.steps = grown
+            self.cap = self.cap * 2 + 16
+        cdef mc_plan_step *st = &self.steps[self.n]
+        memset(st, 0, sizeof(mc_plan_step))
+        st.kind = kind
+        st.src = src
+        st.src2 = src2
+        st.dst = dst
+        self.n += 1
+        return st
+
+    def gemm(self, int src, int dst, PackedMatrix w, int64_t m, int a_type, int out_type,
+             object bias, int act):
+        """out (m x n, out_type) = act(src (m x k, a_type) @ w + bias)."""
+        cdef mc_plan_step *st = self._next(MC_STEP_GEMM, src, -1, dst)
+        cdef int64_t ea = 4 if a_type == 2 else 2, eo = 4 if out_type == 2 else 2
+        st.u.gemm.g.m = m
+        st.u.gemm.g.n = w.p.n
+        st.u.gemm.g.k = w.p.k
+        st.u.gemm.g.a_rs = w.p.k * ea
+        st.u.gemm.g.a_cs = ea
+        st.u.gemm.g.a_type = a_type
+        st.u.gemm.g.b_type = w.p.type
+        st.u.gemm.g.o_rs = w.p.n * eo
+        st.u.gemm.g.o_cs = eo
+        st.u.gemm.g.out_type = out_type
+        if bias is not None:
+            st.u.gemm.g.bias = <const float *>_data(<cnp.ndarray>bias)
+            st.u.gemm.g.bias_s = 4 if w.p.n > 1 else 0   # one value per column
+        st.u.gemm.g.act = act
+        st.u.gemm.alpha = 1.0
+        st.u.gemm.beta = 0.0
+        st.u.gemm.batch = 1
+        st.u.gemm.packed = &w.p
+        self.keep += [w, bias]
+
+    def conv(self, int src, int dst, tuple packed, tuple geom, int64_t groups, int64_t f,
+             int x_type, int out_type, object bias, int act):
+        """Convolution as conv_gemm makes it."""
+        cdef mc_plan_step *st = self._next(MC_STEP_CONV, src, -1, dst)
+        cdef const mc_packed **w = <const mc_packed **>malloc(max(groups, 1) * sizeof(void *))
+        cdef int64_t i
+        if w == NULL:
+            raise MemoryError("Plan: cannot allocate a step")
+        self.blocks.append(<uintptr_t>w)
+        for i in range(groups):
+            w[i] = &(<PackedMatrix>packed[i]).p
+        _geom(&st.u.conv.geo, geom)
+        st.u.conv.groups = groups
+        st.u.conv.f = f
+        st.u.conv.x_type = x_type
+        st.u.conv.w = w
+        st.u.conv.out_type = out_type
+        if bias is not None:
+            st.u.conv.bias = <const float *>_data(<cnp.ndarray>bias)
+        st.u.conv.act = act
+        self.keep += [packed, bias]
+
+    def depthwise(self, int src, int dst, cnp.ndarray w, object bias, tuple geom, int64_t mult,
+                  int x_type, int out_type, int act):
+        """Depthwise convolution as conv_depthwise makes it (w: mult x kh x kw x c)."""
+        cdef mc_plan_step *st = self._next(MC_STEP_DW, src, -1, dst)
+        _geom(&st.u.dw.geo, geom)
+        st.u.dw.mult = mult
+        st.u.dw.x_type = x_type
+        st.u.dw.w = _data(w)
+        st.u.dw.out_type = out_type
+        if bias is not None:
+            st.u.dw.bias = <const void *>_data(<cnp.ndarray>bias)
+        st.u.dw.act = act
+        self.keep += [w, bias]
+
+    def pool(self, int src, int dst, tuple geom, int op, int x_type):
+        """Max (op 0) or average (op 1) pooling."""
+        cdef mc_plan_step *st = self._next(MC_STEP_POOL, src, -1, dst)
+        _geom(&st.u.pool.geo, geom)
+        st.u.pool.op = op
+        st.u.pool.x_type = x_type
+
+    def add(self, int a, int b, int dst, int64_t n, int act, int a_type, int b_type,
+            int y_type):
+        """dst = act(a + b) over n elements."""
+        cdef mc_plan_step *st = self._next(MC_STEP_ADD, a, b, dst)
+        st.u.add.act = act
+        st.u.add.a_type = a_type
+        st.u.add.b_type = b_type
+        st.u.add.y_type = y_type
+        st.u.add.n = n
+
+    def run(self, int64_t s0, int64_t s1, list buffers):
+        """Runs steps [s0, s1) with buffer i the data of ``buffers[i]`` (C-contiguous arrays,
+        or None for a buffer no step in the range reads or writes).  Returns (status, index of
+        the step that failed).  Runs in several threads at once each have their own table."""
+        cdef int64_t nb = len(buffers), i, failed = -1
+        cdef char **bufs = <char **>malloc(max(nb, 1) * sizeof(char *))
+        cdef int r
+        if bufs == NULL:
+            raise MemoryError("Plan: cannot allocate its buffer table")
+        try:
+            for i in range(nb):
+                b = buffers[i]
+                bufs[i] = NULL if b is None else _data(<cnp.ndarray>b)
+            with nogil:
+                r = mc_plan_run(self.steps, s0, s1, bufs, &failed)
+        finally:
+            free(bufs)
+        return r, failed

@@ -1,0 +1,57 @@
+/* The plan runner; see mc_plan.h. */
+#include "mc_plan.h"
+
+static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
+{
+    switch (st->kind) {
+    case MC_STEP_GEMM: {
+        mc_gemm_call c = st->u.gemm;
+        c.g.a = bufs[st->src];
+        c.g.out = bufs[st->dst];
+        const int r = mc_gemm(&c);
+        return r == MC_GEMM_OK ? MC_PLAN_OK : r == MC_GEMM_FORMAT ? MC_PLAN_FORMAT
+                                                                   : MC_PLAN_NOMEM;
+    }
+    case MC_STEP_CONV: {
+        mc_conv_call c = st->u.conv;
+        c.x = bufs[st->src];
+        c.out = bufs[st->dst];
+        const int r = mc_conv_gemm(&c);
+        return r == MC_CONV_OK ? MC_PLAN_OK : r == MC_CONV_FORMAT ? MC_PLAN_FORMAT
+                                                                   : MC_PLAN_NOMEM;
+    }
+    case MC_STEP_DW: {
+        mc_dw_call c = st->u.dw;
+        c.x = bufs[st->src];
+        c.out = bufs[st->dst];
+        return mc_conv_depthwise(&c) == MC_CONV_OK ? MC_PLAN_OK : MC_PLAN_NOMEM;
+    }
+    case MC_STEP_POOL: {
+        mc_pool_call c = st->u.pool;
+        c.x = bufs[st->src];
+        c.out = bufs[st->dst];
+        return mc_pool(&c) == MC_POOL_OK ? MC_PLAN_OK : MC_PLAN_NOMEM;
+    }
+    case MC_STEP_ADD: {
+        const mc_add_call *c = &st->u.add;
+        return mc_add_act(c->act, bufs[st->src], c->a_type, bufs[st->src2], c->b_type,
+                          bufs[st->dst], c->y_type, c->n) == MC_ACT_OK ? MC_PLAN_OK
+                                                                       : MC_PLAN_EARG;
+    }
+    default:
+        return MC_PLAN_EARG;
+    }
+}
+
+int mc_plan_run(const mc_plan_step *steps, int64_t s0, int64_t s1, char *const *bufs,
+                int64_t *failed)
+{
+    for (int64_t i = s0; i < s1; ++i) {
+        const int r = mc_plan_step_(&steps[i], bufs);
+        if (r != MC_PLAN_OK) {
+            *failed = i;
+            return r;
+        }
+    }
+    return MC_PLAN_OK;
+}

@@ -1,0 +1,52 @@
+/* An inference plan: a flat list of kernel calls over numbered buffers, run by one loop.
+ *
+ * Design:
+ *   a. A step is one call of a family's driver -- the GEMM with weights packed ahead, the
+ *      convolution, the depthwise convolution, pooling, the sum with an activation -- whose
+ *      descriptor the caller filled once, with every array named by a buffer number instead of
+ *      an address.  The runner copies the descriptor, puts the buffers' addresses in and calls
+ *      the driver: the results are those of the same calls made one by one, bit for bit.
+ *   b. The buffers' addresses are given per run (the caller cuts an arena into them and adds
+ *      the inputs and outputs), so one plan runs any number of times without allocating; the
+ *      drivers take their scratch from the workspace as always.
+ *   c. The runner stops at the first step whose driver fails and says which.
+ */
+#ifndef MC_PLAN_H_
+#define MC_PLAN_H_
+
+#include <stdint.h>
+#include "mc_act.h"
+#include "mc_conv.h"
+#include "mc_gemm.h"
+#include "mc_pool.h"
+
+enum { MC_STEP_GEMM = 1, MC_STEP_CONV = 2, MC_STEP_DW = 3, MC_STEP_POOL = 4, MC_STEP_ADD = 5 };
+
+/* mc_add_act's arguments but the arrays */
+typedef struct {
+    int act, a_type, b_type, y_type;
+    int64_t n;
+} mc_add_call;
+
+typedef struct {
+    int kind;                    /* MC_STEP_* */
+    int32_t src, src2, dst;      /* buffer numbers: the input (GEMM: A), the second input of a
+                                    sum (else -1), the output */
+    union {
+        mc_gemm_call gemm;       /* g.a, g.out from the buffers; one item, B packed */
+        mc_conv_call conv;       /* x, out from the buffers */
+        mc_dw_call dw;
+        mc_pool_call pool;
+        mc_add_call add;
+    } u;
+} mc_plan_step;
+
+enum { MC_PLAN_OK = 0, MC_PLAN_NOMEM = -1, MC_PLAN_FORMAT = -2, MC_PLAN_EARG = -3 };
+
+/* Runs steps [s0, s1) with buffer i at bufs[i].  Returns MC_PLAN_OK, or the failure of the
+ * first step that failed (its index in *failed): MC_PLAN_NOMEM (scratch), MC_PLAN_FORMAT
+ * (packed weights the current level cannot use), MC_PLAN_EARG (a step of unknown kind). */
+int mc_plan_run(const mc_plan_step *steps, int64_t s0, int64_t s1, char *const *bufs,
+                int64_t *failed);
+
+#endif

@@ -1,0 +1,450 @@
+"""Inference plans: a list of kernel calls over buffers, checked once and run by one C loop.
+
+Design:
+  a. A ``Plan`` is built step by step: each method checks its step as the kernel function of
+     the same name checks a call (dtypes, shapes, the window geometry, packed weights) against
+     the buffers it reads, then records the filled C descriptor (``_core/_plan.pxi``,
+     ``src/plan/mc_plan.h``) and returns the buffer it writes.  A step computes exactly what the
+     kernel function computes for the same arguments, bit for bit.
+  b. Buffers are numbered.  ``input`` buffers are the arrays given to ``run``; the buffers
+     ``finish`` names as outputs are new arrays on every run; a ``call`` step (any Python
+     function of arrays, for what has no C step) binds its result; every other buffer is a
+     piece of one arena allocated by ``finish``.  Pieces are placed by liveness: a buffer lives
+     from the step that writes it to the last step that reads it, and two buffers share bytes
+     only when their lives do not overlap (largest first, each at the lowest offset that
+     fits).  ``reshape`` gives a view of a buffer under another shape, the same bytes.
+  c. ``run`` runs consecutive C steps as one range in the core without the GIL and the
+     ``call`` steps between the ranges; nothing is allocated but the outputs (and what the
+     ``call`` functions and the drivers' workspaces allocate).  A run takes an arena no other
+     run is using -- a second one is made when runs overlap in several threads -- and gives it
+     back after.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from numpy.typing import DTypeLike
+
+from mixedcore._core import _mixedcore as _lib
+from mixedcore.kernels._act import ACT_CODES
+from mixedcore.kernels._cast import cast
+from mixedcore.kernels._checks import FLOAT_CODES, as_native, resolve_dtype
+from mixedcore.kernels._conv import PackedConv, _bias32
+from mixedcore.kernels._gemm import GEMM_CODES, GEMM_NAMES, PackedMatrix
+from mixedcore.kernels._pool import _pool_mode
+from mixedcore.kernels._runtime import ISA_LEVELS
+from mixedcore.kernels._window import IntPair, window_geometry
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_ALIGN = 64
+
+# buffer kinds
+_ARENA, _INPUT, _OUTPUT, _BOUND = "arena", "input", "output", "bound"
+
+
+class _Buffer:
+    __slots__ = ("shape", "dtype", "kind", "root", "first", "last", "offset")
+
+    def __init__(self, shape, dtype, kind, root, first):
+        self.shape, self.dtype, self.kind, self.root = shape, dtype, kind, root
+        self.first = self.last = first
+        self.offset = None
+
+    @property
+    def nbytes(self):
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+class Plan:
+    """A compiled list of kernel calls over buffers (see the module's design notes).
+
+    Build it with ``input``, the step methods (``conv2d``, ``depthwise_conv2d``, ``matmul``,
+    ``pool2d``, ``add``, ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns
+    the outputs.  A step method returns the number of the buffer its result is in (``call``: a
+    list of them).
+    """
+
+    def __init__(self):
+        self._core = _lib.PlanSteps()
+        self._buffers: list[_Buffer] = []
+        self._ops: list = []           # ("c", step index) or ("py", fn, srcs, dst)
+        self._inputs: list[int] = []
+        self._outputs: list[int] | None = None
+        self._segments: list = []
+        self._arena_size = None
+        self._free: list = []            # arenas no run is using: (arena, views)
+        self.level = ISA_LEVELS[_lib.get_level()]
+
+    # -- buffers --------------------------------------------------------------------------------
+    def _new(self, shape, dtype, kind, root=None):
+        if self._outputs is not None:
+            raise ValueError("Plan: the plan is finished; no step can be added")
+        index = len(self._buffers)
+        self._buffers.append(_Buffer(tuple(int(d) for d in shape), np.dtype(dtype), kind,
+                                     index if root is None else root, len(self._ops)))
+        return index
+
+    def _read(self, fname, index):
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or \
+                not 0 <= index < len(self._buffers):
+            raise ValueError(f"{fname}: no buffer {index!r} in this plan "
+                             f"({len(self._buffers)} buffers)")
+        buf = self._buffers[index]
+        root = self._buffers[buf.root]
+        root.last = max(root.last, len(self._ops))
+        return buf
+
+    def input(self, shape: Sequence[int], dtype: DTypeLike) -> int:
+        """A buffer given to every run (in the order of the ``input`` calls)."""
+        dt = np.dtype(dtype)
+        if any(int(d) < 0 for d in shape):
+            raise ValueError(f"Plan.input: negative dimension in shape {tuple(shape)}")
+        index = self._new(shape, dt, _INPUT)
+        self._inputs.append(index)
+        return index
+
+    def shape(self, index: int) -> tuple[int, ...]:
+        return self._read("Plan.shape", index).shape
+
+    def dtype(self, index: int) -> np.dtype:
+        return self._read("Plan.dtype", index).dtype
+
+    # -- steps ----------------------------------------------------------------------------------
+    def _c_step(self, dst):
+        """Records the C step just added to the core (it writes ``dst``)."""
+        self._buffers[dst].first = len(self._ops)
+        self._ops.append(("c", len(self._core) - 1))
+
+    def _gemm_operand(self, fname, index):
+        buf = self._read(fname, index)
+        if buf.dtype not in GEMM_CODES:
+            raise TypeError(f"{fname}: buffer {index} has dtype {buf.dtype}; supported: "
+                            f"{GEMM_NAMES}")
+        return buf
+
+    def matmul(self, src: int, b: PackedMatrix, *, bias: np.ndarray | None = None,
+               activation: str | None = None, out_dtype: DTypeLike | None = None) -> int:
+        """``activation(src @ b + bias)`` over the last axis of ``src``, as ``kernels.matmul``
+        with a packed ``b`` computes it."""
+        fname = "Plan.matmul"
+        buf = self._gemm_operand(fname, src)
+        if not isinstance(b, PackedMatrix):
+            raise TypeError(f"{fname}: b must be a PackedMatrix, got {type(b).__name__}")
+        k, n = b.shape
+        if not buf.shape or buf.shape[-1] != k:
+            raise ValueError(f"{fname}: buffer {src} of shape {buf.shape} cannot multiply b of "
+                             f"shape {b.shape}")
+        _check_packed(fname, b)
+        act = _act_code(fname, activation)
+        target = _out(fname, out_dtype)
+        bias32 = _bias32(fname, bias, n)
+        dst = self._new(buf.shape[:-1] + (n,), target, _ARENA)
+        m = math.prod(buf.shape[:-1])
+        if m and n:
+            self._core.gemm(src, dst, b, m, GEMM_CODES[buf.dtype], GEMM_CODES[target], bias32,
+                            act)
+            self._c_step(dst)
+        return dst
+
+    def conv2d(self, src: int, kernel: PackedConv, *, strides: IntPair = 1,
+               padding="valid", dilation_rate: IntPair = 1, bias: np.ndarray | None = None,
+               activation: str | None = None, out_dtype: DTypeLike | None = None) -> int:
+        """A convolution as ``kernels.conv2d`` computes it with a ``PackedConv``."""
+        fname = "Plan.conv2d"
+        buf = self._gemm_operand(fname, src)
+        if not isinstance(kernel, PackedConv):
+            raise TypeError(f"{fname}: kernel must be a PackedConv, got {type(kernel).__name__}")
+        if len(buf.shape) != 4:
+            raise ValueError(f"{fname}: buffer {src} must have shape (batch, height, width, "
+                             f"channels), got {buf.shape}")
+        kh, kw, cg, f = kernel.kernel_shape
+        groups = kernel.groups
+        if buf.shape[3] != cg * groups:
+            raise ValueError(f"{fname}: buffer {src} has {buf.shape[3]} channels; a kernel of "
+                             f"shape {kernel.kernel_shape} with groups={groups} needs "
+                             f"{cg * groups}")
+        for m in kernel.matrices:
+            _check_packed(fname, m)
+        geom = window_geometry(fname, buf.shape, (kh, kw), strides, padding, dilation_rate)
+        act = _act_code(fname, activation)
+        target = _out(fname, out_dtype)
+        bias32 = _bias32(fname, bias, f)
+        if kh == kw == 1 and groups == 1 and geom[6:8] == (1, 1) and geom[10:12] == (0, 0) \
+                and (geom[12], geom[13]) == (geom[1], geom[2]):
+            # pointwise: the product of the pixels with the kernel, as kernels.conv2d runs it
+            return self.matmul(src, kernel.matrices[0], bias=bias32, activation=activation,
+                               out_dtype=target)
+        dst = self._new((geom[0], geom[12], geom[13], f), target, _ARENA)
+        if math.prod(self._buffers[dst].shape):
+            self._core.conv(src, dst, tuple(kernel.matrices), geom, groups, f,
+                            GEMM_CODES[buf.dtype], GEMM_CODES[target], bias32, act)
+            self._c_step(dst)
+        return dst
+
+    def depthwise_conv2d(self, src: int, kernel: np.ndarray, *, strides: IntPair = 1,
+                         padding="valid", dilation_rate: IntPair = 1,
+                         bias: np.ndarray | None = None, activation: str | None = None,
+                         out_dtype: DTypeLike | None = None) -> int:
+        """A depthwise convolution as ``kernels.depthwise_conv2d`` computes it (float16,
+        bfloat16 or float32 buffers; the kernel taken as float32 values)."""
+        fname = "Plan.depthwise_conv2d"
+        buf = self._gemm_operand(fname, src)
+        if not isinstance(kernel, np.ndarray):
+            raise TypeError(f"{fname}: kernel must be a numpy.ndarray, got "
+                            f"{type(kernel).__name__}")
+        if FLOAT_CODES.get(kernel.dtype.newbyteorder("=")) is None:
+            raise TypeError(f"{fname}: unsupported kernel dtype {kernel.dtype}")
+        if len(buf.shape) != 4 or kernel.ndim != 4 or kernel.shape[2] != buf.shape[3]:
+            raise ValueError(f"{fname}: kernel of shape {kernel.shape} does not suit buffer "
+                             f"{src} of shape {buf.shape}")
+        kh, kw, c, mult = kernel.shape
+        geom = window_geometry(fname, buf.shape, (kh, kw), strides, padding, dilation_rate)
+        act = _act_code(fname, activation)
+        target = _out(fname, out_dtype)
+        w = np.ascontiguousarray(cast(as_native(kernel), _F32).transpose(3, 0, 1, 2))
+        bias32 = _bias32(fname, bias, c * mult)
+        dst = self._new((geom[0], geom[12], geom[13], c * mult), target, _ARENA)
+        if math.prod(self._buffers[dst].shape):
+            self._core.depthwise(src, dst, w, bias32, geom, mult, FLOAT_CODES[buf.dtype],
+                                 FLOAT_CODES[target], act)
+            self._c_step(dst)
+        return dst
+
+    def pool2d(self, src: int, pool_size: IntPair, *, strides: IntPair | None = None,
+               padding: str = "valid", mode: str = "max") -> int:
+        """Pooling as ``kernels.pool2d`` computes it."""
+        fname = "Plan.pool2d"
+        buf = self._gemm_operand(fname, src)
+        if len(buf.shape) != 4:
+            raise ValueError(f"{fname}: buffer {src} must have shape (batch, height, width, "
+                             f"channels), got {buf.shape}")
+        op = _pool_mode(fname, mode)
+        if not (isinstance(padding, str) and padding.lower() in ("valid", "same")):
+            raise ValueError(f"{fname}: padding must be 'valid' or 'same', got {padding!r}")
+        geom = window_geometry(fname, buf.shape, pool_size,
+                               pool_size if strides is None else strides, padding, 1)
+        dst = self._new((geom[0], geom[12], geom[13], geom[3]), buf.dtype, _ARENA)
+        if math.prod(self._buffers[dst].shape):
+            self._core.pool(src, dst, geom, op, FLOAT_CODES[buf.dtype])
+            self._c_step(dst)
+        return dst
+
+    def add(self, a: int, b: int, *, activation: str | None = None,
+            out_dtype: DTypeLike | None = None) -> int:
+        """``activation(a + b)`` of two buffers of one shape, as ``kernels.add``."""
+        fname = "Plan.add"
+        ba, bb = self._gemm_operand(fname, a), self._gemm_operand(fname, b)
+        if ba.shape != bb.shape:
+            raise ValueError(f"{fname}: buffers {a} and {b} have shapes {ba.shape} and "
+                             f"{bb.shape}; they must be equal")
+        act = _act_code(fname, activation)
+        target = _out(fname, out_dtype)
+        dst = self._new(ba.shape, target, _ARENA)
+        n = math.prod(ba.shape)
+        if n:
+            self._core.add(a, b, dst, n, act, GEMM_CODES[ba.dtype], GEMM_CODES[bb.dtype],
+                           GEMM_CODES[target])
+            self._c_step(dst)
+        return dst
+
+    def reshape(self, src: int, shape: Sequence[int]) -> int:
+        """The buffer under another shape (the same elements, the same bytes)."""
+        buf = self._read("Plan.reshape", src)
+        shape = tuple(int(d) for d in shape)
+        if math.prod(shape) != math.prod(buf.shape) or any(d < 0 for d in shape):
+            raise ValueError(f"Plan.reshape: cannot reshape buffer {src} of shape {buf.shape} "
+                             f"into {shape}")
+        return self._new(shape, buf.dtype, buf.kind if buf.kind != _OUTPUT else _ARENA,
+                         root=buf.root)
+
+    def call(self, fn: Callable[..., Sequence[np.ndarray]], srcs: Sequence[int],
+             outputs: Sequence[tuple[Sequence[int], DTypeLike]]) -> list[int]:
+        """A step in Python: ``fn(*arrays of srcs)`` returns a sequence of arrays, one per
+        ``(shape, dtype)`` of ``outputs`` (checked on every run); the buffers they are bound to
+        are returned."""
+        if not callable(fn):
+            raise TypeError(f"Plan.call: fn must be callable, got {type(fn).__name__}")
+        srcs = [int(s) for s in srcs]
+        for s in srcs:
+            self._read("Plan.call", s)
+        dsts = [self._new(shape, np.dtype(dtype), _BOUND) for shape, dtype in outputs]
+        self._ops.append(("py", fn, srcs, dsts))
+        return dsts
+
+    # -- finishing and running -----------------------------------------------------------------
+    def finish(self, outputs: Sequence[int]) -> None:
+        """Ends the plan: ``outputs`` are returned by ``run`` (new arrays on every run); places
+        the other buffers in the arena."""
+        if self._outputs is not None:
+            raise ValueError("Plan.finish: the plan is already finished")
+        outputs = [int(o) for o in outputs]
+        for o in outputs:
+            self._read("Plan.finish", o)
+        end = len(self._ops)
+        for o in outputs:
+            root = self._buffers[self._buffers[o].root]
+            root.last = end
+            if root.kind == _ARENA:
+                root.kind = _OUTPUT
+        self._outputs = outputs
+        self._place()
+        self._segments = self._cut()
+
+    def _place(self):
+        roots = [b for i, b in enumerate(self._buffers) if b.root == i and b.kind == _ARENA]
+        placed: list[_Buffer] = []
+        size = 0
+        for buf in sorted(roots, key=lambda b: (-b.nbytes, b.first)):
+            need = -(-buf.nbytes // _ALIGN) * _ALIGN
+            busy = sorted((p.offset, p.offset + -(-p.nbytes // _ALIGN) * _ALIGN) for p in placed
+                          if p.first <= buf.last and buf.first <= p.last)
+            offset = 0
+            for lo, hi in busy:
+                if offset + need <= lo:
+                    break
+                offset = max(offset, hi)
+            buf.offset = offset
+            placed.append(buf)
+            size = max(size, offset + need)
+        self._arena_size = size
+        self._free.append(self._new_arena())
+
+    def _new_arena(self):
+        """An arena and the views of the buffers in it (None for the others)."""
+        arena = np.empty(self._arena_size + _ALIGN, np.uint8)
+        base = (-arena.ctypes.data) % _ALIGN
+        views = []
+        for buf in self._buffers:
+            root = self._buffers[buf.root]
+            if root.kind == _ARENA:
+                start = base + root.offset
+                views.append(arena[start:start + buf.nbytes].view(buf.dtype).reshape(buf.shape))
+            else:
+                views.append(None)
+        return arena, views
+
+    def _cut(self):
+        segments, start = [], None
+        for op in self._ops:
+            if op[0] == "c":
+                if start is None:
+                    start = op[1]
+                end = op[1] + 1
+            else:
+                if start is not None:
+                    segments.append(("c", start, end))
+                    start = None
+                segments.append(op)
+        if start is not None:
+            segments.append(("c", start, end))
+        return segments
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arena (the buffers between the steps; not the outputs or the weights)."""
+        return 0 if self._arena_size is None else self._arena_size + _ALIGN
+
+    def __len__(self):
+        return len(self._ops)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The outputs for ``inputs`` (one array per ``input`` buffer, of its shape and dtype;
+        made C-contiguous when not)."""
+        fname = "Plan.run"
+        if self._outputs is None:
+            raise ValueError(f"{fname}: finish the plan first")
+        if len(inputs) != len(self._inputs):
+            raise ValueError(f"{fname}: the plan takes {len(self._inputs)} inputs, got "
+                             f"{len(inputs)}")
+        for index, x in zip(self._inputs, inputs):
+            buf = self._buffers[index]
+            if not isinstance(x, np.ndarray) or x.shape != buf.shape or x.dtype != buf.dtype:
+                raise ValueError(f"{fname}: input {index} must be an array of shape {buf.shape} "
+                                 f"and dtype {buf.dtype}, got "
+                                 f"{getattr(x, 'shape', type(x).__name__)} "
+                                 f"{getattr(x, 'dtype', '')}".rstrip())
+        try:            # an arena of its own: runs in other threads use others
+            arena, views = self._free.pop()
+        except IndexError:
+            arena, views = self._new_arena()
+        try:
+            return self._run(inputs, arena, list(views))
+        finally:
+            self._free.append((arena, views))
+
+    def _run(self, inputs, arena, arrays):
+        fname = "Plan.run"
+        for index, x in zip(self._inputs, inputs):
+            arrays[index] = np.ascontiguousarray(x)
+        for i, buf in enumerate(self._buffers):
+            root = self._buffers[buf.root]
+            if root.kind == _OUTPUT and buf.root == i:
+                arrays[i] = np.empty(buf.shape, buf.dtype)
+        self._bind_views(arrays, (_INPUT, _OUTPUT))
+        for seg in self._segments:
+            if seg[0] == "c":
+                status, failed = self._core.run(seg[1], seg[2], arrays)
+                if status:
+                    self._fail(status, failed)
+            else:
+                _, fn, srcs, dsts = seg
+                results = fn(*[arrays[s] for s in srcs])
+                if not isinstance(results, (list, tuple)) or len(results) != len(dsts):
+                    raise ValueError(f"{fname}: a call step must return a list of "
+                                     f"{len(dsts)} arrays, got {type(results).__name__}")
+                for dst, result in zip(dsts, results):
+                    arrays[dst] = self._bound(result, dst, arena)
+                    self._bind_views(arrays, (_BOUND,), dst)
+        return [arrays[o] for o in self._outputs]
+
+    def _bind_views(self, arrays, kinds, root=None):
+        """The reshaped views of the buffers of ``kinds`` (of ``root`` only, if given)."""
+        for i, buf in enumerate(self._buffers):
+            if buf.root != i and self._buffers[buf.root].kind in kinds and \
+                    (root is None or buf.root == root):
+                arrays[i] = arrays[buf.root].reshape(buf.shape)
+
+    def _bound(self, result, dst, arena):
+        buf = self._buffers[dst]
+        if not isinstance(result, np.ndarray) or result.shape != buf.shape or \
+                result.dtype != buf.dtype:
+            raise ValueError(f"Plan.run: a call step returned "
+                             f"{getattr(result, 'shape', type(result).__name__)} "
+                             f"{getattr(result, 'dtype', '')} where the plan expects shape "
+                             f"{buf.shape} and dtype {buf.dtype}")
+        if np.may_share_memory(result, arena):
+            return result.copy()            # a view of the arena would be overwritten
+        return np.ascontiguousarray(result)
+
+    def _fail(self, status, failed):
+        if status == _lib.PLAN_FORMAT:
+            raise ValueError(f"Plan.run: step {failed} holds weights packed at level "
+                             f"{self.level!r}, which the current level "
+                             f"{ISA_LEVELS[_lib.get_level()]!r} cannot use; build the plan "
+                             f"again")
+        raise MemoryError(f"Plan.run: step {failed} could not allocate its work buffers")
+
+
+def _act_code(fname, activation):
+    if activation is None:
+        return 0
+    code = ACT_CODES.get(activation) if isinstance(activation, str) else None
+    if code is None:
+        raise ValueError(f"{fname}: unknown activation {activation!r}; expected one of "
+                         f"{list(ACT_CODES)} or None")
+    return code
+
+
+def _out(fname, out_dtype):
+    target = _F32 if out_dtype is None else resolve_dtype(fname, out_dtype)
+    if target not in GEMM_CODES:
+        raise TypeError(f"{fname}: unsupported out_dtype {target}; supported: {GEMM_NAMES}")
+    return target
+
+
+def _check_packed(fname, packed):
+    if packed.stale:
+        raise ValueError(f"{fname}: the weights were packed at level {packed.isa!r} with other "
+                         f"panels than the current level uses; pack them again")

@@ -1,0 +1,267 @@
+"""Compiled inference: a functional model's graph lowered once into a ``kernels.Plan``.
+
+Design:
+  A. When.  A graph's inference call (``Graph.infer``: ``predict``, ``model(x)``, the command
+     line's ``predict``) in which no masks flow and no observer is set runs a plan.  A plan is made
+     at the first call for a tuple of input shapes and dtypes at the current ISA level, and is
+     kept (the last ``MAX_PLANS`` of them) while the weights it holds are current: it records
+     each such layer's weight version (``_version``, which every weight change moves) and dtype
+     policy object, and is made again when one differs.  Training runs the graph layer by layer.
+  B. How.  The graph first runs once layer by layer (with its folds), recording every tensor's
+     shape and dtype -- that run's outputs are the call's --; then each node, in run order,
+     becomes plan steps, a fold (``_folding``) lowered as its fused call:
+       - Conv2D and DepthwiseConv2D (a BatchNormalization folded in or not; an activation of
+         ``activations.FUSED`` or linear, its own or folded) -> a convolution step with the
+         layer's packed (folded) weights and float32 bias, epilogue activation and output in the
+         compute dtype; a pointwise Conv2D is the GEMM's step;
+       - Dense (its kernel applied over the last axis) -> the GEMM's step;
+       - Add of two tensors of one shape, with the activation folded after it or not -> the
+         sum's step;
+       - MaxPooling2D / AveragePooling2D -> the pooling step;
+       - ZeroPadding2D read only by a convolution with "valid" padding -> that padding in the
+         convolution's window (no padded copy); Flatten and Reshape -> views;
+       - anything else (and anything above whose operands are not in the layer's compute dtype)
+         -> a Python step that calls the layer (or runs the fold) as the graph does.
+     Each lowered step is the kernel call the layer (or fold) makes at inference with the same
+     operands, so a plan gives the bits of the layer-by-layer inference with the same folds,
+     under every policy (tests/test_plan.py).
+  C. Activations stay in each layer's compute dtype between layers (16-bit under the mixed
+     policies): the layers' outputs are, and the plan keeps them in its arena (``Plan``);
+     only a layer whose operands are in another dtype casts them, as its own call would.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mixedcore import activations as _activations
+from mixedcore import kernels
+from mixedcore._dtypes import dtype_name, is_floating, to_compute
+from mixedcore.layers._conv import Conv2D, DepthwiseConv2D
+from mixedcore.layers._core import Dense
+from mixedcore.layers._merging import Add
+from mixedcore.layers._node import KerasTensor, flatten, map_structure
+from mixedcore.layers._pooling import AveragePooling2D, MaxPooling2D
+from mixedcore.layers._reshaping import Flatten, Reshape, ZeroPadding2D
+
+__all__ = ["InferencePlan", "MAX_PLANS"]
+
+MAX_PLANS = 4
+_GEMM = ("float16", "bfloat16", "float32")
+
+
+def plan_key(values):
+    """What a plan is made for: the inputs' shapes and dtypes and the ISA level."""
+    return (tuple((v.shape, v.dtype.str) for v in values), kernels.isa())
+
+
+class InferencePlan:
+    """A graph's inference for one tuple of input shapes and dtypes (design A, B)."""
+
+    def __init__(self, graph, values, specs):
+        """``specs``: ``{id(tensor): (shape, dtype)}`` of a run of the graph on ``values``."""
+        self.key = plan_key(values)
+        self._specs = specs
+        for t, v in zip(graph.inputs, values):
+            self._specs[id(t)] = (v.shape, v.dtype)
+        self._held = []                 # (layer, weight version, dtype policy) the plan holds
+        self.plan = kernels.Plan()
+        self._env = {}                  # id(tensor) -> (buffer, pending padding layer or None)
+        for t, v in zip(graph.inputs, values):
+            self._env[id(t)] = (self.plan.input(v.shape, v.dtype), None)
+        self._uses = graph.uses
+        skipped = set()
+        for node, single, _, _, _ in graph._steps:
+            if id(node) in skipped:
+                continue
+            fold = graph._folds.get(id(node)) if node.layer.built else None
+            if fold is not None:
+                skipped.update(fold.skipped)
+            if not self._lower(node, single, fold):
+                self._python_step(node, fold)
+        self.plan.finish([self._buffer(id(t)) for t in graph.outputs])
+        del self._env, self._specs, self._uses
+
+    # -- validity and running ------------------------------------------------------------------
+    def current(self):
+        """Whether the weights and policies the plan holds are still the layers' (design A)."""
+        return all(layer._version == version and layer._dtype_policy is policy
+                   for layer, version, policy in self._held)
+
+    def run(self, values):
+        return self.plan.run(values)
+
+    @property
+    def nbytes(self):
+        return self.plan.nbytes
+
+    # -- lowering -------------------------------------------------------------------------------
+    def _hold(self, layer):
+        self._held.append((layer, layer._version, layer._dtype_policy))
+
+    def _buffer(self, key):
+        """The buffer of a tensor, a pending padding made real first."""
+        buf, pad = self._env[key]
+        if pad is not None:
+            shape, dtype = self._specs[key]
+            [buf] = self.plan.call(_calling(pad), [buf], [(shape, dtype)])
+            self._env[key] = (buf, None)
+        return buf
+
+    def _operand(self, key, cd):
+        """The buffer of a tensor for a layer computing in ``cd``: cast first when in another
+        floating dtype (as the layer's call casts it); None when it cannot be."""
+        buf = self._buffer(key)
+        dt = self.plan.dtype(buf)
+        if dt == cd:
+            return buf
+        if not is_floating(dt):
+            return None
+        [buf] = self.plan.call(lambda a: [to_compute(a, cd)], [buf],
+                               [(self.plan.shape(buf), cd)])
+        return buf
+
+    def _lower(self, node, single, fold):
+        layer = node.layer
+        if single is None or len(node.output_tensors) != 1:
+            return self._lower_add(node, fold) if type(layer) is Add else False
+        out = fold.out if fold is not None else id(node.output_tensors[0])
+        kind = type(layer)
+        cd = layer._compute_np()
+        if kind in (Conv2D, DepthwiseConv2D):
+            return self._lower_conv(layer, single, fold, out, cd)
+        if kind is Dense:
+            return self._lower_dense(layer, single, fold, out, cd)
+        if fold is not None:
+            return False
+        if kind in (MaxPooling2D, AveragePooling2D):
+            if dtype_name(cd) not in _GEMM:
+                return False
+            src = self._operand(single, cd)
+            if src is None:
+                return False
+            self._env[out] = (self.plan.pool2d(src, layer.pool_size, strides=layer.strides,
+                                               padding=layer.padding, mode=layer._mode), None)
+            return True
+        if kind is ZeroPadding2D:
+            buf, pad = self._env[single]
+            if pad is None and self.plan.dtype(buf) == cd and self._uses.get(out) == 1:
+                self._env[out] = (buf, layer)
+                return True
+            return False
+        if kind in (Flatten, Reshape):
+            buf = self._buffer(single)
+            if self.plan.dtype(buf) != cd:
+                return False
+            self._env[out] = (self.plan.reshape(buf, self._specs[out][0]), None)
+            return True
+        return False
+
+    def _epilogue(self, layer, fold):
+        """(norm or None, activation name or None) of a product's fused call, or None when
+        its activation does not run in the epilogue."""
+        if fold is not None:
+            return fold.norm, fold.activation
+        act = layer.activation
+        if act != "linear" and act not in _activations.FUSED:
+            return None
+        return None, None if act == "linear" else act
+
+    def _lower_conv(self, layer, single, fold, out, cd):
+        epilogue = self._epilogue(layer, fold)
+        if epilogue is None or dtype_name(cd) not in _GEMM or layer._rank != 2:
+            return False
+        norm, act = epilogue
+        buf, pad = self._env[single]
+        padding = layer.padding
+        if pad is not None and padding == "valid" and self.plan.dtype(buf) == cd:
+            padding = pad.padding           # the zeros in the window, not in a copy
+        else:
+            buf = self._operand(single, cd)
+            if buf is None:
+                return False
+        kernel, bias = layer._folded_operands(norm)
+        opts = dict(strides=layer.strides, padding=padding, dilation_rate=layer.dilation_rate,
+                    bias=bias, activation=act, out_dtype=cd)
+        if type(layer) is Conv2D:
+            dst = self.plan.conv2d(buf, kernel, **opts)
+        else:
+            dst = self.plan.depthwise_conv2d(buf, kernel, **opts)
+        self._hold(layer)
+        if norm is not None:
+            self._hold(norm)
+        self._env[out] = (dst, None)
+        return True
+
+    def _lower_dense(self, layer, single, fold, out, cd):
+        epilogue = self._epilogue(layer, fold)
+        if epilogue is None or dtype_name(cd) not in _GEMM:
+            return False
+        buf = self._buffer(single)
+        if self.plan.dtype(buf) != cd:      # Dense computes in its input's dtype
+            return False
+        norm, act = epilogue
+        kernel, bias = layer._folded_operands(norm)
+        dst = self.plan.matmul(buf, kernel, bias=bias, activation=act, out_dtype=cd)
+        self._hold(layer)
+        if norm is not None:
+            self._hold(norm)
+        self._env[out] = (dst, None)
+        return True
+
+    def _lower_add(self, node, fold):
+        layer = node.layer
+        arg = node.args[0] if len(node.args) == 1 and not node.kwargs else None
+        if not (isinstance(arg, (list, tuple)) and len(arg) == 2
+                and all(isinstance(t, KerasTensor) for t in arg)):
+            return False
+        if fold is not None and fold.norm is not None:
+            return False
+        cd = layer._compute_np()
+        if dtype_name(cd) not in _GEMM:
+            return False
+        a, b = (self._buffer(id(t)) for t in arg)
+        if self.plan.shape(a) != self.plan.shape(b) or \
+                self.plan.dtype(a) != cd or self.plan.dtype(b) != cd:
+            return False
+        out = fold.out if fold is not None else id(node.output_tensors[0])
+        act = fold.activation if fold is not None else None
+        self._env[out] = (self.plan.add(a, b, activation=act, out_dtype=cd), None)
+        return True
+
+    def _python_step(self, node, fold):
+        """The node (or its fold) as the graph runs it, in Python."""
+        inputs = []
+        for t in node.input_tensors:
+            if id(t) not in inputs:
+                inputs.append(id(t))
+        srcs = [self._buffer(key) for key in inputs]
+        outs = [fold.out] if fold is not None else [id(t) for t in node.output_tensors]
+        dsts = self.plan.call(_node_call(node, fold, inputs), srcs,
+                              [self._specs[key] for key in outs])
+        for key, dst in zip(outs, dsts):
+            self._env[key] = (dst, None)
+
+
+def _calling(layer):
+    """A Python step calling a one-input layer at inference."""
+    def step(x):
+        return [layer(x, training=False)]
+    return step
+
+
+def _node_call(node, fold, keys):
+    """A Python step running ``node`` (or its fold) on the arrays of the tensors ``keys``."""
+    layer = node.layer
+
+    def value(leaf, env):
+        return env[id(leaf)] if isinstance(leaf, KerasTensor) else leaf
+
+    def step(*arrays):
+        env = dict(zip(keys, arrays))
+        args = map_structure(lambda leaf: value(leaf, env), node.args)
+        if fold is not None:
+            return [fold.run(layer, args)]
+        kwargs = map_structure(lambda leaf: value(leaf, env), node.kwargs)
+        result = layer(*args, training=False, **kwargs)
+        return [result] if isinstance(result, np.ndarray) else flatten(result)
+    return step
