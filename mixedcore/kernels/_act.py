@@ -234,7 +234,8 @@ def add(a: ArrayLike, b: ArrayLike, *, activation: str | None = None,
     Each element is widened exactly to float32, the sum rounded once to float32, the activation
     (a name of ``activation``) applied as ``activation`` applies it and the result rounded once
     to ``out_dtype``: the bits of ``cast(activation(cast(a, f32) + cast(b, f32), name),
-    out_dtype)``, at every level and thread count.
+    out_dtype)``, at every level and thread count (the sum of two NaNs is one of the two: which
+    one IEEE leaves open, and compiled loops differ in it).
     """
     fname = "add"
     arrays = []

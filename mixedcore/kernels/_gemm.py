@@ -19,7 +19,8 @@ from mixedcore.kernels._runtime import ISA_LEVELS
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
 GEMM_CODES = {_F16: 0, _BF16: 1, _F32: 2}
 GEMM_NAMES = "float16, bfloat16, float32"
-ACTIVATIONS = {None: 0, **ACT_CODES}
+ACTIVATIONS: dict[str | None, int] = {None: 0}
+ACTIVATIONS.update(ACT_CODES)
 # out_dtype names resolved without numpy's parser (layers pass them on every call)
 _OUT_DTYPES = {"float16": _F16, "bfloat16": _BF16, "float32": _F32}
 

@@ -66,14 +66,14 @@ class Plan:
     list of them).
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._core = _lib.PlanSteps()
         self._buffers: list[_Buffer] = []
-        self._ops: list = []           # ("c", step index) or ("py", fn, srcs, dst)
+        self._ops: list = []           # ("c", step index) or ("py", fn, srcs, dsts)
         self._inputs: list[int] = []
         self._outputs: list[int] | None = None
         self._segments: list = []
-        self._arena_size = None
+        self._arena_size: int | None = None
         self._free: list = []            # arenas no run is using: (arena, views)
         self.level = ISA_LEVELS[_lib.get_level()]
 
@@ -292,7 +292,7 @@ class Plan:
         self._place()
         self._segments = self._cut()
 
-    def _place(self):
+    def _place(self) -> None:
         roots = [b for i, b in enumerate(self._buffers) if b.root == i and b.kind == _ARENA]
         placed: list[_Buffer] = []
         size = 0

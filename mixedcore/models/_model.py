@@ -431,6 +431,13 @@ class Model(Trainer, Layer):
     def predict_step(self, x):
         return self(x)
 
+    def inference_nbytes(self) -> int:
+        """Bytes of the activation arenas of the compiled inference plans this model keeps (one
+        per input shape recently predicted, at most four; docs/inference.md).  Weights are not
+        counted.  0 before the first inference call, and for a model whose masks flow (it runs
+        layer by layer)."""
+        return self._graph.inference_nbytes() if self._graph is not None else 0
+
     def _config_build_shape(self):
         return None
 

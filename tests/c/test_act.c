@@ -95,6 +95,61 @@ static void check_softmax(int64_t rows, int64_t n, int specials)
     free(want);
 }
 
+/* mc_add_act (design f): every pair of input types and every output type, against the
+ * widened sum, the scalar twin's activation and one rounding */
+static void check_add(int64_t n)
+{
+    static const int types[] = {MC_F16, MC_BF16, MC_F32};
+    static const int acts[] = {MC_ACT_NONE, MC_ACT_RELU, MC_ACT_RELU6, MC_ACT_GELU, MC_ACT_SILU};
+    char *a = mcx_alloc((size_t)(n + 16) * 4), *b = mcx_alloc((size_t)(n + 16) * 4);
+    char *y = mcx_alloc((size_t)(n + 16) * 4);
+    for (int ta = 0; ta < 3; ++ta)
+        for (int tb = 0; tb < 3; ++tb)
+            for (int ty = 0; ty < 3; ++ty)
+                for (int ai = 0; ai < 5; ++ai) {
+                    char where[96];
+                    snprintf(where, sizeof where, "add types %d %d -> %d act %d n=%lld",
+                             types[ta], types[tb], types[ty], acts[ai], (long long)n);
+                    mcx_case(where);
+                    mcx_fill_typed(a, types[ta], n, 8.0, 1);
+                    mcx_fill_typed(b, types[tb], n, 8.0, 1);
+                    memset(y, 0xA5, (size_t)(n + 16) * 4);
+                    MCX_CHECK(mc_add_act(acts[ai], a, types[ta], b, types[tb], y, types[ty], n)
+                                  == MC_ACT_OK, "status");
+                    int64_t bad = 0;
+                    for (int64_t i = 0; i < n; ++i) {
+                        const float s = mcx_load(a, types[ta], i) + mcx_load(b, types[tb], i);
+                        float w = mc_act_scalar_f32_(acts[ai], s);
+                        uint32_t want = mcx_bits_f32(w), got;
+                        if (types[ty] != MC_F32) {
+                            want = types[ty] == MC_BF16 ? mc_f32_to_bf16_bits(want)
+                                                        : mc_f32_to_f16_bits(want);
+                            uint16_t h;
+                            memcpy(&h, y + i * 2, 2);
+                            got = h;
+                        } else {
+                            memcpy(&got, y + i * 4, 4);
+                        }
+                        /* the sum of two NaNs is one of them: which one is the compiler's
+                         * choice of operand order (IEEE leaves it open) */
+                        const float va = mcx_load(a, types[ta], i), vb = mcx_load(b, types[tb], i);
+                        const int both_nan = va != va && vb != vb;
+                        const uint32_t ex = types[ty] == MC_F32 ? 0x7F800000u
+                                            : types[ty] == MC_BF16 ? 0x7F80u : 0x7C00u;
+                        const int got_nan = (got & ex) == ex && (got & ~(ex | (ex << 1))) != 0;
+                        if (got != want && !(both_nan && got_nan) && bad++ < 3)
+                            MCX_FAIL("[%lld] gives 0x%x, want 0x%x", (long long)i, got, want);
+                    }
+                    ++mcx_checks_;
+                    const size_t ey = (size_t)mcx_elem_size(types[ty]);
+                    MCX_CHECK(mcx_untouched(y, (size_t)n * ey, (size_t)(n + 16) * 4),
+                              "wrote past the end");
+                }
+    free(a);
+    free(b);
+    free(y);
+}
+
 static void check_arguments(void)
 {
     float v = 1.0f;
@@ -106,6 +161,12 @@ static void check_arguments(void)
     MCX_CHECK(mc_softmax(&v, &v, -1, 1, 0) == MC_ACT_EARG, "rows < 0 accepted");
     MCX_CHECK(mc_softmax(&v, &v, 1, -1, 0) == MC_ACT_EARG, "n < 0 accepted");
     MCX_CHECK(mc_softmax(NULL, NULL, 0, 5, 0) == MC_ACT_OK, "empty call refused");
+    MCX_CHECK(mc_add_act(MC_ACT_NONE, (char *)&v, MC_F32, (char *)&v, MC_F64, (char *)&v, MC_F32,
+                         1) == MC_ACT_EARG, "a float64 operand accepted");
+    MCX_CHECK(mc_add_act(MC_ACT_NONE, NULL, MC_F32, (char *)&v, MC_F32, (char *)&v, MC_F32, 1)
+                  == MC_ACT_EARG, "NULL a accepted");
+    MCX_CHECK(mc_add_act(MC_ACT_NONE, NULL, MC_F32, NULL, MC_F32, NULL, MC_F32, 0) == MC_ACT_OK,
+              "empty sum refused");
     MCX_CHECK(v == 1.0f, "a refused call wrote");
 }
 
@@ -129,6 +190,10 @@ int main(void)
             check_softmax(5, 1000, 1);
             check_softmax(3, 4099, 0);
             check_softmax(96, 700, 1);     /* 67200 elements: above the threshold */
+            check_add(0);
+            check_add(1);
+            check_add(1500);
+            check_add(70001);
             check_arguments();
         }
     return mcx_end("test_act");

@@ -1,0 +1,421 @@
+"""Compiled inference plans: ``kernels.Plan`` step by step against the kernel functions,
+``kernels.add``, and models' plans against the graph run layer by layer (models/_plan.py)."""
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mixedcore
+from mixedcore import kernels, layers, models
+
+F32 = np.dtype(np.float32)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+DTYPES = [F32, BF16, F16]
+POLICIES = ["float32", "mixed_float16", "mixed_bfloat16"]
+
+
+def same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
+        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
+
+
+def rand(rng, shape, dtype, scale=1.0):
+    return kernels.cast((rng.standard_normal(shape) * scale).astype(np.float32), dtype)
+
+
+# -- kernels.add ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("da", DTYPES)
+@pytest.mark.parametrize("db", DTYPES)
+def test_add_is_the_float32_sum_activated_and_rounded_once(isa_level, da, db):
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 15, 17, 1023, 1025, 70001):
+        a, b = rand(rng, (n,), da, 4), rand(rng, (n,), db, 4)
+        for act in (None, "relu", "relu6", "gelu", "silu"):
+            for out in DTYPES:
+                want = kernels.cast(a, F32) + kernels.cast(b, F32)
+                if act is not None:
+                    want = kernels.activation(want, act)
+                got = kernels.add(a, b, activation=act, out_dtype=out)
+                assert same_bits(got, kernels.cast(want, out)), (n, act, out)
+
+
+def test_add_special_values_and_layouts():
+    a = np.array([np.inf, -np.inf, np.nan, 3e38, -0.0, 1.0], F32)
+    b = np.array([-np.inf, -1.0, 1.0, 3e38, -0.0, -1.0], F32)
+    got = kernels.add(a, b)
+    with np.errstate(all="ignore"):
+        assert same_bits(got, a + b)
+    x = np.arange(24, dtype=F32).reshape(4, 6)
+    assert same_bits(kernels.add(x[:, ::2], x.T.copy().T[:, 1::2]), x[:, ::2] + x[:, 1::2])
+    assert same_bits(kernels.add(x.astype(">f4"), x), x + x)
+
+
+def test_add_bad_input():
+    x = np.ones(4, F32)
+    with pytest.raises(TypeError, match=r"add: a must be a numpy.ndarray, got list"):
+        kernels.add([1.0] * 4, x)
+    with pytest.raises(TypeError, match=r"add: b must be float16, bfloat16 or float32, got "
+                                        r"float64"):
+        kernels.add(x, np.ones(4))
+    with pytest.raises(ValueError, match=r"add: a and b must have one shape, got \(4,\) and "
+                                         r"\(5,\)"):
+        kernels.add(x, np.ones(5, F32))
+    with pytest.raises(ValueError, match="add: unknown activation 'mish'"):
+        kernels.add(x, x, activation="mish")
+    with pytest.raises(TypeError, match="add: out_dtype must be float16, bfloat16 or float32"):
+        kernels.add(x, x, out_dtype=np.float64)
+
+
+# -- kernels.Plan, step by step ------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_step_equals_its_kernel_function(isa_level, dtype):
+    rng = np.random.default_rng(2)
+    x = rand(rng, (2, 13, 11, 8), dtype)
+    k3 = kernels.pack_conv(rand(rng, (3, 3, 8, 12), F32, 0.3), dtype=dtype)
+    kg = kernels.pack_conv(rand(rng, (3, 3, 4, 6), F32, 0.3), groups=2, dtype=dtype)
+    k1 = kernels.pack_conv(rand(rng, (1, 1, 12, 8), F32, 0.3), dtype=dtype)
+    kd = rand(rng, (3, 3, 8, 2), dtype, 0.5)
+    w = kernels.pack(rand(rng, (16, 5), F32, 0.3), dtype=dtype)
+    bias12, bias16, bias5 = (rng.standard_normal(n).astype(F32) for n in (12, 16, 5))
+
+    plan = kernels.Plan()
+    i = plan.input(x.shape, dtype)
+    h1 = plan.conv2d(i, k3, strides=2, padding="same", bias=bias12, activation="relu6",
+                     out_dtype=dtype)
+    h2 = plan.conv2d(h1, k1, activation="hard_silu", out_dtype=dtype)     # pointwise: the GEMM
+    h3 = plan.add(h2, plan.conv2d(h1, k1, out_dtype=dtype), activation="relu", out_dtype=dtype)
+    h4 = plan.conv2d(h3, kg, padding=((1, 0), (2, 1)), dilation_rate=(1, 2), out_dtype=F32)
+    h5 = plan.depthwise_conv2d(i, kd, strides=(2, 1), padding=((0, 1), (1, 1)), bias=bias16,
+                               activation="silu", out_dtype=dtype)
+    h6 = plan.pool2d(h5, 3, strides=2, padding="same", mode="average")
+    h7 = plan.pool2d(h5, 2, mode="max")
+    flat = plan.reshape(h7, (2, plan.shape(h7)[1] * plan.shape(h7)[2], 16))
+    h8 = plan.matmul(flat, w, bias=bias5, activation="gelu", out_dtype=dtype)
+    plan.finish([h1, h2, h3, h4, h6, h8])
+    got = plan.run([x])
+
+    e1 = kernels.conv2d(x, k3, strides=2, padding="same", bias=bias12, activation="relu6",
+                        out_dtype=dtype)
+    e2 = kernels.conv2d(e1, k1, activation="hard_silu", out_dtype=dtype)
+    e3 = kernels.add(e2, kernels.conv2d(e1, k1, out_dtype=dtype), activation="relu",
+                     out_dtype=dtype)
+    e4 = kernels.conv2d(e3, kg, groups=2, padding=((1, 0), (2, 1)), dilation_rate=(1, 2))
+    e5 = kernels.depthwise_conv2d(x, kd, strides=(2, 1), padding=((0, 1), (1, 1)), bias=bias16,
+                                  activation="silu", out_dtype=dtype)
+    e6 = kernels.pool2d(e5, 3, strides=2, padding="same", mode="average")
+    e7 = kernels.pool2d(e5, 2, mode="max")
+    e8 = kernels.matmul(e7.reshape(2, -1, 16), w, bias=bias5, activation="gelu",
+                        out_dtype=dtype)
+    for g, e in zip(got, [e1, e2, e3, e4, e6, e8]):
+        assert same_bits(g, e)
+    # the same bits on every run, the outputs new arrays each time
+    again = plan.run([x])
+    assert all(same_bits(g, e) for g, e in zip(again, got))
+    assert all(a is not b for a, b in zip(again, got))
+
+
+def test_the_arena_is_reused_by_liveness():
+    """A chain of 40 steps over 1 MB buffers takes two buffers' worth, not 40, and gives the
+    chain's result."""
+    rng = np.random.default_rng(3)
+    x = rand(rng, (1, 64, 64, 64), F32)
+    k = kernels.pack_conv(rand(rng, (1, 1, 64, 64), F32, 0.1))
+    plan = kernels.Plan()
+    h = plan.input(x.shape, F32)
+    for _ in range(40):
+        h = plan.conv2d(h, k, activation="tanh")
+    plan.finish([h])
+    assert plan.nbytes <= 2 * x.nbytes + 64
+    want = x
+    for _ in range(40):
+        want = kernels.conv2d(want, k, activation="tanh")
+    assert same_bits(plan.run([x])[0], want)
+
+
+def test_a_buffer_read_later_is_not_overwritten():
+    """A residual: the input of the block is read after several steps that could take its
+    place."""
+    rng = np.random.default_rng(4)
+    x = rand(rng, (1, 16, 16, 8), BF16)
+    k = kernels.pack_conv(rand(rng, (3, 3, 8, 8), F32, 0.2), dtype=BF16)
+    plan = kernels.Plan()
+    i = plan.input(x.shape, BF16)
+    h0 = plan.conv2d(i, k, padding="same", out_dtype=BF16)
+    h = h0
+    for _ in range(5):
+        h = plan.conv2d(h, k, padding="same", activation="relu", out_dtype=BF16)
+    out = plan.add(h, h0, out_dtype=BF16)
+    plan.finish([out])
+    e0 = kernels.conv2d(x, k, padding="same", out_dtype=BF16)
+    e = e0
+    for _ in range(5):
+        e = kernels.conv2d(e, k, padding="same", activation="relu", out_dtype=BF16)
+    assert same_bits(plan.run([x])[0], kernels.add(e, e0, out_dtype=BF16))
+
+
+def test_call_steps():
+    rng = np.random.default_rng(5)
+    x = rand(rng, (3, 4), F32)
+    w = kernels.pack(rand(rng, (4, 4), F32))
+    plan = kernels.Plan()
+    i = plan.input(x.shape, F32)
+    h = plan.matmul(i, w)
+    lo, hi = plan.call(lambda a: [np.minimum(a, 0), a.T], [h], [((3, 4), F32), ((4, 3), F32)])
+    # a call that returns a view of its input (in the arena) is copied before the arena is
+    # used again
+    same = plan.call(lambda a: [a], [h], [((3, 4), F32)])[0]
+    g = plan.matmul(same, w)
+    plan.finish([lo, hi, same, g])
+    h_ = kernels.matmul(x, w)
+    got = plan.run([x])
+    assert same_bits(got[0], np.minimum(h_, 0)) and same_bits(got[1], h_.T)
+    assert same_bits(got[2], h_) and same_bits(got[3], kernels.matmul(h_, w))
+
+    bad = kernels.Plan()
+    i = bad.input((2,), F32)
+    o = bad.call(lambda a: [a.astype(np.float64)], [i], [((2,), F32)])[0]
+    bad.finish([o])
+    with pytest.raises(ValueError, match=r"Plan.run: a call step returned \(2,\) float64 where "
+                                         r"the plan expects shape \(2,\) and dtype float32"):
+        bad.run([np.ones(2, F32)])
+    worse = kernels.Plan()
+    i = worse.input((2,), F32)
+    o = worse.call(lambda a: a, [i], [((2,), F32)])[0]
+    worse.finish([o])
+    with pytest.raises(ValueError, match="a call step must return a list of 1 arrays"):
+        worse.run([np.ones(2, F32)])
+
+
+def test_plan_bad_input():
+    rng = np.random.default_rng(6)
+    k = kernels.pack_conv(rand(rng, (3, 3, 4, 2), F32))
+    plan = kernels.Plan()
+    i = plan.input((1, 5, 5, 4), F32)
+    j = plan.input((1, 5, 5, 3), np.float64)
+    with pytest.raises(ValueError, match=r"Plan.conv2d: no buffer 7 in this plan \(2 buffers\)"):
+        plan.conv2d(7, k)
+    with pytest.raises(TypeError, match="Plan.conv2d: buffer 1 has dtype float64"):
+        plan.conv2d(j, k)
+    with pytest.raises(TypeError, match="Plan.conv2d: kernel must be a PackedConv, got ndarray"):
+        plan.conv2d(i, np.ones((3, 3, 4, 2), F32))
+    with pytest.raises(ValueError, match="Plan.conv2d: buffer 0 has 4 channels; a kernel of "
+                                         r"shape \(3, 3, 2, 2\)"):
+        plan.conv2d(i, kernels.pack_conv(np.ones((3, 3, 2, 2), F32)))
+    with pytest.raises(ValueError, match="smaller than the kernel window"):
+        plan.conv2d(i, kernels.pack_conv(np.ones((7, 7, 4, 2), F32)))
+    with pytest.raises(ValueError, match="Plan.conv2d: unknown activation 'mish'"):
+        plan.conv2d(i, k, activation="mish")
+    with pytest.raises(ValueError, match=r"Plan.matmul: buffer 0 of shape \(1, 5, 5, 4\) cannot "
+                                         r"multiply b of shape \(3, 2\)"):
+        plan.matmul(i, kernels.pack(np.ones((3, 2), F32)))
+    with pytest.raises(ValueError, match=r"Plan.add: buffers 0 and 2 have shapes"):
+        plan.add(i, plan.conv2d(i, k), activation="relu")
+    with pytest.raises(ValueError, match=r"Plan.reshape: cannot reshape buffer 0 of shape "
+                                         r"\(1, 5, 5, 4\) into \(3, 3\)"):
+        plan.reshape(i, (3, 3))
+    with pytest.raises(ValueError, match="Plan.pool2d: padding must be 'valid' or 'same'"):
+        plan.pool2d(i, 2, padding="full")
+    with pytest.raises(TypeError, match="Plan.call: fn must be callable, got int"):
+        plan.call(3, [i], [((1,), F32)])
+    with pytest.raises(ValueError, match="Plan.run: finish the plan first"):
+        plan.run([np.ones((1, 5, 5, 4), F32)])
+    out = plan.conv2d(i, k)
+    plan.finish([out])
+    with pytest.raises(ValueError, match="Plan.finish: the plan is already finished"):
+        plan.finish([out])
+    with pytest.raises(ValueError, match="the plan is finished; no step can be added"):
+        plan.conv2d(i, k)
+    with pytest.raises(ValueError, match="Plan.run: the plan takes 2 inputs, got 1"):
+        plan.run([np.ones((1, 5, 5, 4), F32)])
+    with pytest.raises(ValueError, match=r"Plan.run: input 0 must be an array of shape "
+                                         r"\(1, 5, 5, 4\) and dtype float32, got \(1, 5, 5, 4\) "
+                                         r"float64"):
+        plan.run([np.ones((1, 5, 5, 4)), np.ones((1, 5, 5, 3))])
+
+
+def test_runs_in_several_threads_at_once_give_each_its_own_result():
+    rng = np.random.default_rng(7)
+    k = kernels.pack_conv(rand(rng, (3, 3, 16, 16), F32, 0.2), dtype=BF16)
+    plan = kernels.Plan()
+    h = i = plan.input((2, 32, 32, 16), BF16)
+    for _ in range(6):
+        h = plan.conv2d(h, k, padding="same", activation="tanh", out_dtype=BF16)
+    plan.finish([h])
+    xs = [rand(np.random.default_rng(s), (2, 32, 32, 16), BF16) for s in range(4)]
+    want = [plan.run([x])[0] for x in xs]
+    got = [None] * 4
+
+    def work(j):
+        for _ in range(5):
+            got[j] = plan.run([xs[j]])[0]
+
+    threads = [threading.Thread(target=work, args=(j,)) for j in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(same_bits(g, w) for g, w in zip(got, want))
+    assert i == 0
+
+
+# -- models --------------------------------------------------------------------------------------
+
+def _bn(rng, bn):
+    c = bn.get_weights()[0].shape[0]
+    bn.set_weights([rng.uniform(0.5, 1.5, c), rng.normal(0, 0.3, c), rng.normal(0, 0.3, c),
+                    rng.uniform(0.5, 1.5, c)])
+
+
+def _mobile_block(x, expand, out, stride):
+    """MobileNetV2's inverted residual block."""
+    c = x.shape[-1]
+    h = layers.ReLU(6.0)(layers.BatchNormalization()(layers.Conv2D(c * expand, 1,
+                                                                   use_bias=False)(x)))
+    if stride == 2:
+        h = layers.ZeroPadding2D(((0, 1), (0, 1)))(h)
+    h = layers.DepthwiseConv2D(3, strides=stride, padding="same" if stride == 1 else "valid",
+                               use_bias=False)(h)
+    h = layers.ReLU(6.0)(layers.BatchNormalization()(h))
+    h = layers.BatchNormalization()(layers.Conv2D(out, 1, use_bias=False)(h))
+    return layers.Add()([x, h]) if stride == 1 and c == out else h
+
+
+def _resnet_block(x, filters):
+    h = layers.Activation("relu")(layers.BatchNormalization()(layers.Conv2D(filters, 3,
+                                                                            padding="same")(x)))
+    h = layers.BatchNormalization()(layers.Conv2D(x.shape[-1], 3, padding="same")(h))
+    return layers.Activation("relu")(layers.Add()([x, h]))
+
+
+def _image_model(policy):
+    with mixedcore.policy_scope(policy):
+        inp = layers.Input((33, 31, 3))
+        h = layers.ZeroPadding2D(1)(inp)
+        h = layers.ReLU(6.0)(layers.BatchNormalization()(layers.Conv2D(8, 3, strides=2,
+                                                                       use_bias=False)(h)))
+        h = _mobile_block(h, 2, 8, 1)
+        h = _mobile_block(h, 3, 12, 2)
+        h = _resnet_block(h, 6)
+        h = layers.MaxPooling2D(3, strides=2, padding="same")(h)
+        h = layers.AveragePooling2D(2, padding="same")(h)
+        h = layers.Conv2D(10, 1, activation="swish")(h)
+        h = layers.DepthwiseConv2D(2, depth_multiplier=2, activation="hard_swish")(h)
+        side = layers.GlobalAveragePooling2D()(h)
+        flat = layers.Dense(6, activation="gelu")(layers.Flatten()(h))
+        out = layers.Dense(4, activation="softmax", dtype="float32")(
+            layers.Concatenate()([side, flat]))
+        model = models.Model(inp, [out, layers.Reshape((-1,))(h)])
+    rng = np.random.default_rng(8)
+    for layer in model.layers:
+        if isinstance(layer, layers.BatchNormalization):
+            _bn(rng, layer)
+    return model
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_model_plan_gives_the_bits_of_the_layers(isa_level, policy):
+    model = _image_model(policy)
+    x = np.random.default_rng(9).uniform(-2, 2, (3, 33, 31, 3)).astype(F32)
+    graph = model._graph
+    first = model.predict(x, verbose=0)                  # makes the plan
+    assert graph.inference_nbytes() > 0 and model.inference_nbytes() == graph.inference_nbytes()
+    plan = next(iter(graph._plans.values()))
+    kinds = {op[0] for op in plan.plan._ops}
+    assert kinds == {"c", "py"}
+    # every convolution, depthwise convolution, sum, pooling and the Dense with a fused
+    # activation is a C step; the global pooling, the concatenation, the softmax Dense (and,
+    # under a 16-bit policy, the first padding, which casts the float32 input) run in Python
+    assert sum(op[0] == "c" for op in plan.plan._ops) == 16
+    assert sum(op[0] == "py" for op in plan.plan._ops) == (3 if policy == "float32" else 4)
+    planned = model.predict(x, verbose=0)               # runs it
+    layered = graph.run([x])[0]
+    for f, p, r in zip(first, planned, layered):
+        assert same_bits(f, r) and same_bits(p, r)
+    # model(x) and predict_on_batch take the plan too
+    assert all(same_bits(a, b) for a, b in zip(model(x), layered))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_activations_stay_in_the_compute_dtype(policy):
+    model = _image_model(policy)
+    x = np.ones((1, 33, 31, 3), F32)
+    model.predict(x, verbose=0)
+    plan = next(iter(model._graph._plans.values())).plan
+    cd = np.dtype(ml_dtypes.bfloat16) if policy == "mixed_bfloat16" else F32
+    arena = [b for i, b in enumerate(plan._buffers) if b.kind == "arena"]
+    assert arena and all(b.dtype == cd for b in arena)
+
+
+def test_the_plan_follows_weights_policies_levels_and_shapes(tmp_path):
+    model = _image_model("mixed_bfloat16")
+    graph = model._graph
+    x = np.random.default_rng(10).uniform(-2, 2, (2, 33, 31, 3)).astype(F32)
+
+    def check():
+        got = model.predict(x, verbose=0)
+        want = graph.run([x])[0]
+        assert all(same_bits(g, w) for g, w in zip(got, want))
+        return got
+
+    before = check()
+    conv = next(layer for layer in model.layers if isinstance(layer, layers.Conv2D))
+    conv.set_weights([w * 1.5 for w in conv.get_weights()])
+    after = check()
+    assert not same_bits(before[0], after[0])
+    bn = next(layer for layer in model.layers if isinstance(layer, layers.BatchNormalization))
+    _bn(np.random.default_rng(11), bn)
+    check()
+    model.save_weights(tmp_path / "w.weights.h5")
+    _image_model("mixed_bfloat16").save_weights(tmp_path / "other.weights.h5")
+    model.load_weights(tmp_path / "other.weights.h5")
+    check()
+    # another batch size: another plan, the first kept
+    check_x = x[:1]
+    got = model.predict(check_x, verbose=0)
+    assert all(same_bits(g, w) for g, w in zip(got, graph.run([check_x])[0]))
+    assert len(graph._plans) == 2
+    # another level
+    previous = kernels.isa()
+    try:
+        for level in kernels.available_isas():
+            kernels.set_isa(level)
+            check()
+    finally:
+        kernels.set_isa(previous)
+    # a policy changed on a layer
+    conv.dtype_policy = "float32"
+    check()
+
+
+def test_training_and_masks_run_the_layers():
+    model = _image_model("float32")
+    x = np.random.default_rng(12).uniform(-2, 2, (4, 33, 31, 3)).astype(F32)
+    model.compile(optimizer="sgd", loss=["mse", None])
+    model.fit(x, [np.full((4, 4), 0.25, F32), None], epochs=1, verbose=0)
+    got = model.predict(x, verbose=0)         # the weights moved: a plan of the new ones
+    assert all(same_bits(g, w) for g, w in zip(got, model._graph.run([x])[0]))
+    inp = layers.Input((6,), dtype="int32")
+    h = layers.Embedding(10, 4, mask_zero=True)(inp)
+    out = layers.Dense(3)(layers.GlobalAveragePooling1D()(h))
+    masked = models.Model(inp, out)
+    ids = np.array([[1, 2, 0, 0, 0, 0], [3, 4, 5, 6, 0, 0]])
+    got = masked.predict(ids, verbose=0)
+    assert same_bits(got, masked._graph.run([ids])[0][0])
+    assert masked._graph.inference_nbytes() == 0
+
+
+def test_a_nested_model_and_a_sequential_run_plans():
+    inner = models.Sequential([layers.Input((5, 5, 2)), layers.Conv2D(3, 3, padding="same"),
+                               layers.BatchNormalization(), layers.ReLU(6)])
+    _bn(np.random.default_rng(13), inner.layers[1])
+    inp = layers.Input((5, 5, 2))
+    outer = models.Model(inp, layers.Add()([inner(inp), layers.Conv2D(3, 1)(inp)]))
+    x = np.random.default_rng(14).standard_normal((2, 5, 5, 2)).astype(F32)
+    got = outer.predict(x, verbose=0)
+    assert same_bits(got, outer._graph.run([x])[0][0])
+    assert inner.inference_nbytes() > 0 and outer.inference_nbytes() > 0
