@@ -13,8 +13,9 @@ Two interfaces:
 Numerics.  Layers under a 16-bit policy bring their values to float32 (exactly, with
 ``kernels.cast``), apply these, and round the result once to the compute dtype.  float32 arrays
 go through ``kernels.activation`` / ``kernels.activation_grad`` for the names the compiled core
-has (relu, gelu, sigmoid, tanh, relu6, silu, hard_sigmoid, hard_silu: the functions the fused epilogue of ``kernels.matmul`` applies,
-so a Dense layer computes the same bits whether it fuses the activation or not).  For the other
+has (``FUSED``: relu, gelu, sigmoid, tanh, relu6, silu, hard_sigmoid, hard_silu, the functions
+the fused epilogue of ``kernels.matmul`` applies, so a Dense layer computes the same bits
+whether it fuses the activation or not).  For the other
 names a float32 array is evaluated in float64 and rounded once to float32 (within an ulp of the
 correctly rounded result); float64 arrays are evaluated in float64.  Every formula is written so
 that nothing overflows or cancels: softplus as ``max(x, 0) + log1p(exp(-|x|))``, sigmoid-based

@@ -108,3 +108,19 @@ def test_numerics_report_example_finds_the_planted_overflow(capsys):
     assert what_if.as_dict()["wide"]["output"]["float16_overflow"] == 47
     grads = python_blocks("numerics_report.md", "Gradients")
     exec(grads[0], namespace)
+
+
+def test_inference_plan_example():
+    """docs/inference.md, "The kernels underneath": the block is the chain of kernel calls."""
+    from mixedcore import kernels
+    [block] = python_blocks("inference.md", "The kernels underneath")
+    scope = {}
+    exec(block, scope)
+    x = scope["x"]
+    xb = kernels.cast(x, "bfloat16")
+    h = kernels.conv2d(xb, scope["expand"], activation="relu6", out_dtype="bfloat16")
+    h = kernels.depthwise_conv2d(h, scope["dw"], padding="same", activation="relu6",
+                                 out_dtype="bfloat16")
+    h = kernels.conv2d(h, scope["project"], out_dtype="bfloat16")
+    want = kernels.add(h, xb, out_dtype="bfloat16")
+    assert np.array_equal(scope["out"].view(np.uint16), want.view(np.uint16))

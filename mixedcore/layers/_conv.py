@@ -374,7 +374,8 @@ class Conv2D(_Conv):
     groups : int
         Input channels and filters split into this many independent groups.
     activation : str or None
-        "relu", "gelu", "sigmoid", "tanh" (fused into the product), "softmax" or "linear"/None.
+        Those of ``activations.FUSED`` are fused into the product; any other Keras name is
+        applied to its float32 result; "linear"/None for none.
     use_bias : bool, default True
     kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer
         As Dense.

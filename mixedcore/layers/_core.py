@@ -139,8 +139,9 @@ class Dense(_Affine):
     units : int
         Output features.
     activation : str, function or None
-        Any name of ``mixedcore.activations`` (Keras's): "relu", "gelu", "sigmoid", "tanh" are
-        fused into the GEMM's epilogue; the others are applied to the float32 result of the GEMM
+        Any name of ``mixedcore.activations`` (Keras's): those of ``activations.FUSED`` (relu,
+        relu6, gelu, sigmoid, tanh, silu, hard_sigmoid, hard_silu) are fused into the GEMM's
+        epilogue; the others are applied to the float32 result of the GEMM
         and rounded once to the compute dtype.  None or "linear" for none.
     use_bias : bool, default True
     kernel_initializer, bias_initializer : str or callable(shape, dtype)

@@ -140,7 +140,7 @@ class _Merge(Layer):
 
     def call_activated(self, inputs, activation):
         """Inference of ``activation(self(inputs))`` with one rounding to the compute dtype: the
-        activation (relu, gelu, sigmoid or tanh) is applied to the merged values in the work
+        activation (one of ``activations.FUSED``) is applied to the merged values in the work
         dtype (a model runs an Add followed by a ReLU so, docs/models.md "Folding")."""
         _, _, yw, cd = self._merged(inputs)
         return to_compute(_activations.forward(activation, yw), cd)
