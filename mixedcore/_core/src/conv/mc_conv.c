@@ -515,6 +515,19 @@ typedef struct {
     int status;
 } mc_dwjob_;
 
+/* The pixels [ow0, ow1) of output row oh, all of whose taps lie inside the input's columns:
+ * their tap lists are one list shifted by sw pixels (design c). */
+static void mc_dw_inner_(const mc_conv_geom *g, int64_t *ow0, int64_t *ow1)
+{
+    const int64_t span = (g->kw - 1) * g->dw;
+    int64_t lo = (g->pl + g->sw - 1) / g->sw;                  /* ow * sw - pl >= 0 */
+    int64_t hi = g->w - 1 - span + g->pl >= 0 ? (g->w - 1 - span + g->pl) / g->sw + 1 : 0;
+    lo = mc_min_(lo, g->ow);
+    hi = mc_max_(mc_min_(hi, g->ow), lo);
+    *ow0 = lo;
+    *ow1 = hi;
+}
+
 static void mc_dw_unit_(void *ctx, int64_t u)
 {
     mc_dwjob_ *job = (mc_dwjob_ *)ctx;
@@ -523,27 +536,37 @@ static void mc_dw_unit_(void *ctx, int64_t u)
     const int f64 = call->x_type == MC_F64;
     const int64_t es = mc_conv_es_(call->x_type), oes = mc_conv_es_(call->out_type);
     const int64_t ntap = g->kh * g->kw, cm = g->c * call->mult, ves = f64 ? 8 : 4;
+    /* the tap lists, the sums of one output row, and that row in float32 before rounding */
     char *work = (char *)mc_workspace(MC_WS_WORK, mc_round64_(2 * ntap * 8) +
-                                                     2 * mc_round64_(cm * ves));
+                                                     2 * mc_round64_(g->ow * cm * ves));
     if (work == NULL) {
         __atomic_store_n(&job->status, -1, __ATOMIC_RELAXED);
         return;
     }
     int64_t *xoff = (int64_t *)work, *woff = xoff + ntap;
-    char *acc = work + mc_round64_(2 * ntap * 8), *v = acc + mc_round64_(cm * ves);
-    const int64_t wm = ntap * g->c;
+    char *acc = work + mc_round64_(2 * ntap * 8), *v = acc + mc_round64_(g->ow * cm * ves);
+    const int64_t wm = ntap * g->c, pstride = g->sw * g->c * es;
+    int64_t in0, in1;
+    mc_dw_inner_(g, &in0, &in1);
     for (int64_t row = u * job->rows; row < mc_min_((u + 1) * job->rows, job->nrows); ++row) {
         const int64_t n = row / g->oh, oh = row - n * g->oh;
         const char *img = call->x + n * g->h * g->w * g->c * es;
         char *out = call->out + row * g->ow * cm * oes;
-        for (int64_t ow = 0; ow < g->ow; ++ow, out += cm * oes) {
+        for (int64_t ow = 0; ow < g->ow;) {
+            /* a run of inner pixels in one call, every other pixel on its own */
+            const int64_t npix = ow >= in0 && ow < in1 ? in1 - ow : 1;
             const int nt = mc_conv_taps_(g, oh, ow, es, xoff, woff);
             for (int t = 0; t < nt; ++t)
                 woff[t] *= g->c;
-            job->dw(img, call->x_type, xoff, call->w, woff, nt, g->c, call->mult, wm, acc);
-            if (f64) {
-                const double *a = (const double *)acc, *b = (const double *)call->bias;
-                double *o = (double *)out;
+            job->dw(img, call->x_type, xoff, pstride, npix, call->w, woff, nt, g->c, call->mult,
+                    wm, acc + ow * cm * ves);
+            ow += npix;
+        }
+        const int64_t total = g->ow * cm;
+        if (f64) {
+            const double *a = (const double *)acc, *b = (const double *)call->bias;
+            double *o = (double *)out;
+            for (int64_t p = 0; p < g->ow; ++p, a += cm, o += cm)
                 for (int64_t ch = 0; ch < g->c; ++ch)
                     for (int64_t m = 0; m < call->mult; ++m) {
                         double s = a[m * g->c + ch];
@@ -551,22 +574,35 @@ static void mc_dw_unit_(void *ctx, int64_t u)
                             s += b[ch * call->mult + m];
                         o[ch * call->mult + m] = s;
                     }
-                continue;
-            }
-            const float *a = (const float *)acc, *b = (const float *)call->bias;
-            float *vf = call->out_type == MC_F32 ? (float *)out : (float *)v;
-            for (int64_t ch = 0; ch < g->c; ++ch)
-                for (int64_t m = 0; m < call->mult; ++m) {
-                    float s = a[m * g->c + ch];
-                    if (b != NULL)
-                        s += b[ch * call->mult + m];
-                    vf[ch * call->mult + m] = s;
-                }
-            if (call->act != MC_ACT_NONE)
-                job->act_row(call->act, vf, vf, cm);
-            if (job->cast != NULL)
-                job->cast(vf, out, cm);
+            continue;
         }
+        /* the epilogue of the whole row: bias, activation, rounding (each element's own) */
+        const float *a = (const float *)acc, *b = (const float *)call->bias;
+        float *vf = call->out_type == MC_F32 ? (float *)out : (float *)v;
+        if (call->mult == 1) {
+            for (int64_t p = 0; p < g->ow; ++p) {
+                const float *ap = a + p * cm;
+                float *vp = vf + p * cm;
+                if (b != NULL)
+                    for (int64_t ch = 0; ch < cm; ++ch)
+                        vp[ch] = ap[ch] + b[ch];
+                else
+                    memcpy(vp, ap, (size_t)cm * 4);
+            }
+        } else {
+            for (int64_t p = 0; p < g->ow; ++p)
+                for (int64_t ch = 0; ch < g->c; ++ch)
+                    for (int64_t m = 0; m < call->mult; ++m) {
+                        float s = a[p * cm + m * g->c + ch];
+                        if (b != NULL)
+                            s += b[ch * call->mult + m];
+                        vf[p * cm + ch * call->mult + m] = s;
+                    }
+        }
+        if (call->act != MC_ACT_NONE)
+            job->act_row(call->act, vf, vf, total);
+        if (job->cast != NULL)
+            job->cast(vf, out, total);
     }
 }
 

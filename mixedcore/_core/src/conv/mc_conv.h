@@ -17,13 +17,15 @@
  *      buffer of its own (in cache) and packs them for the micro-kernel.  The blocking over K
  *      and the kernels are the GEMM's, so the result equals kernels.matmul of the im2col
  *      matrix with the same packed weights, bit for bit (tests/test_conv.py).
- *   c. Depthwise convolution has kernels per level (mc_conv_table): one output pixel at a
- *      time, all channels, over a list of valid taps (byte offsets) made by the driver, so
- *      padding never reaches a kernel.  They sum in float32 (float64 for float64 data), tap by
- *      tap in the list's order, one fused multiply-add per step; the scalar twins
- *      (mc_conv_scalar.h) are the specification and the vector kernels give the same bits.
- *      The epilogue (bias, activation, rounding to the output type) is the driver's, the same
- *      at every level.
+ *   c. Depthwise convolution has kernels per level (mc_conv_table) over a run of output pixels
+ *      of one row whose tap lists are one list of valid taps (byte offsets, made by the driver,
+ *      so padding never reaches a kernel) shifted by the stride: the pixels away from the
+ *      left and right edges run as one call, each edge pixel on its own.  The kernels sum in
+ *      float32 (float64 for float64 data), tap by tap in the list's order, one fused
+ *      multiply-add per step; the AVX-512 kernel takes four pixels at a time (four
+ *      independent chains).  The scalar twins (mc_conv_scalar.h) are the specification and the
+ *      vector kernels give the same bits.  The epilogue (bias, activation, rounding to the
+ *      output type) is the driver's, once per output row, the same at every level.
  *   d. Backward helpers: im2col of whole bands (for the weight gradient's product) and col2im,
  *      the scatter-add of an im2col-shaped gradient into the input's gradient, image by image
  *      (each image's pixels are summed in one fixed order, whatever the threads do).

@@ -13,14 +13,10 @@
 #include "mc_conv_scalar.h"
 #include "mc_simd_avx2.h"
 
-static void mc_dw_avx2_(const char *x, int type, const int64_t *xoff, const void *w,
-                        const int64_t *woff, int ntaps, int64_t c, int64_t mult, int64_t wm,
-                        void *acc)
+static void mc_dw_pixel_avx2_(const char *x, int type, const int64_t *xoff, const void *w,
+                              const int64_t *woff, int ntaps, int64_t c, int64_t mult,
+                              int64_t wm, void *acc)
 {
-    if (type == MC_F64) {
-        mc_dw_scalar_(x, type, xoff, w, woff, ntaps, 0, c, c, mult, wm, acc);
-        return;
-    }
     const int64_t es = type == MC_F32 ? 4 : 2;
     for (int64_t m = 0; m < mult; ++m) {
         const float *wf = (const float *)w + m * wm;
@@ -53,6 +49,19 @@ static void mc_dw_avx2_(const char *x, int type, const int64_t *xoff, const void
         if (ch < c)                      /* this multiplier's last channels */
             mc_dw_scalar_(x, type, xoff, wf, woff, ntaps, ch, c, c, 1, 0, af);
     }
+}
+
+static void mc_dw_avx2_(const char *x, int type, const int64_t *xoff, int64_t pstride,
+                        int64_t npix, const void *w, const int64_t *woff, int ntaps, int64_t c,
+                        int64_t mult, int64_t wm, void *acc)
+{
+    if (type == MC_F64) {
+        mc_dw_pixels_scalar_(x, type, xoff, pstride, npix, w, woff, ntaps, c, mult, wm, acc);
+        return;
+    }
+    for (int64_t p = 0; p < npix; ++p)
+        mc_dw_pixel_avx2_(x + p * pstride, type, xoff, w, woff, ntaps, c, mult, wm,
+                          (float *)acc + p * c * mult);
 }
 
 const mc_conv_table mc_conv_table_avx2 = {.dw = mc_dw_avx2_};

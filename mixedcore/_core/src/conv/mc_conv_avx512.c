@@ -15,14 +15,11 @@
 #include "mc_conv_scalar.h"
 #include "mc_simd_avx512.h"
 
-static void mc_dw_avx512_(const char *x, int type, const int64_t *xoff, const void *w,
-                          const int64_t *woff, int ntaps, int64_t c, int64_t mult, int64_t wm,
-                          void *acc)
+/* One pixel, every channel and multiplier. */
+static void mc_dw_pixel_avx512_(const char *x, int type, const int64_t *xoff, const void *w,
+                                const int64_t *woff, int ntaps, int64_t c, int64_t mult,
+                                int64_t wm, void *acc)
 {
-    if (type == MC_F64) {
-        mc_dw_scalar_(x, type, xoff, w, woff, ntaps, 0, c, c, mult, wm, acc);
-        return;
-    }
     const int64_t es = type == MC_F32 ? 4 : 2;
     for (int64_t m = 0; m < mult; ++m) {
         const float *wf = (const float *)w + m * wm;
@@ -55,6 +52,53 @@ static void mc_dw_avx512_(const char *x, int type, const int64_t *xoff, const vo
             _mm512_mask_storeu_ps(af + ch, k, s);
         }
     }
+}
+
+/* Four pixels at a time for one vector of channels (mask k): four independent chains of FMAs
+ * (one pixel's chain alone waits on the FMA latency at every tap); each is its pixel's sum in
+ * tap order, as mc_dw_pixel_avx512_ makes it. */
+static inline void mc_dw_quad_avx512_(const char *x, int type, int64_t es, const int64_t *xoff,
+                                      int64_t pstride, const float *wf, const int64_t *woff,
+                                      int ntaps, __mmask16 k, float *acc, int64_t astep)
+{
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int t = 0; t < ntaps; ++t) {
+        const char *xp = x + xoff[t];
+        const __m512 wv = _mm512_maskz_loadu_ps(k, wf + woff[t]);
+        s0 = _mm512_fmadd_ps(mc_load16_avx512(xp, type, k), wv, s0);
+        s1 = _mm512_fmadd_ps(mc_load16_avx512(xp + pstride, type, k), wv, s1);
+        s2 = _mm512_fmadd_ps(mc_load16_avx512(xp + 2 * pstride, type, k), wv, s2);
+        s3 = _mm512_fmadd_ps(mc_load16_avx512(xp + 3 * pstride, type, k), wv, s3);
+    }
+    (void)es;
+    _mm512_mask_storeu_ps(acc, k, s0);
+    _mm512_mask_storeu_ps(acc + astep, k, s1);
+    _mm512_mask_storeu_ps(acc + 2 * astep, k, s2);
+    _mm512_mask_storeu_ps(acc + 3 * astep, k, s3);
+}
+
+static void mc_dw_avx512_(const char *x, int type, const int64_t *xoff, int64_t pstride,
+                          int64_t npix, const void *w, const int64_t *woff, int ntaps, int64_t c,
+                          int64_t mult, int64_t wm, void *acc)
+{
+    if (type == MC_F64) {
+        mc_dw_pixels_scalar_(x, type, xoff, pstride, npix, w, woff, ntaps, c, mult, wm, acc);
+        return;
+    }
+    const int64_t es = type == MC_F32 ? 4 : 2, cm = c * mult;
+    int64_t p = 0;
+    for (; p + 4 <= npix; p += 4) {
+        const char *xp = x + p * pstride;
+        float *ap = (float *)acc + p * cm;
+        for (int64_t m = 0; m < mult; ++m)
+            for (int64_t ch = 0; ch < c; ch += 16)
+                mc_dw_quad_avx512_(xp + ch * es, type, es, xoff, pstride,
+                                   (const float *)w + m * wm + ch, woff, ntaps,
+                                   mc_mask16_avx512(c - ch), ap + m * c + ch, cm);
+    }
+    for (; p < npix; ++p)
+        mc_dw_pixel_avx512_(x + p * pstride, type, xoff, w, woff, ntaps, c, mult, wm,
+                            (float *)acc + p * cm);
 }
 
 const mc_conv_table mc_conv_table_avx512 = {.dw = mc_dw_avx512_};

@@ -9,13 +9,15 @@
 #include <stdint.h>
 #include "mc_conv_geom.h"
 
-/* Depthwise: for ch < c and m < mult,
- *   acc[m * c + ch] = sum over t < ntaps of x[xoff[t] + ch * es] * w[woff[t] + m * wm + ch],
+/* Depthwise, for npix output pixels whose taps are the same offsets shifted by pstride bytes
+ * from one pixel to the next: for p < npix, ch < c and m < mult,
+ *   acc[p * mult * c + m * c + ch]
+ *     = sum over t < ntaps of x[p * pstride + xoff[t] + ch * es] * w[woff[t] + m * wm + ch],
  * from +0 in tap order, one fused multiply-add per tap; float32 (x float16, bfloat16 or float32,
  * w and acc float) or float64 (x, w and acc double). */
-typedef void (*mc_dw_fn)(const char *x, int type, const int64_t *xoff, const void *w,
-                         const int64_t *woff, int ntaps, int64_t c, int64_t mult, int64_t wm,
-                         void *acc);
+typedef void (*mc_dw_fn)(const char *x, int type, const int64_t *xoff, int64_t pstride,
+                         int64_t npix, const void *w, const int64_t *woff, int ntaps, int64_t c,
+                         int64_t mult, int64_t wm, void *acc);
 
 typedef struct {
     mc_dw_fn dw;

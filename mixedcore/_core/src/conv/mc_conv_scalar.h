@@ -50,4 +50,16 @@ static inline void mc_dw_scalar_(const char *x, int type, const int64_t *xoff, c
         }
 }
 
+/* The pixels of one call of the kernel (mc_dw_fn), each by mc_dw_scalar_. */
+static inline void mc_dw_pixels_scalar_(const char *x, int type, const int64_t *xoff,
+                                        int64_t pstride, int64_t npix, const void *w,
+                                        const int64_t *woff, int ntaps, int64_t c, int64_t mult,
+                                        int64_t wm, void *acc)
+{
+    const int64_t step = c * mult * (type == MC_F64 ? 8 : 4);
+    for (int64_t p = 0; p < npix; ++p)
+        mc_dw_scalar_(x + p * pstride, type, xoff, w, woff, ntaps, 0, c, c, mult, wm,
+                      (char *)acc + p * step);
+}
+
 #endif
