@@ -6,6 +6,7 @@ by mixedcore, against Keras itself, ONNX Runtime and OpenVINO; interleaved round
     python bench/compare_architectures.py --models mobilenetv2,resnet50 --batches 1
     python bench/compare_architectures.py --quick                           # smoke run, small sizes
     python bench/compare_architectures.py --models encoder --batches 8 --json out.json
+    python bench/compare_architectures.py --busy       # beside one process spinning on a core
 
 Models, built on Keras 3's torch backend with random weights and saved as ``.keras`` into a
 temporary directory, one file per model (every system runs that model):
@@ -37,12 +38,14 @@ benchmarks only and imported lazily):
   torch-backend export: NHWC, every convolution wrapped in Transposes, BatchNormalization as
   separate arithmetic; each runtime applies its own graph optimizations on top).
 
-For the image models the ONNX peers also run a cleaned graph ("BN folded" rows):
-:func:`fold_batchnorm` folds the per-channel Sub/Mul/Add that Keras's export writes for each
-BatchNormalization into the preceding convolution's weights and bias, drops its float-to-float
-Casts, and removes the NCHW/NHWC Transpose pairs around a Clip or Relu between two convolutions.
-Not done: building the model channels-first before export (an all-NCHW graph); the
-Transposes around residual Adds and the other Transposes stay, for the runtimes' own passes.
+For the image models the ONNX peers also run two cleaned graphs. "BN folded": :func:`fold_batchnorm`
+folds the per-channel Sub/Mul/Add that Keras's export writes for each BatchNormalization into
+the preceding convolution's weights and bias, drops its float-to-float Casts, and removes the
+NCHW/NHWC Transpose pairs around a Clip or Relu between two convolutions (the Transposes around
+residual Adds stay).  "NCHW, BN folded": the same architecture built channels-first in Keras
+(``image_data_format`` "channels_first"), given the same weights, exported (an all-NCHW graph
+without Transposes), BatchNormalization folded the same way; it is fed the input transposed to
+NCHW (outside the timing), and its output is checked like every other.
 Keras's export fails on the encoder (MultiHeadAttention); there the ONNX peers run
 ``torch.onnx.export`` (dynamo) of the same Keras model, with the batch fixed, and the rows say so.
 
@@ -106,20 +109,26 @@ def _encoder(keras, blocks, width, heads, ffn, tokens, vocab=1000):
     return keras.Model(inp, x, name="encoder")
 
 
-def build(name, quick):
-    """(keras model, input shape without the batch, input kind) of model ``name``."""
+def build(name, quick, channels_first=False):
+    """(keras model, input shape without the batch, input kind) of model ``name`` (an image
+    model's layers channels-first with ``channels_first``, under Keras's image data format set
+    so by the caller)."""
     keras = _keras()
     apps = keras.applications
+
+    def image(size):
+        return (3, size, size) if channels_first else (size, size, 3)
+
     if name == "mobilenetv2":
         size, alpha = (96, 0.35) if quick else (224, 1.0)
-        model = apps.MobileNetV2(input_shape=(size, size, 3), alpha=alpha, weights=None,
+        model = apps.MobileNetV2(input_shape=image(size), alpha=alpha, weights=None,
                                  classifier_activation=None)
-        return model, (size, size, 3), "image"
+        return model, image(size), "image"
     if name == "resnet50":
         size = 64 if quick else 224
-        model = apps.ResNet50(input_shape=(size, size, 3), weights=None,
+        model = apps.ResNet50(input_shape=image(size), weights=None,
                               classifier_activation=None)
-        return model, (size, size, 3), "image"
+        return model, image(size), "image"
     if name == "encoder":
         if quick:
             return _encoder(keras, 2, 128, 4, 512, 32), (32,), "tokens"
@@ -274,16 +283,21 @@ def fold_batchnorm(src, dst):
     folded = 0
     for conv in [n for n in nodes if n.op_type == "Conv"]:
         after = consumers(conv.output[0])
-        if len(after) != 1 or after[0].op_type != "Transpose" or \
-                list(after[0].attribute[0].ints) != [0, 2, 3, 1]:
+        if len(after) != 1:
             continue
-        transpose, w = after[0], constant(conv.input[1])
+        if after[0].op_type == "Transpose" and list(after[0].attribute[0].ints) == [0, 2, 3, 1]:
+            start = after[0].output[0]                          # NHWC: behind the Transpose
+        elif after[0].op_type in _AFFINE:
+            start = conv.output[0]                              # NCHW: right after the Conv
+        else:
+            continue
+        w = constant(conv.input[1])
         if w is None:
             continue
         channels = w.shape[0]
         bias = constant(conv.input[2]) if len(conv.input) > 2 else np.zeros(channels, w.dtype)
         scale, shift = np.ones(channels, np.float64), bias.astype(np.float64)
-        chain, out = [], transpose.output[0]
+        chain, out = [], start
         while True:
             nxt = consumers(out)
             if len(nxt) != 1 or nxt[0].op_type not in _AFFINE or nxt[0].input[0] != out:
@@ -303,7 +317,16 @@ def fold_batchnorm(src, dst):
                 scale, shift = scale / c, shift / c
             chain.append(nxt[0])
             out = nxt[0].output[0]
-        if not chain or not rename_input(out, transpose.output[0]):
+        if not chain:
+            continue
+        if start == conv.output[0]:                             # the Conv makes the chain's end
+            if any(o.name == out for o in g.output):
+                continue
+            for n in nodes:
+                for i, name in enumerate(n.input):
+                    if name == out:
+                        n.input[i] = start
+        elif not rename_input(out, start):
             continue
         w_name, b_name = f"{conv.name or conv.output[0]}_folded_w", \
             f"{conv.name or conv.output[0]}_folded_b"
@@ -388,8 +411,8 @@ def _openvino(hint):
     return make
 
 
-# (label, precision class, modules needed, the ONNX graph it runs: None, "export" or "folded",
-# make)
+# (label, precision class, modules needed, the ONNX graph it runs: None, "export", "folded" or
+# "nchw", make)
 SYSTEMS = [
     ("mixedcore mixed_bfloat16", "bfloat16", (), None, _mixedcore("mixed_bfloat16")),
     ("mixedcore float32", "float32", (), None, _mixedcore("float32")),
@@ -400,6 +423,10 @@ SYSTEMS = [
     ("ONNX Runtime float32, BN folded", "float32", ("onnxruntime",), "folded", _onnxruntime),
     ("OpenVINO bf16, BN folded", "bfloat16", ("openvino",), "folded", _openvino("bf16")),
     ("OpenVINO f32, BN folded", "float32", ("openvino",), "folded", _openvino("f32")),
+    ("ONNX Runtime float32, NCHW, BN folded", "float32", ("onnxruntime",), "nchw",
+     _onnxruntime),
+    ("OpenVINO bf16, NCHW, BN folded", "bfloat16", ("openvino",), "nchw", _openvino("bf16")),
+    ("OpenVINO f32, NCHW, BN folded", "float32", ("openvino",), "nchw", _openvino("f32")),
 ]
 
 
@@ -420,13 +447,15 @@ def _relative_error(ref, out):
 
 def prepare(keras_path, graphs, x):
     """The timed callables of every system that is installed and right, and a row per system;
-    ``graphs`` maps "export" and "folded" to (ONNX path or None, note or None)."""
+    ``graphs`` maps "export", "folded" and "nchw" to (ONNX path or None, note or None, the input
+    that graph takes: ``x``, or ``x`` channels-first for "nchw")."""
     rows, fns = {}, {}
     ref = np.asarray(_keras_f32(keras_path, None, x)(), dtype=np.float64)
     for label, precision, modules, graph, make in SYSTEMS:
         if graph and graph not in graphs:                       # BN folding: image models only
             continue
-        onnx_path, onnx_note = graphs.get(graph, (None, None)) if graph else (None, None)
+        onnx_path, onnx_note, feed = graphs.get(graph, (None, None, x)) if graph else \
+            (None, None, x)
         row = rows[label] = {"system": label, "error": None, "note": None, "times": []}
         missing = _missing(modules)
         if missing:
@@ -436,7 +465,7 @@ def prepare(keras_path, graphs, x):
             row["note"] = onnx_note or "no ONNX graph"
             continue
         try:
-            fn = make(keras_path, onnx_path, x)
+            fn = make(keras_path, onnx_path, feed)
             out = np.array(fn())                                # warm-up and check
         except Exception as exc:                                # noqa: BLE001 - into the table
             row["note"] = f"failed: {type(exc).__name__}: {exc}"[:200]
@@ -481,6 +510,26 @@ def table_lines(results):
     return lines
 
 
+def channels_first_graph(name, quick, model, x, folder):
+    """(path, note, input) of the peers' best graph of an image model: the same model built
+    channels-first (Keras's NCHW layers; the same weights), exported, BatchNormalization folded
+    into the convolutions; the input ``x`` transposed to NCHW."""
+    keras = _keras()
+    previous = keras.config.image_data_format()
+    keras.config.set_image_data_format("channels_first")
+    try:
+        twin, shape, _ = build(name, quick, channels_first=True)
+    finally:
+        keras.config.set_image_data_format(previous)
+    twin.set_weights(model.get_weights())
+    xc = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    path, note = export_onnx(twin, xc, os.path.join(folder, f"{name}_b{len(x)}_nchw.onnx"))
+    if path is None:
+        return None, note, xc
+    folded, fold_note = folded_graph(path)
+    return folded, fold_note, xc
+
+
 def folded_graph(onnx_path):
     """(path, note) of the BN-folded graph beside ``onnx_path``."""
     if onnx_path is None:
@@ -505,11 +554,14 @@ def main(argv=None):
                         help="timed calls per system per round (default: 3 at batch 1, else 1)")
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    parser.add_argument("--busy", action="store_true",
+                        help="time beside one process spinning on a core (the busy machine)")
     args = parser.parse_args(argv)
 
     import mixedcore
     print(f"mixedcore from {os.path.dirname(mixedcore.__file__)}; {THREADS} threads per system; "
-          f"{args.rounds} rounds{' (quick sizes)' if args.quick else ''}", file=sys.stderr)
+          f"{args.rounds} rounds{' (quick sizes)' if args.quick else ''}"
+          f"{'; beside one spinning process' if args.busy else ''}", file=sys.stderr)
     results = []
     with tempfile.TemporaryDirectory(prefix="mixedcore-arch-") as folder:
         for name in [m.strip() for m in args.models.split(",") if m.strip()]:
@@ -527,13 +579,20 @@ def main(argv=None):
                 if onnx_path is None or onnx_note:              # Keras's export has any batch
                     onnx_path, onnx_note = export_onnx(
                         model, x, os.path.join(folder, f"{name}_b{batch}.onnx"))
-                    graphs = {"export": (onnx_path, onnx_note)}
+                    graphs = {"export": (onnx_path, onnx_note, x)}
                     if kind == "image":
-                        graphs["folded"] = folded_graph(onnx_path)
+                        graphs["folded"] = folded_graph(onnx_path) + (x,)
+                        graphs["nchw"] = channels_first_graph(name, args.quick, model, x,
+                                                              folder)
                 rows, fns = prepare(keras_path, graphs, x)
                 calls = args.calls or (3 if batch == 1 else 1)
                 t0 = time.perf_counter()
-                timed_rounds(fns, rows, args.rounds, calls)
+                spinner = benchutil.start_spinner() if args.busy else None
+                try:
+                    timed_rounds(fns, rows, args.rounds, calls)
+                finally:
+                    if spinner is not None:
+                        benchutil.stop_spinner(spinner)
                 for row in rows.values():
                     times = row.pop("times")
                     row["best"] = min(times) if times else None
@@ -550,7 +609,7 @@ def main(argv=None):
             gc.collect()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"date": time.strftime("%Y-%m-%d"), "quick": args.quick,
+            json.dump({"date": time.strftime("%Y-%m-%d"), "quick": args.quick, "busy": args.busy,
                        "rounds": args.rounds, "threads": THREADS, "results": results}, f,
                       indent=1)
 
