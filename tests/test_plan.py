@@ -419,3 +419,30 @@ def test_a_nested_model_and_a_sequential_run_plans():
     got = outer.predict(x, verbose=0)
     assert same_bits(got, outer._graph.run([x])[0][0])
     assert inner.inference_nbytes() > 0 and outer.inference_nbytes() > 0
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_sequence_and_separable_convolutions_are_c_steps(isa_level, policy):
+    with mixedcore.policy_scope(policy):
+        seq = layers.Input((19, 6))
+        h = layers.Conv1D(8, 3, padding="causal", dilation_rate=2, activation="relu")(seq)
+        h = layers.ReLU(6.0)(layers.BatchNormalization()(layers.Conv1D(8, 3, strides=2,
+                                                                       use_bias=False)(h)))
+        h = layers.Conv1D(5, 2, padding="same", activation="swish")(h)
+        img = layers.Input((11, 9, 4))
+        g = layers.SeparableConv2D(7, 3, strides=2, padding="same", depth_multiplier=2,
+                                   activation="relu6")(img)
+        g = layers.SeparableConv2D(3, 2, use_bias=False)(g)
+        model = models.Model([seq, img], [h, g])
+    _bn(np.random.default_rng(15),
+        next(layer for layer in model.layers if isinstance(layer, layers.BatchNormalization)))
+    rng = np.random.default_rng(16)
+    xs = [rng.standard_normal((2, 19, 6)).astype(F32), rng.standard_normal((2, 11, 9, 4))
+          .astype(F32)]
+    model.predict(xs, verbose=0)
+    plan = next(iter(model._graph._plans.values())).plan
+    # three convolutions, and a depthwise and a pointwise step per separable convolution
+    assert sum(op[0] == "c" for op in plan._ops) == 7
+    got = model.predict(xs, verbose=0)
+    want = model._graph.run(xs)[0]
+    assert all(same_bits(a, b) for a, b in zip(got, want))

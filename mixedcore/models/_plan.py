@@ -10,10 +10,12 @@ Design:
   B. How.  The graph first runs once layer by layer (with its folds), recording every tensor's
      shape and dtype -- that run's outputs are the call's --; then each node, in run order,
      becomes plan steps, a fold (``_folding``) lowered as its fused call:
-       - Conv2D and DepthwiseConv2D (a BatchNormalization folded in or not; an activation of
-         ``activations.FUSED`` or linear, its own or folded) -> a convolution step with the
-         layer's packed (folded) weights and float32 bias, epilogue activation and output in the
-         compute dtype; a pointwise Conv2D is the GEMM's step;
+       - Conv1D, Conv2D and DepthwiseConv2D (a BatchNormalization folded in or not; an
+         activation of ``activations.FUSED`` or linear, its own or folded) -> a convolution
+         step with the layer's packed (folded) weights and float32 bias, epilogue activation and
+         output in the compute dtype (Conv1D on the one-row image view); a pointwise Conv2D is
+         the GEMM's step; SeparableConv2D -> its depthwise step, rounded to the compute dtype,
+         then its pointwise step;
        - Dense (its kernel applied over the last axis) -> the GEMM's step;
        - Add of two tensors of one shape, with the activation folded after it or not -> the
          sum's step;
@@ -36,7 +38,7 @@ import numpy as np
 from mixedcore import activations as _activations
 from mixedcore import kernels
 from mixedcore._dtypes import dtype_name, is_floating, to_compute
-from mixedcore.layers._conv import Conv2D, DepthwiseConv2D
+from mixedcore.layers._conv import Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D
 from mixedcore.layers._core import Dense
 from mixedcore.layers._merging import Add
 from mixedcore.layers._node import KerasTensor, flatten, map_structure
@@ -127,7 +129,7 @@ class InferencePlan:
         out = fold.out if fold is not None else id(node.output_tensors[0])
         kind = type(layer)
         cd = layer._compute_np()
-        if kind in (Conv2D, DepthwiseConv2D):
+        if kind in (Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D):
             return self._lower_conv(layer, single, fold, out, cd)
         if kind is Dense:
             return self._lower_dense(layer, single, fold, out, cd)
@@ -168,24 +170,32 @@ class InferencePlan:
 
     def _lower_conv(self, layer, single, fold, out, cd):
         epilogue = self._epilogue(layer, fold)
-        if epilogue is None or dtype_name(cd) not in _GEMM or layer._rank != 2:
+        if epilogue is None or dtype_name(cd) not in _GEMM:
             return False
         norm, act = epilogue
         buf, pad = self._env[single]
-        padding = layer.padding
-        if pad is not None and padding == "valid" and self.plan.dtype(buf) == cd:
-            padding = pad.padding           # the zeros in the window, not in a copy
+        opts = layer._opts()
+        if pad is not None and opts["padding"] == "valid" and self.plan.dtype(buf) == cd:
+            opts["padding"] = pad.padding   # the zeros in the window, not in a copy
         else:
             buf = self._operand(single, cd)
             if buf is None:
                 return False
-        kernel, bias = layer._folded_operands(norm)
-        opts = dict(strides=layer.strides, padding=padding, dilation_rate=layer.dilation_rate,
-                    bias=bias, activation=act, out_dtype=cd)
-        if type(layer) is Conv2D:
-            dst = self.plan.conv2d(buf, kernel, **opts)
+        if layer._rank == 1:                # (batch, steps, channels) as a one-row image
+            n, w, c = self.plan.shape(buf)
+            buf = self.plan.reshape(buf, (n, 1, w, c))
+        kind = type(layer)
+        if kind is SeparableConv2D:         # depthwise, rounded to the compute dtype, pointwise
+            buf = self.plan.depthwise_conv2d(buf, layer._compute_weight("depthwise_kernel"),
+                                             out_dtype=cd, **opts)
+            kernel, bias = layer._inference_operands("pointwise_kernel")
+            opts = dict(SeparableConv2D._POINTWISE)
         else:
-            dst = self.plan.depthwise_conv2d(buf, kernel, **opts)
+            kernel, bias = layer._folded_operands(norm)
+        step = self.plan.depthwise_conv2d if kind is DepthwiseConv2D else self.plan.conv2d
+        dst = step(buf, kernel, bias=bias, activation=act, out_dtype=cd, **opts)
+        if layer._rank == 1:
+            dst = self.plan.reshape(dst, self._specs[out][0])
         self._hold(layer)
         if norm is not None:
             self._hold(norm)
