@@ -511,9 +511,9 @@ def table_lines(results):
 
 
 def channels_first_graph(name, quick, model, x, folder):
-    """(path, note, input) of the peers' best graph of an image model: the same model built
-    channels-first (Keras's NCHW layers; the same weights), exported, BatchNormalization folded
-    into the convolutions; the input ``x`` transposed to NCHW."""
+    """(path, note) of the peers' best graph of an image model: the same model built
+    channels-first (Keras's NCHW layers; the same weights), exported (for ``x`` transposed to
+    NCHW; any batch), BatchNormalization folded into the convolutions."""
     keras = _keras()
     previous = keras.config.image_data_format()
     keras.config.set_image_data_format("channels_first")
@@ -523,11 +523,10 @@ def channels_first_graph(name, quick, model, x, folder):
         keras.config.set_image_data_format(previous)
     twin.set_weights(model.get_weights())
     xc = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-    path, note = export_onnx(twin, xc, os.path.join(folder, f"{name}_b{len(x)}_nchw.onnx"))
+    path, note = export_onnx(twin, xc, os.path.join(folder, f"{name}_nchw.onnx"))
     if path is None:
-        return None, note, xc
-    folded, fold_note = folded_graph(path)
-    return folded, fold_note, xc
+        return None, note
+    return folded_graph(path)
 
 
 def folded_graph(onnx_path):
@@ -579,11 +578,13 @@ def main(argv=None):
                 if onnx_path is None or onnx_note:              # Keras's export has any batch
                     onnx_path, onnx_note = export_onnx(
                         model, x, os.path.join(folder, f"{name}_b{batch}.onnx"))
-                    graphs = {"export": (onnx_path, onnx_note, x)}
                     if kind == "image":
-                        graphs["folded"] = folded_graph(onnx_path) + (x,)
-                        graphs["nchw"] = channels_first_graph(name, args.quick, model, x,
-                                                              folder)
+                        folded = folded_graph(onnx_path)
+                        nchw = channels_first_graph(name, args.quick, model, x, folder)
+                graphs = {"export": (onnx_path, onnx_note, x)}
+                if kind == "image":
+                    graphs["folded"] = folded + (x,)
+                    graphs["nchw"] = nchw + (np.ascontiguousarray(x.transpose(0, 3, 1, 2)),)
                 rows, fns = prepare(keras_path, graphs, x)
                 calls = args.calls or (3 if batch == 1 else 1)
                 t0 = time.perf_counter()
