@@ -218,6 +218,11 @@ def test_plan_bad_input():
     with pytest.raises(ValueError, match=r"Plan.reshape: cannot reshape buffer 0 of shape "
                                          r"\(1, 5, 5, 4\) into \(3, 3\)"):
         plan.reshape(i, (3, 3))
+    with pytest.raises(ValueError, match=r"Plan.reshape: negative dimension in shape \(-1, 4\)"):
+        plan.reshape(i, (-1, 4))
+    with pytest.raises(TypeError, match=r"Plan.input: a shape must be a sequence of ints, got "
+                                        r"\(2.5, 3\)"):
+        plan.input((2.5, 3), F32)
     with pytest.raises(ValueError, match="Plan.pool2d: padding must be 'valid' or 'same'"):
         plan.pool2d(i, 2, padding="full")
     with pytest.raises(TypeError, match="Plan.call: fn must be callable, got int"):

@@ -22,6 +22,7 @@ Design:
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -86,12 +87,16 @@ class Plan:
                                      index if root is None else root, len(self._ops)))
         return index
 
-    def _read(self, fname, index):
+    def _lookup(self, fname, index):
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or \
                 not 0 <= index < len(self._buffers):
             raise ValueError(f"{fname}: no buffer {index!r} in this plan "
                              f"({len(self._buffers)} buffers)")
-        buf = self._buffers[index]
+        return self._buffers[index]
+
+    def _read(self, fname, index):
+        """The buffer a step about to be added reads: its life lasts until that step."""
+        buf = self._lookup(fname, index)
         root = self._buffers[buf.root]
         root.last = max(root.last, len(self._ops))
         return buf
@@ -99,17 +104,16 @@ class Plan:
     def input(self, shape: Sequence[int], dtype: DTypeLike) -> int:
         """A buffer given to every run (in the order of the ``input`` calls)."""
         dt = np.dtype(dtype)
-        if any(int(d) < 0 for d in shape):
-            raise ValueError(f"Plan.input: negative dimension in shape {tuple(shape)}")
+        shape = _shape("Plan.input", shape)
         index = self._new(shape, dt, _INPUT)
         self._inputs.append(index)
         return index
 
     def shape(self, index: int) -> tuple[int, ...]:
-        return self._read("Plan.shape", index).shape
+        return self._lookup("Plan.shape", index).shape
 
     def dtype(self, index: int) -> np.dtype:
-        return self._read("Plan.dtype", index).dtype
+        return self._lookup("Plan.dtype", index).dtype
 
     # -- steps ----------------------------------------------------------------------------------
     def _c_step(self, dst):
@@ -252,8 +256,8 @@ class Plan:
     def reshape(self, src: int, shape: Sequence[int]) -> int:
         """The buffer under another shape (the same elements, the same bytes)."""
         buf = self._read("Plan.reshape", src)
-        shape = tuple(int(d) for d in shape)
-        if math.prod(shape) != math.prod(buf.shape) or any(d < 0 for d in shape):
+        shape = _shape("Plan.reshape", shape)
+        if math.prod(shape) != math.prod(buf.shape):
             raise ValueError(f"Plan.reshape: cannot reshape buffer {src} of shape {buf.shape} "
                              f"into {shape}")
         return self._new(shape, buf.dtype, buf.kind if buf.kind != _OUTPUT else _ARENA,
@@ -269,7 +273,8 @@ class Plan:
         srcs = [int(s) for s in srcs]
         for s in srcs:
             self._read("Plan.call", s)
-        dsts = [self._new(shape, np.dtype(dtype), _BOUND) for shape, dtype in outputs]
+        dsts = [self._new(_shape("Plan.call", shape), np.dtype(dtype), _BOUND)
+                for shape, dtype in outputs]
         self._ops.append(("py", fn, srcs, dsts))
         return dsts
 
@@ -425,6 +430,17 @@ class Plan:
                              f"{ISA_LEVELS[_lib.get_level()]!r} cannot use; build the plan "
                              f"again")
         raise MemoryError(f"Plan.run: step {failed} could not allocate its work buffers")
+
+
+def _shape(fname, shape):
+    """``shape`` as a tuple of non-negative ints."""
+    try:
+        dims = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"{fname}: a shape must be a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in dims):
+        raise ValueError(f"{fname}: negative dimension in shape {dims}")
+    return dims
 
 
 def _act_code(fname, activation):
