@@ -451,3 +451,53 @@ def test_sequence_and_separable_convolutions_are_c_steps(isa_level, policy):
     got = model.predict(xs, verbose=0)
     want = model._graph.run(xs)[0]
     assert all(same_bits(a, b) for a, b in zip(got, want))
+
+
+def test_graph_shapes_the_plan_must_keep():
+    """Shared layers, a tensor that is both an output and read further, an input that is an
+    output, integer inputs, and a layer with two outputs (a Python step)."""
+    class Split(layers.Layer):
+        def call(self, x):
+            return [x[..., :2], x[..., 2:]]
+
+        def compute_output_shape(self, input_shape):
+            lead = tuple(input_shape[:-1])
+            return [lead + (2,), lead + (input_shape[-1] - 2,)]
+
+    a = layers.Input((6, 6, 3))
+    ids = layers.Input((4,), dtype="int32")
+    shared = layers.Conv2D(5, 3, padding="same", activation="relu")
+    h1 = shared(a)
+    h2 = shared(layers.Conv2D(3, 1)(a))          # the same layer called twice
+    s = layers.Add()([h1, h2])
+    left, right = Split()(s)
+    e = layers.Flatten()(layers.Embedding(9, 2)(ids))
+    model = models.Model([a, ids], [s, layers.Conv2D(2, 1)(s), left, right, e, a])
+    rng = np.random.default_rng(17)
+    xs = [rng.standard_normal((3, 6, 6, 3)).astype(F32), rng.integers(0, 9, (3, 4))]
+    model.predict(xs, verbose=0)
+    got = model.predict(xs, verbose=0)
+    want = model._graph.run(xs)[0]
+    assert len(got) == len(want) == 6
+    assert all(same_bits(g, w) for g, w in zip(got, want))
+    assert got[5] is not None and same_bits(got[5], xs[0])
+
+
+def test_a_call_on_another_thread_while_a_plan_runs():
+    model = _image_model("mixed_bfloat16")
+    xs = [np.random.default_rng(s).uniform(-2, 2, (2, 33, 31, 3)).astype(F32) for s in range(3)]
+    want = [model._graph.run([x])[0] for x in xs]
+    model.predict(xs[0], verbose=0)
+    got = [None] * 3
+
+    def work(j):
+        for _ in range(3):
+            got[j] = model.predict(xs[j], verbose=0)
+
+    threads = [threading.Thread(target=work, args=(j,)) for j in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for g, w in zip(got, want):
+        assert all(same_bits(a, b) for a, b in zip(g, w))

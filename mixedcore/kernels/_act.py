@@ -98,8 +98,9 @@ def activation(x: ArrayLike, name: str, *, out: np.ndarray | None = None) -> np.
     ``1 / (1 + exp(-x))`` and ``tanh`` is ``tanh(x)``; ``relu6`` is ``min(max(v, 0), 6)`` (exact,
     NaN and -0.0 pass as for relu), ``silu`` is ``x * sigmoid(x)``, ``hard_sigmoid`` is
     ``clip(x / 6 + 0.5, 0, 1)`` (Keras 3's) and ``hard_silu`` is ``x * hard_sigmoid(x)``.  The
-    others are evaluated in float64 and rounded once: within 1 ulp of the correctly rounded float32 result, and equal to
-    it except when the exact value lies within about 1e-15 (relative) of a rounding boundary.
+    others are evaluated in float64 and rounded once: within 1 ulp of the correctly rounded
+    float32 result, and equal to it except when the exact value lies within about 1e-15
+    (relative) of a rounding boundary.
     Results are bit-identical at every ISA level.  A NaN input gives that NaN (quieted; relu
     passes it unchanged); infinities give the limits (``gelu(-inf) = -0.0``).  No floating-point
     warnings are raised.  docs/gemm.md ("Activation") has the algorithms and measured accuracy.
@@ -145,10 +146,13 @@ def activation_grad(dy: ArrayLike, x: ArrayLike, name: str, *,
     Notes
     -----
     The derivatives: ``relu'(x) = 1 if x > 0 else 0``; ``gelu'(x) = Phi(x) + x * phi(x)``;
-    ``sigmoid'(x) = s * (1 - s)``; ``tanh'(x) = 1 - tanh(x)**2``.  Each is evaluated in float64
-    from ``x`` (accurate even where these formulas cancel: near gelu's minimum x = -0.7518 and
-    for large ``|x|``), multiplied by ``dy`` in float64 and rounded once, so the result is
-    within 1 ulp of the correctly rounded ``dy * f'(x)``.  A NaN in ``x`` gives that NaN, else a
+    ``sigmoid'(x) = s * (1 - s)``; ``tanh'(x) = 1 - tanh(x)**2``; ``relu6'(x) = 1 if 0 < x < 6
+    else 0``; ``silu'(x) = s + x * s * (1 - s)``; ``hard_sigmoid'(x) = 1/6 on (-3, 3)``;
+    ``hard_silu'(x) = x / 3 + 1/2 on [-3, 3]`` (0 below, 1 above).  Each is evaluated in
+    float64 from ``x`` (accurate even where these formulas cancel: near gelu's minimum
+    x = -0.7518 and for large ``|x|``), multiplied by ``dy`` in float64 and rounded once, so the
+    result is within 1 ulp of the correctly rounded ``dy * f'(x)`` -- except within 0.01 of the
+    roots of silu' (-1.2785) and hard_silu' (-1.5), where the error is absolute, below 2**-52.  A NaN in ``x`` gives that NaN, else a
     NaN in ``dy`` gives ``dy``'s (quieted); an infinite ``dy`` where ``f'(x)`` is 0 gives NaN
     (IEEE ``inf * 0``), including relu at ``x <= 0``.  Bit-identical at every ISA level.
     """
