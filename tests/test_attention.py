@@ -351,3 +351,25 @@ def test_gradient_through_the_returned_scores(rng):
     np.testing.assert_allclose(g["value"], numeric_grad(loss, v), rtol=1e-6, atol=1e-8)
     for w, gw in zip(layer.trainable_weights, wgrads):
         np.testing.assert_allclose(gw, numeric_grad(loss, w), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("kwargs", [{}, {"use_bias": False, "value_dim": 5}])
+def test_self_attention_projects_query_key_and_value_in_one_product(isa_level, policy, kwargs):
+    """query is value (and no key): one product with the three kernels side by side, the bits
+    of three products; after a weight change the packed product follows."""
+    layer = layers.MultiHeadAttention(3, 4, dtype=policy, **kwargs)
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((2, 7, 6)).astype(np.float32)
+    xc = kernels.cast(x, np.dtype(layer._compute_np()))
+    fused = layer(xc, xc)
+    separate = layer(xc, xc.copy())
+    assert np.array_equal(np.asarray(fused).view(np.uint8), np.asarray(separate).view(np.uint8))
+    mask = rng.random((2, 7, 7)) > 0.3
+    fused = layer(xc, xc, attention_mask=mask, use_causal_mask=True)
+    separate = layer(xc, xc.copy(), attention_mask=mask, use_causal_mask=True)
+    assert np.array_equal(np.asarray(fused).view(np.uint8), np.asarray(separate).view(np.uint8))
+    layer.set_weights([w * 0.5 for w in layer.get_weights()])
+    fused = layer(xc, xc)
+    separate = layer(xc, xc.copy())
+    assert np.array_equal(np.asarray(fused).view(np.uint8), np.asarray(separate).view(np.uint8))

@@ -328,7 +328,13 @@ def test_a_model_plan_gives_the_bits_of_the_layers(isa_level, policy):
     x = np.random.default_rng(9).uniform(-2, 2, (3, 33, 31, 3)).astype(F32)
     graph = model._graph
     first = model.predict(x, verbose=0)                  # makes the plan
-    assert graph.inference_nbytes() > 0 and model.inference_nbytes() == graph.inference_nbytes()
+    assert graph.arena_nbytes() > 0 and model.arena_nbytes() == graph.arena_nbytes()
+    assert model.inference_nbytes() == model.arena_nbytes() + sum(
+        layer.inference_nbytes() for layer in model.layers)
+    lines = []
+    model.summary(print_fn=lines.append)
+    assert lines[-1] == (f"Inference arenas: {graph.arena_nbytes() / 1024:.1f} KB (the plans "
+                         f"of 1 input shapes)")
     plan = next(iter(graph._plans.values()))
     kinds = {op[0] for op in plan.plan._ops}
     assert kinds == {"c", "py"}
@@ -411,7 +417,7 @@ def test_training_and_masks_run_the_layers():
     ids = np.array([[1, 2, 0, 0, 0, 0], [3, 4, 5, 6, 0, 0]])
     got = masked.predict(ids, verbose=0)
     assert same_bits(got, masked._graph.run([ids])[0][0])
-    assert masked._graph.inference_nbytes() == 0
+    assert masked.arena_nbytes() == 0
 
 
 def test_a_nested_model_and_a_sequential_run_plans():
@@ -423,7 +429,7 @@ def test_a_nested_model_and_a_sequential_run_plans():
     x = np.random.default_rng(14).standard_normal((2, 5, 5, 2)).astype(F32)
     got = outer.predict(x, verbose=0)
     assert same_bits(got, outer._graph.run([x])[0][0])
-    assert inner.inference_nbytes() > 0 and outer.inference_nbytes() > 0
+    assert inner.arena_nbytes() > 0 and outer.arena_nbytes() > 0
 
 
 @pytest.mark.parametrize("policy", POLICIES)

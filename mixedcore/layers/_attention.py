@@ -403,6 +403,23 @@ class MultiHeadAttention(Layer):
             z += to_compute(self._compute_weight(bias), w).reshape(-1)
         return to_compute(z, cd)
 
+    def _packed_qkv(self):
+        """The query, key and value kernels side by side, packed for one product, and their
+        float32 biases likewise (None without); cached per weight version and compute dtype."""
+        cd = self._compute_np()
+        key = (self._version, cd)
+        entry = self._packed.get("qkv")
+        if entry is None or entry[0] != key or entry[1].stale:
+            names = ("query", "key", "value")
+            matrix = np.concatenate([self._matrix(self._weight(f"{p}/kernel"), p)
+                                     for p in names], axis=1)
+            bias = None
+            if self.use_bias:
+                bias = np.concatenate([self._bias32(f"{p}/bias") for p in names])
+            entry = (key, kernels.pack(matrix, dtype=cd), bias)
+            self._packed["qkv"] = entry
+        return entry[1], entry[2]
+
     @staticmethod
     def _matrix(kernel, name):
         if name == "attention_output":
@@ -431,9 +448,18 @@ class MultiHeadAttention(Layer):
         xq = q_in.reshape(b * t, -1)
         xv = v_in.reshape(b * s, -1)
         xk = xv if key is None else k_in.reshape(b * s, -1)
-        qp = self._project(xq, "query", training).reshape(b, t, n, h)
-        kp = self._project(xk, "key", training).reshape(b, s, n, h)
-        vp = self._project(xv, "value", training).reshape(b, s, n, hv)
+        if not training and key is None and q_in is v_in and _gemm_ok(xq):
+            # self-attention at inference: the three projections as one product (each column
+            # is the same sum as in its own product, so the same bits), views of its columns
+            packed, bias = self._packed_qkv()
+            qkv = kernels.matmul(xq, packed, bias=bias, out_dtype=out16)
+            qp = qkv[:, :n * h].reshape(b, t, n, h)
+            kp = qkv[:, n * h:2 * n * h].reshape(b, s, n, h)
+            vp = qkv[:, 2 * n * h:].reshape(b, s, n, hv)
+        else:
+            qp = self._project(xq, "query", training).reshape(b, t, n, h)
+            kp = self._project(xk, "key", training).reshape(b, s, n, h)
+            vp = self._project(xv, "value", training).reshape(b, s, n, hv)
         qh = qp.transpose(0, 2, 1, 3)                   # (b, n, t, h), views
         kh = kp.transpose(0, 2, 1, 3)
         vh = vp.transpose(0, 2, 1, 3)

@@ -188,7 +188,7 @@ class Graph:
             return self.run(values)[0]
         return plan.run(values)
 
-    def inference_nbytes(self):
+    def arena_nbytes(self):
         """Bytes of the arenas of the plans kept (design G)."""
         return sum(plan.nbytes for plan in self._plans.values() if plan is not _MASKED)
 

@@ -432,11 +432,17 @@ class Model(Trainer, Layer):
         return self(x)
 
     def inference_nbytes(self) -> int:
-        """Bytes of the activation arenas of the compiled inference plans this model keeps (one
-        per input shape recently predicted, at most four; docs/inference.md).  Weights are not
-        counted.  0 before the first inference call, and for a model whose masks flow (it runs
-        layer by layer)."""
-        return self._graph.inference_nbytes() if self._graph is not None else 0
+        """Bytes inference holds: its layers' weights as inference holds them (each layer's
+        ``inference_nbytes()``) plus the activation arenas of the compiled inference plans the
+        model keeps (one per input shape recently predicted, at most four; docs/inference.md);
+        ``arena_nbytes()`` is the second part alone."""
+        return sum(layer.inference_nbytes() for layer in self.layers) + self.arena_nbytes()
+
+    def arena_nbytes(self) -> int:
+        """Bytes of the activation arenas of the compiled inference plans this model keeps: 0
+        before the first inference call, and for a model whose masks flow (it runs layer by
+        layer)."""
+        return self._graph.arena_nbytes() if self._graph is not None else 0
 
     def _config_build_shape(self):
         return None
@@ -495,6 +501,10 @@ class Model(Trainer, Layer):
         print_fn(f"Total params: {total_params:,} ({memory / 1024:.1f} KB)")
         print_fn(f"Trainable params: {trainable:,}")
         print_fn(f"Non-trainable params: {total_params - trainable:,}")
+        arena = self.arena_nbytes()
+        if arena:
+            print_fn(f"Inference arenas: {arena / 1024:.1f} KB (the plans of "
+                     f"{len(self._graph._plans)} input shapes)")
 
     def get_config(self):
         """Keras 3's functional config (see the module notes)."""
