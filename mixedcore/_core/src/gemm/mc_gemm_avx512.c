@@ -369,18 +369,85 @@ MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
     return _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v)));
 }
 
+/* The common epilogue (the tile is the whole sum, no alpha, no C): bias, activation, store,
+ * with the activation and the output type constants of the loop (one copy per pair). */
+#define MC_EPI_STORE_(OT, o, m, v)                                                          \
+    do {                                                                                    \
+        if ((OT) == MC_F32)                                                                 \
+            _mm512_mask_storeu_ps((o), (m), (v));                                           \
+        else if ((OT) == MC_F16)                                                            \
+            _mm256_mask_storeu_epi16((o), (m), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | \
+                                                                      _MM_FROUND_NO_EXC));  \
+        else                                                                                \
+            _mm256_mask_storeu_epi16((o), (m), mc_f32_to_bf16_v_(v));                       \
+    } while (0)
+
+#define MC_EPI_PLAIN_LOOP_(ACT, OT)                                                         \
+    for (int r = 0; r < mr; ++r) {                                                          \
+        char *orow = out + (i + r) * o_rs + j * es;                                         \
+        const float *trow = tile + r * ldt;                                                 \
+        for (int s = 0; s < nr; s += 16) {                                                  \
+            const __mmask16 m = mc_mask16_avx512(nr - s);                                   \
+            __m512 v = _mm512_maskz_loadu_ps(m, trow + s);                                  \
+            if (bias != NULL)                                                               \
+                v = _mm512_add_ps(v, bias_one ? _mm512_set1_ps(bias[0])                     \
+                                              : _mm512_maskz_loadu_ps(m, bias + j + s));    \
+            v = mc_act_ps_((ACT), v);                                                       \
+            MC_EPI_STORE_(OT, orow + s * es, m, v);                                         \
+        }                                                                                   \
+    }
+
+#define MC_EPI_PLAIN_ACTS_(OT)                                                              \
+    switch (act) {                                                                          \
+    case MC_ACT_NONE: MC_EPI_PLAIN_LOOP_(MC_ACT_NONE, OT) break;                            \
+    case MC_ACT_RELU: MC_EPI_PLAIN_LOOP_(MC_ACT_RELU, OT) break;                            \
+    case MC_ACT_RELU6: MC_EPI_PLAIN_LOOP_(MC_ACT_RELU6, OT) break;                          \
+    default: MC_EPI_PLAIN_LOOP_(act, OT) break;                                             \
+    }
+
+static void mc_gemm_epi_plain_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr,
+                                      int nr, int64_t i, int64_t j)
+{
+    const int out_type = g->out_type, act = g->act;
+    const int es = out_type == MC_F32 ? 4 : 2;
+    const float *const bias = g->bias;
+    const int bias_one = g->bias_s == 0;
+    char *const out = g->out;
+    const int64_t o_rs = g->o_rs;
+    if (out_type == MC_BF16) {
+        MC_EPI_PLAIN_ACTS_(MC_BF16)
+    } else if (out_type == MC_F16) {
+        MC_EPI_PLAIN_ACTS_(MC_F16)
+    } else {
+        MC_EPI_PLAIN_ACTS_(MC_F32)
+    }
+}
+
+/* The epilogue of one tile.  Every field of g is read once into a local first: the stores
+ * below go through char pointers, which may alias anything, so a field read inside the loops
+ * would be read again after every store. */
 static void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
                                 int64_t i, int64_t j, int first, int last)
 {
-    const int es = g->out_type == MC_F32 ? 4 : 2;
+    if (first && last && g->alpha == 1.0f && g->beta == 0.0f) {
+        mc_gemm_epi_plain_avx512_(g, tile, ldt, mr, nr, i, j);
+        return;
+    }
+    const int out_type = g->out_type, act = g->act;
+    const int es = out_type == MC_F32 ? 4 : 2;
     const int use_c = last && g->beta != 0.0f;
     const __m512 alpha = _mm512_set1_ps(g->alpha), beta = _mm512_set1_ps(g->beta);
     const int scale = g->alpha != 1.0f;
+    const float *bias = g->bias, *c = g->c;
+    const int bias_one = g->bias_s == 0;
+    char *const out = g->out;
+    const int64_t o_rs = g->o_rs, c_rs = g->c_rs, acc_rs = g->acc_rs;
+    char *const accp = (char *)g->acc;
+    const int64_t acc_r0 = g->acc_r0, acc_c0 = g->acc_c0;
     for (int r = 0; r < mr; ++r) {
         const int64_t ii = i + r;
         float *acc = first && last ? NULL
-                                   : (float *)((char *)g->acc + (ii - g->acc_r0) * g->acc_rs +
-                                               (j - g->acc_c0) * 4);
+                                   : (float *)(accp + (ii - acc_r0) * acc_rs + (j - acc_c0) * 4);
         for (int s = 0; s < nr; s += 16) {
             const int left = nr - s;
             const __mmask16 m = mc_mask16_avx512(left);
@@ -393,20 +460,20 @@ static void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ld
             }
             __m512 v = scale ? _mm512_mul_ps(alpha, t) : t;
             if (use_c) {
-                const float *cp = (const float *)((const char *)g->c + ii * g->c_rs + (j + s) * 4);
+                const float *cp = (const float *)((const char *)c + ii * c_rs + (j + s) * 4);
                 v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m, cp)));
             }
-            if (g->bias) {
-                const __m512 bv = g->bias_s == 0 ? _mm512_set1_ps(g->bias[0])
-                                                 : _mm512_maskz_loadu_ps(m, g->bias + j + s);
+            if (bias) {
+                const __m512 bv = bias_one ? _mm512_set1_ps(bias[0])
+                                           : _mm512_maskz_loadu_ps(m, bias + j + s);
                 v = _mm512_add_ps(v, bv);
             }
-            if (g->act != MC_ACT_NONE)
-                v = mc_act_ps_(g->act, v);       /* bit-identical to the scalar twin */
-            char *o = g->out + ii * g->o_rs + (j + s) * es;
-            if (g->out_type == MC_F32)
+            if (act != MC_ACT_NONE)
+                v = mc_act_ps_(act, v);          /* bit-identical to the scalar twin */
+            char *o = out + ii * o_rs + (j + s) * es;
+            if (out_type == MC_F32)
                 _mm512_mask_storeu_ps(o, m, v);
-            else if (g->out_type == MC_F16)
+            else if (out_type == MC_F16)
                 _mm256_mask_storeu_epi16(o, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
                                                                   _MM_FROUND_NO_EXC));
             else
