@@ -511,6 +511,7 @@ typedef struct {
     mc_dw_fn dw;
     mc_act_forward_fn act_row;
     mc_cast_fn cast;             /* float32 -> the output type, or NULL */
+    mc_gemm_epi_fn epi;          /* the GEMM's epilogue, for a row of a depth multiplier 1 */
     int64_t rows, nrows;         /* bands of rows (n, oh), and their number */
     int status;
 } mc_dwjob_;
@@ -578,27 +579,32 @@ static void mc_dw_unit_(void *ctx, int64_t u)
         }
         /* the epilogue of the whole row: bias, activation, rounding (each element's own) */
         const float *a = (const float *)acc, *b = (const float *)call->bias;
-        float *vf = call->out_type == MC_F32 ? (float *)out : (float *)v;
         if (call->mult == 1) {
-            for (int64_t p = 0; p < g->ow; ++p) {
-                const float *ap = a + p * cm;
-                float *vp = vf + p * cm;
-                if (b != NULL)
-                    for (int64_t ch = 0; ch < cm; ++ch)
-                        vp[ch] = ap[ch] + b[ch];
-                else
-                    memcpy(vp, ap, (size_t)cm * 4);
-            }
-        } else {
-            for (int64_t p = 0; p < g->ow; ++p)
-                for (int64_t ch = 0; ch < g->c; ++ch)
-                    for (int64_t m = 0; m < call->mult; ++m) {
-                        float s = a[p * cm + m * g->c + ch];
-                        if (b != NULL)
-                            s += b[ch * call->mult + m];
-                        vf[p * cm + ch * call->mult + m] = s;
-                    }
+            /* the row is an ow x c tile with a bias per column: the GEMM's epilogue, the same
+             * operations (s + bias, activation, one rounding) in one pass */
+            mc_gemm_args ga;
+            memset(&ga, 0, sizeof ga);
+            ga.out = out;
+            ga.o_rs = cm * oes;
+            ga.o_cs = oes;
+            ga.out_type = call->out_type;
+            ga.bias = b;
+            ga.bias_s = 4;
+            ga.alpha = 1.0f;
+            ga.act = call->act;
+            ga.act_row = job->act_row;
+            job->epi(&ga, a, (int)cm, (int)g->ow, (int)cm, 0, 0, 1, 1);
+            continue;
         }
+        float *vf = call->out_type == MC_F32 ? (float *)out : (float *)v;
+        for (int64_t p = 0; p < g->ow; ++p)         /* channel ch * mult + m */
+            for (int64_t ch = 0; ch < g->c; ++ch)
+                for (int64_t m = 0; m < call->mult; ++m) {
+                    float s = a[p * cm + m * g->c + ch];
+                    if (b != NULL)
+                        s += b[ch * call->mult + m];
+                    vf[p * cm + ch * call->mult + m] = s;
+                }
         if (call->act != MC_ACT_NONE)
             job->act_row(call->act, vf, vf, total);
         if (job->cast != NULL)
@@ -621,6 +627,7 @@ int mc_conv_depthwise(const mc_dw_call *call)
     job.act_row = lk->act.forward;
     job.cast = call->out_type == MC_F32 || call->out_type == MC_F64
                    ? NULL : lk->convert.cast[MC_F32][call->out_type];
+    job.epi = lk->gemm.f32.epi != NULL ? lk->gemm.f32.epi : mc_conv_epi_scalar_;
     job.nrows = g->n * g->oh;
     const int nt = mc_rt_threads_for(job.nrows * g->ow * g->c * call->mult * g->kh * g->kw,
                                      MC_CONV_SMALL_MIN);
