@@ -21,7 +21,8 @@ Design:
          sum's step;
        - MaxPooling2D / AveragePooling2D -> the pooling step;
        - ZeroPadding2D read only by a convolution with "valid" padding -> that padding in the
-         convolution's window (no padded copy); Flatten and Reshape -> views;
+         convolution's window (no padded copy; an input in another floating dtype cast first,
+         as the layer's call casts it); Flatten and Reshape -> views;
        - anything else (and anything above whose operands are not in the layer's compute dtype)
          -> a Python step that calls the layer (or runs the fold) as the graph does.
      Each lowered step is the kernel call the layer (or fold) makes at inference with the same
@@ -146,10 +147,16 @@ class InferencePlan:
             return True
         if kind is ZeroPadding2D:
             buf, pad = self._env[single]
-            if pad is None and self.plan.dtype(buf) == cd and self._uses.get(out) == 1:
-                self._env[out] = (buf, layer)
-                return True
-            return False
+            if pad is not None or self._uses.get(out) != 1 or dtype_name(cd) not in _GEMM:
+                return False
+            if self.plan.dtype(buf) != cd:
+                if not layer.autocast:
+                    return False
+                buf = self._operand(single, cd)     # the cast the layer's call makes first
+                if buf is None:
+                    return False
+            self._env[out] = (buf, layer)
+            return True
         if kind in (Flatten, Reshape):
             buf = self._buffer(single)
             if self.plan.dtype(buf) != cd:
