@@ -507,3 +507,21 @@ def test_a_call_on_another_thread_while_a_plan_runs():
         t.join()
     for g, w in zip(got, want):
         assert all(same_bits(a, b) for a, b in zip(g, w))
+
+
+def test_plans_kept_are_bounded(monkeypatch):
+    import mixedcore.models._graph as graph_module
+    model = _image_model("float32")
+    graph = model._graph
+    for batch in (1, 2, 3, 4, 5):
+        model.predict(np.ones((batch, 33, 31, 3), F32), verbose=0)
+    assert len(graph._plans) == 4                      # the four most recent shapes
+    monkeypatch.setattr(graph_module, "MAX_ARENA_BYTES", 1)
+    model.predict(np.ones((6, 33, 31, 3), F32), verbose=0)
+    assert len(graph._plans) == 1                      # only the one in use: arenas too large
+    x = np.random.default_rng(18).uniform(-2, 2, (6, 33, 31, 3)).astype(F32)
+    assert all(same_bits(g, w) for g, w in zip(model.predict(x, verbose=0),
+                                                graph.run([x])[0]))
+    # arenas of overlapping runs are not all kept
+    plan = next(iter(graph._plans.values())).plan
+    assert len(plan._free) <= 2

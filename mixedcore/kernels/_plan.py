@@ -16,8 +16,8 @@ Design:
   c. ``run`` runs consecutive C steps as one range in the core without the GIL and the
      ``call`` steps between the ranges; nothing is allocated but the outputs (and what the
      ``call`` functions and the drivers' workspaces allocate).  A run takes an arena no other
-     run is using -- a second one is made when runs overlap in several threads -- and gives it
-     back after.
+     run is using -- another one is made when runs overlap in several threads -- and gives it
+     back after; at most two are kept between runs.
 """
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ from mixedcore.kernels._window import IntPair, window_geometry
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _ALIGN = 64
+# arenas kept for runs to come; more overlapping runs allocate their own and drop them after
+_KEEP_ARENAS = 2
 
 # buffer kinds
 _ARENA, _INPUT, _OUTPUT, _BOUND = "arena", "input", "output", "bound"
@@ -377,7 +379,8 @@ class Plan:
         try:
             return self._run(inputs, arena, list(views))
         finally:
-            self._free.append((arena, views))
+            if len(self._free) < _KEEP_ARENAS:
+                self._free.append((arena, views))
 
     def _run(self, inputs, arena, arrays):
         fname = "Plan.run"

@@ -37,7 +37,7 @@ from mixedcore.layers._base import Layer
 from mixedcore.layers._core import InputLayer
 from mixedcore.layers._node import KerasTensor, flatten, pack_like
 from mixedcore.models._folding import find_folds
-from mixedcore.models._plan import MAX_PLANS, InferencePlan, plan_key
+from mixedcore.models._plan import MAX_ARENA_BYTES, MAX_PLANS, InferencePlan, plan_key
 
 __all__ = ["Graph"]
 
@@ -180,7 +180,8 @@ class Graph:
             outs = self.run(values, record=specs)[0]
             plan = _MASKED if self.masked else InferencePlan(self, values, specs)
         self._plans[key] = plan         # the most recent last
-        while len(self._plans) > MAX_PLANS:
+        while len(self._plans) > MAX_PLANS or (len(self._plans) > 1
+                                               and self.arena_nbytes() > MAX_ARENA_BYTES):
             del self._plans[next(iter(self._plans))]
         if outs is not None:
             return outs

@@ -4,7 +4,8 @@ Design:
   A. When.  A graph's inference call (``Graph.infer``: ``predict``, ``model(x)``, the command
      line's ``predict``) in which no masks flow and no observer is set runs a plan.  A plan is made
      at the first call for a tuple of input shapes and dtypes at the current ISA level, and is
-     kept (the last ``MAX_PLANS`` of them) while the weights it holds are current: it records
+     kept (the last ``MAX_PLANS`` of them, whose arenas hold at most ``MAX_ARENA_BYTES``
+     together besides the newest one's) while the weights it holds are current: it records
      each such layer's weight version (``_version``, which every weight change moves) and dtype
      policy object, and is made again when one differs.  Training runs the graph layer by layer.
   B. How.  The graph first runs once layer by layer (with its folds), recording every tensor's
@@ -46,9 +47,12 @@ from mixedcore.layers._node import KerasTensor, flatten, map_structure
 from mixedcore.layers._pooling import AveragePooling2D, MaxPooling2D
 from mixedcore.layers._reshaping import Flatten, Reshape, ZeroPadding2D
 
-__all__ = ["InferencePlan", "MAX_PLANS"]
+__all__ = ["InferencePlan", "MAX_PLANS", "MAX_ARENA_BYTES"]
 
+# plans kept per graph, and the bytes their arenas may hold together (the plan in use is kept
+# whatever its size)
 MAX_PLANS = 4
+MAX_ARENA_BYTES = 1 << 30
 _GEMM = ("float16", "bfloat16", "float32")
 
 
