@@ -42,6 +42,32 @@ def _out_dtype(fname, out_dtype, default=_F32):
     return target
 
 
+def pointwise(kernel_size, groups, geom):
+    """Whether a convolution of this kernel size, groups and window geometry is the product of
+    the pixels with the kernel: 1 x 1, one group, stride 1, no padding."""
+    return (tuple(kernel_size) == (1, 1) and groups == 1 and geom[6:8] == (1, 1)
+            and geom[10:12] == (0, 0) and (geom[12], geom[13]) == (geom[1], geom[2]))
+
+
+def depthwise_kernel(fname, kernel, x_shape):
+    """The checked depthwise kernel (kh, kw, channels, depth_multiplier) for an input of
+    ``x_shape``; TypeError / ValueError naming ``fname``."""
+    if not isinstance(kernel, np.ndarray):
+        raise TypeError(f"{fname}: kernel must be a numpy.ndarray, got {type(kernel).__name__}")
+    if FLOAT_CODES.get(kernel.dtype.newbyteorder("=")) is None:
+        raise TypeError(f"{fname}: unsupported kernel dtype {kernel.dtype}")
+    if kernel.ndim != 4 or len(x_shape) != 4 or kernel.shape[2] != x_shape[3]:
+        raise ValueError(f"{fname}: kernel must have shape (kh, kw, {x_shape[-1]}, "
+                         f"depth_multiplier) for x of shape {tuple(x_shape)}, got "
+                         f"{kernel.shape}")
+    return kernel
+
+
+def depthwise_weights(kernel, dtype):
+    """The depthwise kernel as the core takes it: (multiplier, kh, kw, channels) of ``dtype``."""
+    return np.ascontiguousarray(cast(as_native(kernel), dtype).transpose(3, 0, 1, 2))
+
+
 def _bias32(fname, bias, n):
     if bias is None:
         return None
@@ -210,8 +236,7 @@ def conv2d(x: ArrayLike, kernel: ArrayLike | PackedConv, *, strides: IntPair = 1
     if out.size == 0:
         return out
     packed = kernel if isinstance(kernel, PackedConv) else pack_conv(kernel, groups, dtype=x.dtype)
-    if kh == kw == 1 and groups == 1 and geom[6:8] == (1, 1) and geom[10:12] == (0, 0) \
-            and (geom[12], geom[13]) == (geom[1], geom[2]):
+    if pointwise((kh, kw), groups, geom):
         # a pointwise convolution's im2col matrix is x itself: the product is the GEMM's
         return matmul(x.reshape(-1, c), packed.matrices[0], bias=bias32,
                       activation=activation, out_dtype=target).reshape(out.shape)
@@ -314,14 +339,7 @@ def depthwise_conv2d(x: ArrayLike, kernel: ArrayLike, *, strides: IntPair = 1,
     fname = "depthwise_conv2d"
     x = image_operand(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
     f64 = x.dtype == _F64
-    if not isinstance(kernel, np.ndarray):
-        raise TypeError(f"{fname}: kernel must be a numpy.ndarray, got {type(kernel).__name__}")
-    if FLOAT_CODES.get(kernel.dtype.newbyteorder("=")) is None:
-        raise TypeError(f"{fname}: unsupported kernel dtype {kernel.dtype}")
-    if kernel.ndim != 4 or kernel.shape[2] != x.shape[3]:
-        raise ValueError(f"{fname}: kernel must have shape (kh, kw, {x.shape[3]}, "
-                         f"depth_multiplier) for x of shape {x.shape}, got {kernel.shape}")
-    kh, kw, c, mult = kernel.shape
+    kh, kw, c, mult = depthwise_kernel(fname, kernel, x.shape).shape
     geom = window_geometry(fname, x.shape, (kh, kw), strides, padding, dilation_rate)
     act = _activation(fname, activation)
     if f64:
@@ -333,7 +351,7 @@ def depthwise_conv2d(x: ArrayLike, kernel: ArrayLike, *, strides: IntPair = 1,
         target, wdt = _F64, _F64
     else:
         target, wdt = _out_dtype(fname, out_dtype), _F32
-    w = np.ascontiguousarray(cast(as_native(kernel), wdt).transpose(3, 0, 1, 2))
+    w = depthwise_weights(kernel, wdt)
     b = None
     if bias is not None:
         b = _bias32(fname, bias, c * mult)

@@ -29,16 +29,15 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._act import ACT_CODES
-from mixedcore.kernels._cast import cast
-from mixedcore.kernels._checks import FLOAT_CODES, as_native, resolve_dtype
-from mixedcore.kernels._conv import PackedConv, _bias32
+from mixedcore.kernels._checks import FLOAT_CODES
+from mixedcore.kernels._conv import (PackedConv, _activation, _bias32, _out_dtype,
+                                     depthwise_kernel, depthwise_weights, pointwise)
 from mixedcore.kernels._gemm import GEMM_CODES, GEMM_NAMES, PackedMatrix
-from mixedcore.kernels._pool import _pool_mode
+from mixedcore.kernels._pool import pool_geometry
 from mixedcore.kernels._runtime import ISA_LEVELS
 from mixedcore.kernels._window import IntPair, window_geometry
 
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_F32 = np.dtype(np.float32)
 _ALIGN = 64
 # arenas kept for runs to come; more overlapping runs allocate their own and drop them after
 _KEEP_ARENAS = 2
@@ -78,6 +77,8 @@ class Plan:
         self._segments: list = []
         self._arena_size: int | None = None
         self._free: list = []            # arenas no run is using: (arena, views)
+        self._output_roots: list[int] = []
+        self._views_of: dict[int, list[int]] = {}
         self.level = ISA_LEVELS[_lib.get_level()]
 
     # -- buffers --------------------------------------------------------------------------------
@@ -143,8 +144,8 @@ class Plan:
             raise ValueError(f"{fname}: buffer {src} of shape {buf.shape} cannot multiply b of "
                              f"shape {b.shape}")
         _check_packed(fname, b)
-        act = _act_code(fname, activation)
-        target = _out(fname, out_dtype)
+        act = _activation(fname, activation)
+        target = _out_dtype(fname, out_dtype)
         bias32 = _bias32(fname, bias, n)
         dst = self._new(buf.shape[:-1] + (n,), target, _ARENA)
         m = math.prod(buf.shape[:-1])
@@ -174,11 +175,10 @@ class Plan:
         for m in kernel.matrices:
             _check_packed(fname, m)
         geom = window_geometry(fname, buf.shape, (kh, kw), strides, padding, dilation_rate)
-        act = _act_code(fname, activation)
-        target = _out(fname, out_dtype)
+        act = _activation(fname, activation)
+        target = _out_dtype(fname, out_dtype)
         bias32 = _bias32(fname, bias, f)
-        if kh == kw == 1 and groups == 1 and geom[6:8] == (1, 1) and geom[10:12] == (0, 0) \
-                and (geom[12], geom[13]) == (geom[1], geom[2]):
+        if pointwise((kh, kw), groups, geom):
             # pointwise: the product of the pixels with the kernel, as kernels.conv2d runs it
             return self.matmul(src, kernel.matrices[0], bias=bias32, activation=activation,
                                out_dtype=target)
@@ -197,19 +197,11 @@ class Plan:
         bfloat16 or float32 buffers; the kernel taken as float32 values)."""
         fname = "Plan.depthwise_conv2d"
         buf = self._gemm_operand(fname, src)
-        if not isinstance(kernel, np.ndarray):
-            raise TypeError(f"{fname}: kernel must be a numpy.ndarray, got "
-                            f"{type(kernel).__name__}")
-        if FLOAT_CODES.get(kernel.dtype.newbyteorder("=")) is None:
-            raise TypeError(f"{fname}: unsupported kernel dtype {kernel.dtype}")
-        if len(buf.shape) != 4 or kernel.ndim != 4 or kernel.shape[2] != buf.shape[3]:
-            raise ValueError(f"{fname}: kernel of shape {kernel.shape} does not suit buffer "
-                             f"{src} of shape {buf.shape}")
-        kh, kw, c, mult = kernel.shape
+        kh, kw, c, mult = depthwise_kernel(fname, kernel, buf.shape).shape
         geom = window_geometry(fname, buf.shape, (kh, kw), strides, padding, dilation_rate)
-        act = _act_code(fname, activation)
-        target = _out(fname, out_dtype)
-        w = np.ascontiguousarray(cast(as_native(kernel), _F32).transpose(3, 0, 1, 2))
+        act = _activation(fname, activation)
+        target = _out_dtype(fname, out_dtype)
+        w = depthwise_weights(kernel, _F32)
         bias32 = _bias32(fname, bias, c * mult)
         dst = self._new((geom[0], geom[12], geom[13], c * mult), target, _ARENA)
         if math.prod(self._buffers[dst].shape):
@@ -226,11 +218,7 @@ class Plan:
         if len(buf.shape) != 4:
             raise ValueError(f"{fname}: buffer {src} must have shape (batch, height, width, "
                              f"channels), got {buf.shape}")
-        op = _pool_mode(fname, mode)
-        if not (isinstance(padding, str) and padding.lower() in ("valid", "same")):
-            raise ValueError(f"{fname}: padding must be 'valid' or 'same', got {padding!r}")
-        geom = window_geometry(fname, buf.shape, pool_size,
-                               pool_size if strides is None else strides, padding, 1)
+        op, geom = pool_geometry(fname, buf.shape, pool_size, strides, padding, mode)
         dst = self._new((geom[0], geom[12], geom[13], geom[3]), buf.dtype, _ARENA)
         if math.prod(self._buffers[dst].shape):
             self._core.pool(src, dst, geom, op, FLOAT_CODES[buf.dtype])
@@ -245,8 +233,8 @@ class Plan:
         if ba.shape != bb.shape:
             raise ValueError(f"{fname}: buffers {a} and {b} have shapes {ba.shape} and "
                              f"{bb.shape}; they must be equal")
-        act = _act_code(fname, activation)
-        target = _out(fname, out_dtype)
+        act = _activation(fname, activation)
+        target = _out_dtype(fname, out_dtype)
         dst = self._new(ba.shape, target, _ARENA)
         n = math.prod(ba.shape)
         if n:
@@ -298,6 +286,14 @@ class Plan:
         self._outputs = outputs
         self._place()
         self._segments = self._cut()
+        # what a run binds: the outputs' roots (new arrays) and, per root outside the arena,
+        # the buffers that are views of it
+        self._output_roots = [i for i, b in enumerate(self._buffers)
+                              if b.root == i and b.kind == _OUTPUT]
+        self._views_of = {}
+        for i, b in enumerate(self._buffers):
+            if b.root != i and self._buffers[b.root].kind != _ARENA:
+                self._views_of.setdefault(b.root, []).append(i)
 
     def _place(self) -> None:
         roots = [b for i, b in enumerate(self._buffers) if b.root == i and b.kind == _ARENA]
@@ -386,11 +382,11 @@ class Plan:
         fname = "Plan.run"
         for index, x in zip(self._inputs, inputs):
             arrays[index] = np.ascontiguousarray(x)
-        for i, buf in enumerate(self._buffers):
-            root = self._buffers[buf.root]
-            if root.kind == _OUTPUT and buf.root == i:
-                arrays[i] = np.empty(buf.shape, buf.dtype)
-        self._bind_views(arrays, (_INPUT, _OUTPUT))
+            self._bind_views(arrays, index)
+        for i in self._output_roots:
+            buf = self._buffers[i]
+            arrays[i] = np.empty(buf.shape, buf.dtype)
+            self._bind_views(arrays, i)
         for seg in self._segments:
             if seg[0] == "c":
                 status, failed = self._core.run(seg[1], seg[2], arrays)
@@ -404,15 +400,13 @@ class Plan:
                                      f"{len(dsts)} arrays, got {type(results).__name__}")
                 for dst, result in zip(dsts, results):
                     arrays[dst] = self._bound(result, dst, arena)
-                    self._bind_views(arrays, (_BOUND,), dst)
+                    self._bind_views(arrays, dst)
         return [arrays[o] for o in self._outputs]
 
-    def _bind_views(self, arrays, kinds, root=None):
-        """The reshaped views of the buffers of ``kinds`` (of ``root`` only, if given)."""
-        for i, buf in enumerate(self._buffers):
-            if buf.root != i and self._buffers[buf.root].kind in kinds and \
-                    (root is None or buf.root == root):
-                arrays[i] = arrays[buf.root].reshape(buf.shape)
+    def _bind_views(self, arrays, root):
+        """The buffers that are views of ``root`` (a buffer outside the arena), from its array."""
+        for i in self._views_of.get(root, ()):
+            arrays[i] = arrays[root].reshape(self._buffers[i].shape)
 
     def _bound(self, result, dst, arena):
         buf = self._buffers[dst]
@@ -444,23 +438,6 @@ def _shape(fname, shape):
     if any(d < 0 for d in dims):
         raise ValueError(f"{fname}: negative dimension in shape {dims}")
     return dims
-
-
-def _act_code(fname, activation):
-    if activation is None:
-        return 0
-    code = ACT_CODES.get(activation) if isinstance(activation, str) else None
-    if code is None:
-        raise ValueError(f"{fname}: unknown activation {activation!r}; expected one of "
-                         f"{list(ACT_CODES)} or None")
-    return code
-
-
-def _out(fname, out_dtype):
-    target = _F32 if out_dtype is None else resolve_dtype(fname, out_dtype)
-    if target not in GEMM_CODES:
-        raise TypeError(f"{fname}: unsupported out_dtype {target}; supported: {GEMM_NAMES}")
-    return target
 
 
 def _check_packed(fname, packed):

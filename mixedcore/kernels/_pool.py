@@ -24,16 +24,20 @@ def _pool_mode(fname, mode):
     return code
 
 
-def _pooling(fname, x, pool_size, strides, padding, mode):
-    """The checked image, the core's mode code and the window geometry of a pooling call."""
-    x = image_operand(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
+def pool_geometry(fname, shape, pool_size, strides, padding, mode):
+    """The core's mode code and the window geometry of pooling an input of ``shape``."""
     op = _pool_mode(fname, mode)
     if strides is None:
         strides = pool_size
     if not (isinstance(padding, str) and padding.lower() in ("valid", "same")):
         raise ValueError(f"{fname}: padding must be 'valid' or 'same', got {padding!r}")
-    geom = window_geometry(fname, x.shape, pool_size, strides, padding, 1)
-    return x, op, geom
+    return op, window_geometry(fname, shape, pool_size, strides, padding, 1)
+
+
+def _pooling(fname, x, pool_size, strides, padding, mode):
+    """The checked image, the core's mode code and the window geometry of a pooling call."""
+    x = image_operand(fname, x, FLOAT_CODES, "float16, bfloat16, float32, float64")
+    return (x,) + pool_geometry(fname, x.shape, pool_size, strides, padding, mode)
 
 
 def pool2d(x: ArrayLike, pool_size: IntPair, *, strides: IntPair | None = None,

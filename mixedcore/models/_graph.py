@@ -35,7 +35,7 @@ import numpy as np
 from mixedcore._dtypes import is_floating, to_compute, work_dtype
 from mixedcore.layers._base import Layer
 from mixedcore.layers._core import InputLayer
-from mixedcore.layers._node import KerasTensor, flatten, pack_like
+from mixedcore.layers._node import KerasTensor, flatten, map_structure, pack_like
 from mixedcore.models._folding import find_folds
 from mixedcore.models._plan import MAX_ARENA_BYTES, MAX_PLANS, InferencePlan, plan_key
 
@@ -213,7 +213,7 @@ class Graph:
             if (fold is not None and layer.built
                     and not (masks and any(key in masks for key in in_ids))):
                 run_fused, skipped, out_key = fold.run, fold.skipped, fold.out
-                env[out_key] = run_fused(layer, _map_leaves(
+                env[out_key] = run_fused(layer, map_structure(
                     lambda t: env[id(t)] if isinstance(t, KerasTensor) else t, node.args))
                 if record is not None:
                     record[out_key] = (env[out_key].shape, env[out_key].dtype)
@@ -233,8 +233,8 @@ class Graph:
                 def value(leaf):
                     return env[id(leaf)] if isinstance(leaf, KerasTensor) else leaf
 
-                args = _map_leaves(value, node.args)
-                kwargs = _map_leaves(value, node.kwargs)
+                args = map_structure(value, node.args)
+                kwargs = map_structure(value, node.kwargs)
                 if mask_kwargs:
                     for key, m in mask_kwargs.items():
                         if kwargs.get(key) is None:
@@ -388,16 +388,6 @@ def _mask_arguments(node, masking, masks):
         if key in takes and key not in out and masks.get(id(t)) is not None:
             out[key] = masks[id(t)]
     return out
-
-
-def _map_leaves(fn, structure):
-    if isinstance(structure, list):
-        return [_map_leaves(fn, s) for s in structure]
-    if isinstance(structure, tuple):
-        return tuple(_map_leaves(fn, s) for s in structure)
-    if isinstance(structure, dict):
-        return {k: _map_leaves(fn, v) for k, v in structure.items()}
-    return fn(structure)
 
 
 def _accumulate(table, key, g):

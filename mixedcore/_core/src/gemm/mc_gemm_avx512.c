@@ -470,14 +470,7 @@ static void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ld
             }
             if (act != MC_ACT_NONE)
                 v = mc_act_ps_(act, v);          /* bit-identical to the scalar twin */
-            char *o = out + ii * o_rs + (j + s) * es;
-            if (out_type == MC_F32)
-                _mm512_mask_storeu_ps(o, m, v);
-            else if (out_type == MC_F16)
-                _mm256_mask_storeu_epi16(o, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
-                                                                  _MM_FROUND_NO_EXC));
-            else
-                _mm256_mask_storeu_epi16(o, m, mc_f32_to_bf16_v_(v));
+            MC_EPI_STORE_(out_type, out + ii * o_rs + (j + s) * es, m, v);
         }
     }
 }
