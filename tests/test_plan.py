@@ -208,6 +208,18 @@ def test_plan_bad_input():
         plan.conv2d(i, kernels.pack_conv(np.ones((3, 3, 2, 2), F32)))
     with pytest.raises(ValueError, match="smaller than the kernel window"):
         plan.conv2d(i, kernels.pack_conv(np.ones((7, 7, 4, 2), F32)))
+    with pytest.raises(TypeError, match="Plan.matmul: b must be a PackedMatrix, got ndarray"):
+        plan.matmul(i, np.ones((4, 2), F32))
+    with pytest.raises(ValueError, match=r"Plan.depthwise_conv2d: kernel must have shape "
+                                         r"\(kh, kw, 4, depth_multiplier\) for x of shape "
+                                         r"\(1, 5, 5, 4\), got \(3, 3, 3, 1\)"):
+        plan.depthwise_conv2d(i, np.ones((3, 3, 3, 1), F32))
+    with pytest.raises(TypeError, match="Plan.depthwise_conv2d: unsupported kernel dtype int64"):
+        plan.depthwise_conv2d(i, np.ones((3, 3, 4, 1), np.int64))
+    with pytest.raises(ValueError, match="Plan.pool2d: mode must be 'max' or 'average'"):
+        plan.pool2d(i, 2, mode="min")
+    with pytest.raises(TypeError, match="Plan.add: unsupported out_dtype float64"):
+        plan.add(i, i, out_dtype=np.float64)
     with pytest.raises(ValueError, match="Plan.conv2d: unknown activation 'mish'"):
         plan.conv2d(i, k, activation="mish")
     with pytest.raises(ValueError, match=r"Plan.matmul: buffer 0 of shape \(1, 5, 5, 4\) cannot "
