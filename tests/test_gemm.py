@@ -235,6 +235,35 @@ def test_nan_inf_stay_in_their_rows_and_columns(isa_level, dt, rng):
         assert np.isnan(got16[5]).all() and np.isposinf(np.delete(got16[:, 31], 5)).all()
 
 
+@pytest.mark.parametrize("act", [None, "relu", "gelu"])
+def test_bf16_output_rounding_of_subnormals_and_nans(act):
+    """The epilogue's rounding to bfloat16 (VCVTNEPS2BF16 at avx512bf16, with the lanes it
+    does not round as ml_dtypes does stored again) gives the generic level's bits on subnormal,
+    NaN, infinite and huge results."""
+    rng = np.random.default_rng(31)
+    a = rng.standard_normal((37, 40)).astype(F32)
+    b = rng.standard_normal((40, 70)).astype(F32)
+    a[3] *= 1e-39
+    a[7] *= 3e-40
+    a[5, :] = np.nan
+    a[9, 0] = np.inf
+    a[11] *= 3e19
+    bits = {}
+    before = kernels.isa()
+    try:
+        for level in kernels.available_isas():
+            kernels.set_isa(level)
+            bits[level] = kernels.matmul(a, kernels.pack(b), activation=act,
+                                         out_dtype=BF16).view(np.uint16)
+    finally:
+        kernels.set_isa(before)
+    ref = bits["generic"]
+    assert (((ref & 0x7F80) == 0) & ((ref & 0x7F) != 0)).sum() > 50     # subnormal results
+    assert np.isnan(ref[5].view(BF16).astype(F32)).all()
+    for level, got in bits.items():
+        assert np.array_equal(got, ref), level
+
+
 def test_beta_zero_never_reads_c(isa_level, rng):
     a = _rand(rng, (20, 30), F16)
     b = _rand(rng, (30, 10), F16)

@@ -119,6 +119,36 @@ def test_every_step_equals_its_kernel_function(isa_level, dtype):
     assert all(a is not b for a, b in zip(again, got))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 8, 20, 9), (1, 16, 40, 7), (3, 300, 33, 5),
+                                   (1, 2100, 17, 3)])
+def test_a_residual_is_the_product_then_the_sum(isa_level, dtype, shape):
+    """conv2d / matmul with a residual: the bits of the step then ``add`` (the two last shapes
+    are deeper than one K block, so the partial sums go through the accumulator first)."""
+    kh, c, f, hw = shape
+    rng = np.random.default_rng(kh * c + f)
+    x = rand(rng, (2, hw, hw, c), dtype)
+    res = rand(rng, (2, hw, hw, f), dtype, 2.0)
+    k = kernels.pack_conv(rand(rng, (kh, kh, c, f), F32, 1 / np.sqrt(kh * kh * c)), dtype=dtype)
+    bias = rng.standard_normal(f).astype(F32)
+    for act in (None, "relu", "gelu"):
+        plan = kernels.Plan()
+        i, r = plan.input(x.shape, dtype), plan.input(res.shape, dtype)
+        conv = plan.conv2d(i, k, padding="same", bias=bias, activation=act, out_dtype=dtype,
+                           residual=r)
+        flat = plan.reshape(i, (2 * hw * hw, c))
+        prod = plan.matmul(flat, k.matrices[0], activation=act, out_dtype=dtype,
+                           residual=plan.reshape(r, (2 * hw * hw, f))) if kh == 1 else None
+        plan.finish([conv] + ([prod] if prod is not None else []))
+        got = plan.run([x, res])
+        y = kernels.conv2d(x, k, padding="same", bias=bias, out_dtype=dtype)
+        assert same_bits(got[0], kernels.add(y, res, activation=act, out_dtype=dtype))
+        if prod is not None:
+            y = kernels.matmul(x.reshape(-1, c), k.matrices[0], out_dtype=dtype)
+            assert same_bits(got[1], kernels.add(y, res.reshape(-1, f), activation=act,
+                                                 out_dtype=dtype))
+
+
 def test_the_arena_is_reused_by_liveness():
     """A chain of 40 steps over 1 MB buffers takes two buffers' worth, not 40, and gives the
     chain's result."""
@@ -227,6 +257,12 @@ def test_plan_bad_input():
         plan.matmul(i, kernels.pack(np.ones((3, 2), F32)))
     with pytest.raises(ValueError, match=r"Plan.add: buffers 0 and 2 have shapes"):
         plan.add(i, plan.conv2d(i, k), activation="relu")
+    with pytest.raises(ValueError, match=r"Plan.conv2d: the residual \(buffer 0, \(1, 5, 5, 4\) "
+                                         r"float32\) must have the output's shape and dtype, "
+                                         r"\(1, 3, 3, 2\) float32"):
+        plan.conv2d(i, k, residual=i)
+    with pytest.raises(ValueError, match=r"Plan.matmul: no buffer 9 in this plan"):
+        plan.matmul(i, kernels.pack(np.ones((4, 2), F32)), residual=9)
     with pytest.raises(ValueError, match=r"Plan.reshape: cannot reshape buffer 0 of shape "
                                          r"\(1, 5, 5, 4\) into \(3, 3\)"):
         plan.reshape(i, (3, 3))
@@ -350,10 +386,11 @@ def test_a_model_plan_gives_the_bits_of_the_layers(isa_level, policy):
     plan = next(iter(graph._plans.values()))
     kinds = {op[0] for op in plan.plan._ops}
     assert kinds == {"c", "py"}
-    # every convolution, depthwise convolution, sum, pooling and the Dense with a fused
-    # activation is a C step; the global pooling, the concatenation, the softmax Dense (and,
-    # under a 16-bit policy, the first padding, which casts the float32 input) run in Python
-    assert sum(op[0] == "c" for op in plan.plan._ops) == 16
+    # every convolution, depthwise convolution, pooling and the Dense with a fused activation
+    # is a C step, and both sums run in the epilogue of the convolution before them; the global
+    # pooling, the concatenation, the softmax Dense (and, under a 16-bit policy, the first
+    # padding, which casts the float32 input) run in Python
+    assert sum(op[0] == "c" for op in plan.plan._ops) == 14
     assert sum(op[0] == "py" for op in plan.plan._ops) == (3 if policy == "float32" else 4)
     planned = model.predict(x, verbose=0)               # runs it
     layered = graph.run([x])[0]
@@ -442,6 +479,40 @@ def test_a_nested_model_and_a_sequential_run_plans():
     got = outer.predict(x, verbose=0)
     assert same_bits(got, outer._graph.run([x])[0][0])
     assert inner.arena_nbytes() > 0 and outer.arena_nbytes() > 0
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_sums_run_in_the_epilogue_of_the_product_before_them(isa_level, policy):
+    """A sum whose one operand is a product read by it alone, without an activation of its own,
+    runs in that product's step; other sums stay steps of their own."""
+    with mixedcore.policy_scope(policy):
+        tokens = layers.Input((6, 8))
+        first = layers.Dense(8, activation="tanh")(tokens)     # in the compute dtype from here
+        h = layers.Add()([layers.Dense(8)(first), first])               # fused
+        h = layers.LayerNormalization()(h)
+        wide = layers.Dense(8)(h)
+        h = layers.Add()([wide, layers.Dense(8)(wide)])                 # fused (the 2nd Dense)
+        act = layers.Dense(8, activation="relu")(h)
+        h = layers.Add()([act, h])                                      # not: relu before it
+        pixels = layers.Input((7, 7, 3))
+        img = layers.Conv2D(3, 1, activation="relu")(pixels)
+        c = layers.Conv2D(3, 3, padding="same")(img)
+        g = layers.Add()([c, img])                                      # not: c read twice
+        g = layers.Activation("relu")(layers.Add()([g, c]))
+        g = layers.Add()([g, layers.SeparableConv2D(3, 3, padding="same")(g)])   # fused
+        s = layers.BatchNormalization()(layers.Conv2D(3, 1, use_bias=False)(g))
+        g = layers.Add()([s, g])                                        # fused
+        model = models.Model([tokens, pixels], [h, g])
+    _bn(np.random.default_rng(19),
+        next(layer for layer in model.layers if isinstance(layer, layers.BatchNormalization)))
+    rng = np.random.default_rng(20)
+    xs = [rng.standard_normal((3, 6, 8)).astype(F32),
+          rng.standard_normal((3, 7, 7, 3)).astype(F32)]
+    got = model.predict(xs, verbose=0)
+    plan = next(iter(model._graph._plans.values())).plan
+    assert [op[2] for op in plan._ops if op[0] == "c"].count("add") == 3
+    for g, r in zip(got, model._graph.run(xs)[0]):
+        assert same_bits(g, r)
 
 
 @pytest.mark.parametrize("policy", POLICIES)

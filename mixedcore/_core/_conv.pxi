@@ -23,6 +23,7 @@ cdef extern from "mc_conv.h" nogil:
         int out_type
         const float *bias
         int act
+        const char *res
     ctypedef struct mc_dw_call:
         mc_conv_geom geo
         int64_t mult
@@ -59,6 +60,7 @@ def conv_gemm(cnp.ndarray x, tuple packed, cnp.ndarray out, object bias, tuple g
     cdef mc_conv_call call
     cdef int r
     cdef int64_t i
+    memset(&call, 0, sizeof(call))
     cdef const mc_packed **w = <const mc_packed **>malloc(max(groups, 1) * sizeof(void *))
     if w == NULL:
         raise MemoryError("conv2d: cannot allocate the call descriptor")

@@ -28,6 +28,8 @@ cdef extern from "mc_gemm.h" nogil:
         int64_t c_rs, c_cs
         const float *bias
         int64_t bias_s
+        const char *res
+        int64_t res_rs
         float alpha, beta
         int act
     ctypedef struct mc_gemm_blocks:
@@ -171,6 +173,7 @@ def gemm_run(cnp.ndarray a, object b, cnp.ndarray out, object c, object bias, ob
     cdef mc_gemm_call call
     cdef int r
     cdef PackedMatrix pm
+    memset(&call, 0, sizeof(call))
     call.g.m = m
     call.g.n = n
     call.g.k = k

@@ -13,6 +13,7 @@ Design:
 """
 cimport numpy as cnp
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.string cimport memset
 
 cnp.import_array()
 

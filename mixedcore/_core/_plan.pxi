@@ -7,7 +7,6 @@
 #      ranges of steps with the buffers' addresses, without the GIL.
 
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memset
 
 cdef extern from "mc_act.h" nogil:
     int mc_add_act(int act, const char *a, int a_type, const char *b, int b_type, char *y,
@@ -89,9 +88,10 @@ cdef class PlanSteps:
         return st
 
     def gemm(self, int src, int dst, PackedMatrix w, int64_t m, int a_type, int out_type,
-             object bias, int act):
-        """out (m x n, out_type) = act(src (m x k, a_type) @ w + bias)."""
-        cdef mc_plan_step *st = self._next(MC_STEP_GEMM, src, -1, dst)
+             object bias, int act, int res=-1):
+        """out (m x n, out_type) = act(src (m x k, a_type) @ w + bias), or with a residual
+        buffer (m x n, out_type): act(round(src @ w + bias) + res)."""
+        cdef mc_plan_step *st = self._next(MC_STEP_GEMM, src, res, dst)
         cdef int64_t ea = 4 if a_type == 2 else 2, eo = 4 if out_type == 2 else 2
         st.u.gemm.g.m = m
         st.u.gemm.g.n = w.p.n
@@ -101,6 +101,7 @@ cdef class PlanSteps:
         st.u.gemm.g.a_type = a_type
         st.u.gemm.g.b_type = w.p.type
         st.u.gemm.g.o_rs = w.p.n * eo
+        st.u.gemm.g.res_rs = w.p.n * eo
         st.u.gemm.g.o_cs = eo
         st.u.gemm.g.out_type = out_type
         if bias is not None:
@@ -114,9 +115,9 @@ cdef class PlanSteps:
         self.keep += [w, bias]
 
     def conv(self, int src, int dst, tuple packed, tuple geom, int64_t groups, int64_t f,
-             int x_type, int out_type, object bias, int act):
-        """Convolution as conv_gemm makes it."""
-        cdef mc_plan_step *st = self._next(MC_STEP_CONV, src, -1, dst)
+             int x_type, int out_type, object bias, int act, int res=-1):
+        """Convolution as conv_gemm makes it (with a residual buffer when res >= 0)."""
+        cdef mc_plan_step *st = self._next(MC_STEP_CONV, src, res, dst)
         cdef const mc_packed **w = <const mc_packed **>malloc(max(groups, 1) * sizeof(void *))
         cdef int64_t i
         if w == NULL:

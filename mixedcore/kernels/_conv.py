@@ -232,14 +232,15 @@ def conv2d(x: ArrayLike, kernel: ArrayLike | PackedConv, *, strides: IntPair = 1
     act = _activation(fname, activation)
     target = _out_dtype(fname, out_dtype)
     bias32 = _bias32(fname, bias, f)
-    out = np.empty((geom[0], geom[12], geom[13], f), dtype=target)
-    if out.size == 0:
-        return out
+    shape = (geom[0], geom[12], geom[13], f)
+    if 0 in shape:
+        return np.empty(shape, dtype=target)
     packed = kernel if isinstance(kernel, PackedConv) else pack_conv(kernel, groups, dtype=x.dtype)
     if pointwise((kh, kw), groups, geom):
         # a pointwise convolution's im2col matrix is x itself: the product is the GEMM's
         return matmul(x.reshape(-1, c), packed.matrices[0], bias=bias32,
-                      activation=activation, out_dtype=target).reshape(out.shape)
+                      activation=activation, out_dtype=target).reshape(shape)
+    out = np.empty(shape, dtype=target)
     r = _lib.conv_gemm(x, packed.matrices, out, bias32, geom, groups, f, GEMM_CODES[x.dtype],
                        GEMM_CODES[target], act)
     if r == _lib.CONV_FORMAT_ERROR:

@@ -71,7 +71,7 @@ class Plan:
     def __init__(self) -> None:
         self._core = _lib.PlanSteps()
         self._buffers: list[_Buffer] = []
-        self._ops: list = []           # ("c", step index) or ("py", fn, srcs, dsts)
+        self._ops: list = []           # ("c", step index, method) or ("py", fn, srcs, dsts)
         self._inputs: list[int] = []
         self._outputs: list[int] | None = None
         self._segments: list = []
@@ -119,10 +119,10 @@ class Plan:
         return self._lookup("Plan.dtype", index).dtype
 
     # -- steps ----------------------------------------------------------------------------------
-    def _c_step(self, dst):
-        """Records the C step just added to the core (it writes ``dst``)."""
+    def _c_step(self, dst, method):
+        """Records the C step just added to the core (by ``method``; it writes ``dst``)."""
         self._buffers[dst].first = len(self._ops)
-        self._ops.append(("c", len(self._core) - 1))
+        self._ops.append(("c", len(self._core) - 1, method))
 
     def _gemm_operand(self, fname, index):
         buf = self._read(fname, index)
@@ -131,10 +131,24 @@ class Plan:
                             f"{GEMM_NAMES}")
         return buf
 
+    def _residual(self, fname, residual, shape, dtype):
+        """The number of a residual buffer of the output's shape and dtype, or -1."""
+        if residual is None:
+            return -1
+        buf = self._read(fname, residual)
+        if buf.shape != shape or buf.dtype != dtype:
+            raise ValueError(f"{fname}: the residual (buffer {residual}, {buf.shape} "
+                             f"{buf.dtype}) must have the output's shape and dtype, "
+                             f"{shape} {dtype}")
+        return residual
+
     def matmul(self, src: int, b: PackedMatrix, *, bias: np.ndarray | None = None,
-               activation: str | None = None, out_dtype: DTypeLike | None = None) -> int:
+               activation: str | None = None, out_dtype: DTypeLike | None = None,
+               residual: int | None = None) -> int:
         """``activation(src @ b + bias)`` over the last axis of ``src``, as ``kernels.matmul``
-        with a packed ``b`` computes it."""
+        with a packed ``b`` computes it.  With a ``residual`` buffer (the output's shape and
+        dtype): ``activation(y + residual)`` where ``y = src @ b + bias`` in ``out_dtype``, as
+        the product then ``add`` give it, without storing ``y``."""
         fname = "Plan.matmul"
         buf = self._gemm_operand(fname, src)
         if not isinstance(b, PackedMatrix):
@@ -147,18 +161,21 @@ class Plan:
         act = _activation(fname, activation)
         target = _out_dtype(fname, out_dtype)
         bias32 = _bias32(fname, bias, n)
+        res = self._residual(fname, residual, buf.shape[:-1] + (n,), target)
         dst = self._new(buf.shape[:-1] + (n,), target, _ARENA)
         m = math.prod(buf.shape[:-1])
         if m and n:
             self._core.gemm(src, dst, b, m, GEMM_CODES[buf.dtype], GEMM_CODES[target], bias32,
-                            act)
-            self._c_step(dst)
+                            act, res)
+            self._c_step(dst, "matmul")
         return dst
 
     def conv2d(self, src: int, kernel: PackedConv, *, strides: IntPair = 1,
                padding="valid", dilation_rate: IntPair = 1, bias: np.ndarray | None = None,
-               activation: str | None = None, out_dtype: DTypeLike | None = None) -> int:
-        """A convolution as ``kernels.conv2d`` computes it with a ``PackedConv``."""
+               activation: str | None = None, out_dtype: DTypeLike | None = None,
+               residual: int | None = None) -> int:
+        """A convolution as ``kernels.conv2d`` computes it with a ``PackedConv``; a
+        ``residual`` buffer is added as ``matmul`` adds it."""
         fname = "Plan.conv2d"
         buf = self._gemm_operand(fname, src)
         if not isinstance(kernel, PackedConv):
@@ -181,12 +198,14 @@ class Plan:
         if pointwise((kh, kw), groups, geom):
             # pointwise: the product of the pixels with the kernel, as kernels.conv2d runs it
             return self.matmul(src, kernel.matrices[0], bias=bias32, activation=activation,
-                               out_dtype=target)
-        dst = self._new((geom[0], geom[12], geom[13], f), target, _ARENA)
-        if math.prod(self._buffers[dst].shape):
+                               out_dtype=target, residual=residual)
+        shape = (geom[0], geom[12], geom[13], f)
+        res = self._residual(fname, residual, shape, target)
+        dst = self._new(shape, target, _ARENA)
+        if math.prod(shape):
             self._core.conv(src, dst, tuple(kernel.matrices), geom, groups, f,
-                            GEMM_CODES[buf.dtype], GEMM_CODES[target], bias32, act)
-            self._c_step(dst)
+                            GEMM_CODES[buf.dtype], GEMM_CODES[target], bias32, act, res)
+            self._c_step(dst, "conv2d")
         return dst
 
     def depthwise_conv2d(self, src: int, kernel: np.ndarray, *, strides: IntPair = 1,
@@ -207,7 +226,7 @@ class Plan:
         if math.prod(self._buffers[dst].shape):
             self._core.depthwise(src, dst, w, bias32, geom, mult, FLOAT_CODES[buf.dtype],
                                  FLOAT_CODES[target], act)
-            self._c_step(dst)
+            self._c_step(dst, "depthwise_conv2d")
         return dst
 
     def pool2d(self, src: int, pool_size: IntPair, *, strides: IntPair | None = None,
@@ -222,7 +241,7 @@ class Plan:
         dst = self._new((geom[0], geom[12], geom[13], geom[3]), buf.dtype, _ARENA)
         if math.prod(self._buffers[dst].shape):
             self._core.pool(src, dst, geom, op, FLOAT_CODES[buf.dtype])
-            self._c_step(dst)
+            self._c_step(dst, "pool2d")
         return dst
 
     def add(self, a: int, b: int, *, activation: str | None = None,
@@ -240,7 +259,7 @@ class Plan:
         if n:
             self._core.add(a, b, dst, n, act, GEMM_CODES[ba.dtype], GEMM_CODES[bb.dtype],
                            GEMM_CODES[target])
-            self._c_step(dst)
+            self._c_step(dst, "add")
         return dst
 
     def reshape(self, src: int, shape: Sequence[int]) -> int:

@@ -19,7 +19,10 @@ Design:
          then its pointwise step;
        - Dense (its kernel applied over the last axis) -> the GEMM's step;
        - Add of two tensors of one shape, with the activation folded after it or not -> the
-         sum's step;
+         sum's step; or, when one of them is made by a Conv2D, SeparableConv2D or Dense step
+         without an activation of its own and read by the Add alone, and the other is ready by
+         then, the sum and its activation run in that step's epilogue (``residual``: the
+         product is rounded to the compute dtype first, so the bits are the two steps');
        - MaxPooling2D / AveragePooling2D -> the pooling step;
        - ZeroPadding2D read only by a convolution with "valid" padding -> that padding in the
          convolution's window (no padded copy; an input in another floating dtype cast first,
@@ -76,17 +79,22 @@ class InferencePlan:
         for t, v in zip(graph.inputs, values):
             self._env[id(t)] = (self.plan.input(v.shape, v.dtype), None)
         self._uses = graph.uses
-        skipped = set()
+        self._folds = graph._folds
+        self._readers = {}               # id(tensor) -> the nodes that read it
+        for node in graph.nodes:
+            for t in node.input_tensors:
+                self._readers.setdefault(id(t), []).append(node)
+        self._skipped = set()
         for node, single, _, _, _ in graph._steps:
-            if id(node) in skipped:
+            if id(node) in self._skipped:
                 continue
-            fold = graph._folds.get(id(node)) if node.layer.built else None
+            fold = self._fold(node)
             if fold is not None:
-                skipped.update(fold.skipped)
+                self._skipped.update(fold.skipped)
             if not self._lower(node, single, fold):
                 self._python_step(node, fold)
         self.plan.finish([self._buffer(id(t)) for t in graph.outputs])
-        del self._env, self._specs, self._uses
+        del self._env, self._specs, self._uses, self._folds, self._readers, self._skipped
 
     # -- validity and running ------------------------------------------------------------------
     def current(self):
@@ -104,6 +112,37 @@ class InferencePlan:
     # -- lowering -------------------------------------------------------------------------------
     def _hold(self, layer):
         self._held.append((layer, layer._version, layer._dtype_policy))
+
+    def _fold(self, node):
+        return self._folds.get(id(node)) if node.layer.built else None
+
+    def _residual(self, key, cd):
+        """When the tensor ``key`` (a product's result, in ``cd``) is read by one Add alone
+        whose other operand is ready in ``cd`` with its shape: (that operand's buffer, the Add's
+        activation, the Add's output key), and the Add is taken as lowered; else None."""
+        readers = self._readers.get(key, [])
+        if self._uses.get(key) != 1 or len(readers) != 1 or type(readers[0].layer) is not Add:
+            return None
+        node = readers[0]
+        arg = node.args[0] if len(node.args) == 1 and not node.kwargs else None
+        if not (isinstance(arg, (list, tuple)) and len(arg) == 2
+                and all(isinstance(t, KerasTensor) for t in arg)):
+            return None
+        others = [t for t in arg if id(t) != key]
+        if len(others) != 1 or id(others[0]) not in self._env or \
+                node.layer._compute_np() != cd:
+            return None
+        fold = self._fold(node)
+        if fold is not None and fold.norm is not None:
+            return None
+        other = self._buffer(id(others[0]))
+        if self.plan.dtype(other) != cd or self.plan.shape(other) != self._specs[key][0]:
+            return None
+        self._skipped.add(id(node))
+        if fold is not None:
+            self._skipped.update(fold.skipped)
+            return other, fold.activation, fold.out
+        return other, None, id(node.output_tensors[0])
 
     def _buffer(self, key):
         """The buffer of a tensor, a pending padding made real first."""
@@ -196,6 +235,9 @@ class InferencePlan:
             n, w, c = self.plan.shape(buf)
             buf = self.plan.reshape(buf, (n, 1, w, c))
         kind = type(layer)
+        residual = None
+        if layer._rank == 2 and kind is not DepthwiseConv2D and act is None:
+            residual = self._residual(out, cd)
         if kind is SeparableConv2D:         # depthwise, rounded to the compute dtype, pointwise
             buf = self.plan.depthwise_conv2d(buf, layer._compute_weight("depthwise_kernel"),
                                              out_dtype=cd, **opts)
@@ -203,8 +245,15 @@ class InferencePlan:
             opts = dict(SeparableConv2D._POINTWISE)
         else:
             kernel, bias = layer._folded_operands(norm)
-        step = self.plan.depthwise_conv2d if kind is DepthwiseConv2D else self.plan.conv2d
-        dst = step(buf, kernel, bias=bias, activation=act, out_dtype=cd, **opts)
+        if kind is DepthwiseConv2D:
+            dst = self.plan.depthwise_conv2d(buf, kernel, bias=bias, activation=act,
+                                             out_dtype=cd, **opts)
+        elif residual is not None:
+            other, act, out = residual
+            dst = self.plan.conv2d(buf, kernel, bias=bias, activation=act, out_dtype=cd,
+                                   residual=other, **opts)
+        else:
+            dst = self.plan.conv2d(buf, kernel, bias=bias, activation=act, out_dtype=cd, **opts)
         if layer._rank == 1:
             dst = self.plan.reshape(dst, self._specs[out][0])
         self._hold(layer)
@@ -222,7 +271,13 @@ class InferencePlan:
             return False
         norm, act = epilogue
         kernel, bias = layer._folded_operands(norm)
-        dst = self.plan.matmul(buf, kernel, bias=bias, activation=act, out_dtype=cd)
+        residual = self._residual(out, cd) if act is None else None
+        if residual is not None:
+            other, act, out = residual
+            dst = self.plan.matmul(buf, kernel, bias=bias, activation=act, out_dtype=cd,
+                                   residual=other)
+        else:
+            dst = self.plan.matmul(buf, kernel, bias=bias, activation=act, out_dtype=cd)
         self._hold(layer)
         if norm is not None:
             self._hold(norm)

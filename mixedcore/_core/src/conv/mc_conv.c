@@ -260,51 +260,6 @@ void mc_conv_col2im(const mc_conv_geom *g, const char *src, int type, int64_t c0
 
 /* --- convolution as a GEMM (design a, b, c) ----------------------------------------------------- */
 
-/* The scalar epilogue of mc_gemm.c for alpha 1 and beta 0, for the levels without a vector one:
- * the same operations in the same order. */
-#define MC_EPI_ROW_ 64
-static void mc_conv_epi_scalar_(const mc_gemm_args *g, const float *tile, int ldt, int mr,
-                                int nr, int64_t i, int64_t j, int first, int last)
-{
-    float v[MC_EPI_ROW_];
-    for (int r = 0; r < mr; ++r) {
-        const int64_t ii = i + r;
-        for (int s0 = 0; s0 < nr; s0 += MC_EPI_ROW_) {
-            const int n = nr - s0 < MC_EPI_ROW_ ? nr - s0 : MC_EPI_ROW_;
-            float *acc = first && last ? NULL
-                                       : (float *)((char *)g->acc + (ii - g->acc_r0) * g->acc_rs +
-                                                   (j + s0 - g->acc_c0) * g->acc_cs);
-            for (int s = 0; s < n; ++s) {
-                float t = tile[r * ldt + s0 + s];
-                if (!first)
-                    t += acc[s];
-                if (!last) {
-                    acc[s] = t;
-                    continue;
-                }
-                v[s] = t;
-                if (g->bias)
-                    v[s] += g->bias[j + s0 + s];
-            }
-            if (!last)
-                continue;
-            if (g->act != MC_ACT_NONE)
-                g->act_row(g->act, v, v, n);
-            char *o = g->out + ii * g->o_rs + (j + s0) * g->o_cs;
-            for (int s = 0; s < n; ++s) {
-                if (g->out_type == MC_F32) {
-                    memcpy(o + s * 4, &v[s], 4);
-                } else {
-                    const uint32_t u = mc_gemm_bits_from_f32_(v[s]);
-                    const uint16_t h = g->out_type == MC_F16 ? mc_f32_to_f16_bits(u)
-                                                             : mc_f32_to_bf16_bits(u);
-                    memcpy(o + s * 2, &h, 2);
-                }
-            }
-        }
-    }
-}
-
 typedef struct {
     const mc_conv_call *call;
     const mc_gemm_kernel *kern;
@@ -372,6 +327,10 @@ static void mc_conv_unit_(void *ctx, int64_t u)
         ga.beta = 0.0f;
         ga.act = call->act;
         ga.act_row = job->act_row;
+        if (call->res != NULL) {
+            ga.res = call->res + grp * job->fg * oes;
+            ga.res_rs = ga.o_rs;
+        }
         if (call->out_type == MC_F32) {
             ga.acc = (float *)ga.out;
             ga.acc_rs = ga.o_rs;
@@ -453,7 +412,7 @@ static int mc_conv_run_(const mc_conv_call *call, const mc_level_kernels *lk, in
     job.fg = pk->n;
     job.cg = call->geo.c / call->groups;
     job.m = call->geo.n * call->geo.oh * call->geo.ow;
-    job.epi = job.kern->epi != NULL ? job.kern->epi : mc_conv_epi_scalar_;
+    job.epi = job.kern->epi != NULL ? job.kern->epi : mc_gemm_epi_scalar;
     const char *bdata_local[64];
     const char **bdata = bdata_local;
     if (call->groups > 64) {
@@ -627,7 +586,7 @@ int mc_conv_depthwise(const mc_dw_call *call)
     job.act_row = lk->act.forward;
     job.cast = call->out_type == MC_F32 || call->out_type == MC_F64
                    ? NULL : lk->convert.cast[MC_F32][call->out_type];
-    job.epi = lk->gemm.f32.epi != NULL ? lk->gemm.f32.epi : mc_conv_epi_scalar_;
+    job.epi = lk->gemm.f32.epi != NULL ? lk->gemm.f32.epi : mc_gemm_epi_scalar;
     job.nrows = g->n * g->oh;
     const int nt = mc_rt_threads_for(job.nrows * g->ow * g->c * call->mult * g->kh * g->kw,
                                      MC_CONV_SMALL_MIN);

@@ -51,6 +51,8 @@ typedef struct {
     int out_type;                /* MC_F16 / MC_BF16 / MC_F32 */
     const float *bias;           /* F values, or NULL */
     int act;                     /* MC_ACT_* */
+    const char *res;             /* N x OH x OW x F of out_type added before the activation
+                                    (mc_gemm.c, design i), or NULL */
 } mc_conv_call;
 
 /* Design b.  MC_CONV_FORMAT: a packed weight whose panels the current level cannot use (nothing

@@ -44,6 +44,11 @@
  *      scalar epilogue applies the level's elementwise kernel to each row of the tile
  *      (g->act_row), the vector epilogues the same functions inline, with the same bits.  gelu
  *      is the exact form x * Phi(x) (Keras' default, approximate=False).
+ *   i. A residual (g->res, of the output's type) is the sum a network adds after the product
+ *      (ResNet's shortcut): the value after the bias is rounded to the output type, the
+ *      residual added in float32, then the activation and the rounding to the output type --
+ *      the bits of the product stored, then kernels.add with the activation.  The vector
+ *      epilogues do the same, one rounding each.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -69,8 +74,18 @@
 #define MC_AT_(base, rs, cs, i, j) ((base) + (i) * (rs) + (j) * (cs))
 #define MC_EPI_ROW_ 64    /* values the scalar epilogue activates at a time */
 
-static void mc_gemm_epi_scalar_(const mc_gemm_args *g, const float *tile, int ldt, int mr,
-                                int nr, int64_t i, int64_t j, int first, int last)
+/* f rounded to out's type and back (exact for float32) */
+static float mc_round_to_(float f, int type)
+{
+    if (type == MC_F32)
+        return f;
+    const uint32_t u = mc_gemm_bits_from_f32_(f);
+    return mc_gemm_f32_from_bits_(type == MC_F16 ? mc_f16_to_f32_bits(mc_f32_to_f16_bits(u))
+                                                 : mc_bf16_to_f32_bits(mc_f32_to_bf16_bits(u)));
+}
+
+void mc_gemm_epi_scalar(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
+                        int64_t i, int64_t j, int first, int last)
 {
     float v[MC_EPI_ROW_];
     for (int r = 0; r < mr; ++r) {
@@ -95,6 +110,10 @@ static void mc_gemm_epi_scalar_(const mc_gemm_args *g, const float *tile, int ld
                                                              ii, jj);
                 if (g->bias)
                     v[s] += *(const float *)((const char *)g->bias + jj * g->bias_s);
+                if (g->res)
+                    v[s] = mc_round_to_(v[s], g->out_type) +
+                           mc_gemm_load_elem_(MC_AT_(g->res, g->res_rs, g->o_cs, ii, jj),
+                                              g->out_type);
             }
             if (!last)
                 continue;
@@ -211,7 +230,7 @@ static void mc_plan_finish_(mc_plan_ *p, const mc_gemm_call *call, const mc_bloc
         p->blk.kc = call->packed->kc;
         p->belem = call->packed->elem == 2 && p->kern->ukr_direct != NULL ? 2 : 4;
     }
-    p->epi = contiguous && p->kern->epi != NULL ? p->kern->epi : mc_gemm_epi_scalar_;
+    p->epi = contiguous && p->kern->epi != NULL ? p->kern->epi : mc_gemm_epi_scalar;
     p->nthreads = mc_rt_threads_for(call->batch * g->m * g->n * mc_max_(g->k, 1),
                                     MC_GEMM_PARALLEL_MIN);
 }

@@ -60,6 +60,10 @@ enum { MC_GEMM_OK = 0, MC_GEMM_NOMEM = -1, MC_GEMM_FORMAT = -2 };
  * on the team, all in the default floating-point environment.  MC_GEMM_FORMAT: the packed B's format
  * does not suit the current level. */
 int mc_gemm(const mc_gemm_call *call);
+/* The epilogue in plain C (mc_gemm_epi_fn; the generic level's, and every layout's the vector
+ * epilogues do not take). */
+void mc_gemm_epi_scalar(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
+                        int64_t i, int64_t j, int first, int last);
 /* Packs B (k x n, byte strides rs / cs) at the current level.  MC_GEMM_NOMEM or OK. */
 int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int64_t n,
                  mc_packed *out);

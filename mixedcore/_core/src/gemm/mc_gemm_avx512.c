@@ -25,7 +25,8 @@
  *      to float16 is VCVTPS2PH (round to nearest even, subnormals kept; its results equal the
  *      scalar twin for every non-signalling input, and an arithmetic result is never a
  *      signalling NaN); to bfloat16 it is the integer RNE of
- *      mc_f32_to_bf16_bits.
+ *      mc_f32_to_bf16_bits.  The epilogue is written once, in mc_gemm_epi_avx512_inl.h, for this
+ *      level and the avx512bf16 one, which rounds to bfloat16 with its own instruction.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -369,111 +370,10 @@ MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
     return _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v)));
 }
 
-/* The common epilogue (the tile is the whole sum, no alpha, no C): bias, activation, store,
- * with the activation and the output type constants of the loop (one copy per pair). */
-#define MC_EPI_STORE_(OT, o, m, v)                                                          \
-    do {                                                                                    \
-        if ((OT) == MC_F32)                                                                 \
-            _mm512_mask_storeu_ps((o), (m), (v));                                           \
-        else if ((OT) == MC_F16)                                                            \
-            _mm256_mask_storeu_epi16((o), (m), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | \
-                                                                      _MM_FROUND_NO_EXC));  \
-        else                                                                                \
-            _mm256_mask_storeu_epi16((o), (m), mc_f32_to_bf16_v_(v));                       \
-    } while (0)
-
-#define MC_EPI_PLAIN_LOOP_(ACT, OT)                                                         \
-    for (int r = 0; r < mr; ++r) {                                                          \
-        char *orow = out + (i + r) * o_rs + j * es;                                         \
-        const float *trow = tile + r * ldt;                                                 \
-        for (int s = 0; s < nr; s += 16) {                                                  \
-            const __mmask16 m = mc_mask16_avx512(nr - s);                                   \
-            __m512 v = _mm512_maskz_loadu_ps(m, trow + s);                                  \
-            if (bias != NULL)                                                               \
-                v = _mm512_add_ps(v, bias_one ? _mm512_set1_ps(bias[0])                     \
-                                              : _mm512_maskz_loadu_ps(m, bias + j + s));    \
-            v = mc_act_ps_((ACT), v);                                                       \
-            MC_EPI_STORE_(OT, orow + s * es, m, v);                                         \
-        }                                                                                   \
-    }
-
-#define MC_EPI_PLAIN_ACTS_(OT)                                                              \
-    switch (act) {                                                                          \
-    case MC_ACT_NONE: MC_EPI_PLAIN_LOOP_(MC_ACT_NONE, OT) break;                            \
-    case MC_ACT_RELU: MC_EPI_PLAIN_LOOP_(MC_ACT_RELU, OT) break;                            \
-    case MC_ACT_RELU6: MC_EPI_PLAIN_LOOP_(MC_ACT_RELU6, OT) break;                          \
-    default: MC_EPI_PLAIN_LOOP_(act, OT) break;                                             \
-    }
-
-static void mc_gemm_epi_plain_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr,
-                                      int nr, int64_t i, int64_t j)
-{
-    const int out_type = g->out_type, act = g->act;
-    const int es = out_type == MC_F32 ? 4 : 2;
-    const float *const bias = g->bias;
-    const int bias_one = g->bias_s == 0;
-    char *const out = g->out;
-    const int64_t o_rs = g->o_rs;
-    if (out_type == MC_BF16) {
-        MC_EPI_PLAIN_ACTS_(MC_BF16)
-    } else if (out_type == MC_F16) {
-        MC_EPI_PLAIN_ACTS_(MC_F16)
-    } else {
-        MC_EPI_PLAIN_ACTS_(MC_F32)
-    }
-}
-
-/* The epilogue of one tile.  Every field of g is read once into a local first: the stores
- * below go through char pointers, which may alias anything, so a field read inside the loops
- * would be read again after every store. */
-static void mc_gemm_epi_avx512_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
-                                int64_t i, int64_t j, int first, int last)
-{
-    if (first && last && g->alpha == 1.0f && g->beta == 0.0f) {
-        mc_gemm_epi_plain_avx512_(g, tile, ldt, mr, nr, i, j);
-        return;
-    }
-    const int out_type = g->out_type, act = g->act;
-    const int es = out_type == MC_F32 ? 4 : 2;
-    const int use_c = last && g->beta != 0.0f;
-    const __m512 alpha = _mm512_set1_ps(g->alpha), beta = _mm512_set1_ps(g->beta);
-    const int scale = g->alpha != 1.0f;
-    const float *bias = g->bias, *c = g->c;
-    const int bias_one = g->bias_s == 0;
-    char *const out = g->out;
-    const int64_t o_rs = g->o_rs, c_rs = g->c_rs, acc_rs = g->acc_rs;
-    char *const accp = (char *)g->acc;
-    const int64_t acc_r0 = g->acc_r0, acc_c0 = g->acc_c0;
-    for (int r = 0; r < mr; ++r) {
-        const int64_t ii = i + r;
-        float *acc = first && last ? NULL
-                                   : (float *)(accp + (ii - acc_r0) * acc_rs + (j - acc_c0) * 4);
-        for (int s = 0; s < nr; s += 16) {
-            const int left = nr - s;
-            const __mmask16 m = mc_mask16_avx512(left);
-            __m512 t = _mm512_maskz_loadu_ps(m, tile + r * ldt + s);
-            if (!first)
-                t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, acc + s));
-            if (!last) {
-                _mm512_mask_storeu_ps(acc + s, m, t);
-                continue;
-            }
-            __m512 v = scale ? _mm512_mul_ps(alpha, t) : t;
-            if (use_c) {
-                const float *cp = (const float *)((const char *)c + ii * c_rs + (j + s) * 4);
-                v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m, cp)));
-            }
-            if (bias) {
-                const __m512 bv = bias_one ? _mm512_set1_ps(bias[0])
-                                           : _mm512_maskz_loadu_ps(m, bias + j + s);
-                v = _mm512_add_ps(v, bv);
-            }
-            if (act != MC_ACT_NONE)
-                v = mc_act_ps_(act, v);          /* bit-identical to the scalar twin */
-            MC_EPI_STORE_(out_type, out + ii * o_rs + (j + s) * es, m, v);
-        }
-    }
-}
+#define MC_EPI_FN_ mc_gemm_epi_avx512_
+#define MC_EPI_PLAIN_FN_ mc_gemm_epi_plain_avx512_
+#define MC_EPI_BF16_STORE_(o, m, v) _mm256_mask_storeu_epi16((o), (m), mc_f32_to_bf16_v_(v))
+#include "mc_gemm_epi_avx512_inl.h"
 
 const mc_gemm_table mc_gemm_table_avx512 = {
     .f32 = {.mr = MC_MR, .nr = MC_NR, .pairs = 0, .pack = mc_pack_avx512_,

@@ -20,8 +20,15 @@
  *      with one VPERMT2W per 16 output words; lanes contiguous along k (rows of A) are loaded as
  *      rows of 32-bit words (each already a pair) and transposed in registers, 16 x 16 words at a
  *      time; other layouts use the scalar pack.
- *   e. The epilogue is the avx512 one (float32 tile in, rounding on store): the table leaves it
- *      empty and inherits it.
+ *   e. The epilogue is the avx512 one (mc_gemm_epi_avx512_inl.h: float32 tile in, rounding on
+ *      store) with one change: a bfloat16 output is rounded by VCVTNEPS2BF16 instead of the
+ *      integer round-to-nearest-even.  The instruction agrees with mc_f32_to_bf16_bits on every
+ *      normal number, zero and infinity, and differs only on subnormals (flushed) and NaNs
+ *      (payload kept); one VFPCLASSPS per 16 values finds those lanes, which are stored again
+ *      from the integer rounding (mc_scan_avx512bf16.c, design a, does the same).  The epilogue
+ *      of a 14 x 32 tile is about a third as many instructions (1x1 convolutions and other
+ *      small-K products: measured in docs/gemm.md).  The level's table gives it to both of its
+ *      kernels, the pair kernel and the float32 one it inherits (runtime/mc_kernels.c).
  *   f. The packs and the in-place kernels also report subnormal bfloat16 inputs (design b: read
  *      as zero), so the driver can compute such a product on float32 panels instead: a running
  *      unsigned minimum of (h & 0x7FFF) - 1 per 16-bit lane falls below 0x7F exactly when some
@@ -31,6 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "mc_convert_scalar.h"
+#include "mc_act_avx512_inl.h"
 #include "mc_gemm_kernels.h"
 #include "mc_gemm_scalar.h"
 #include "mc_simd_avx512.h"
@@ -395,9 +403,29 @@ static int mc_ukr_direct_t_bf16_avx512bf16_(int64_t kc, const void *ap, const ch
     return rows[mr](kc, (const uint32_t *)ap, b, ldc, nr, tile, ldt);
 }
 
+/* --- epilogue (design e) ----------------------------------------------------------------------- */
+
+/* VFPCLASSPS categories: QNaN 0x01, denormal 0x20, SNaN 0x80. */
+#define MC_BF16_FIXUP_CLASSES_ 0xA1
+
+MC_INLINE_ void mc_store_bf16_(char *o, __mmask16 m, __m512 v)
+{
+    _mm256_mask_storeu_epi16(o, m, (__m256i)_mm512_cvtneps_pbh(v));
+    const __mmask16 fix = _mm512_mask_fpclass_ps_mask(m, v, MC_BF16_FIXUP_CLASSES_);
+    if (__builtin_expect(fix != 0, 0))
+        _mm256_mask_storeu_epi16(o, fix, _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(
+                                              _mm512_castps_si512(v))));
+}
+
+#define MC_EPI_FN_ mc_gemm_epi_avx512bf16_
+#define MC_EPI_PLAIN_FN_ mc_gemm_epi_plain_avx512bf16_
+#define MC_EPI_BF16_STORE_(o, m, v) mc_store_bf16_((o), (m), (v))
+#include "mc_gemm_epi_avx512_inl.h"
+
 const mc_gemm_table mc_gemm_table_avx512bf16 = {
     .pairs = {.mr = MC_MR, .nr = MC_NR, .pairs = 1, .pack = mc_pack_pairs_avx512bf16_,
               .ukr = mc_ukr_bf16_avx512bf16_, .ukr_wide = mc_ukr_wide_bf16_avx512bf16_,
               .ukr_direct = mc_ukr_direct_bf16_avx512bf16_, .direct_wide = 32 * MC_WIDE_NG,
-              .ukr_direct_t = mc_ukr_direct_t_bf16_avx512bf16_, .mc = 140, .kc = 2048, .nc = 1024},
+              .ukr_direct_t = mc_ukr_direct_t_bf16_avx512bf16_, .epi = mc_gemm_epi_avx512bf16_,
+              .mc = 140, .kc = 2048, .nc = 1024},
 };

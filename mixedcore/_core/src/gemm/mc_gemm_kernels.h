@@ -19,6 +19,9 @@ typedef struct {
     float *acc; int64_t acc_rs, acc_cs, acc_r0, acc_c0;
     const float *c; int64_t c_rs, c_cs;                  /* float32, read only if beta != 0 */
     const float *bias; int64_t bias_s;                   /* float32 along n, or NULL */
+    /* a residual of out's type (rows res_rs bytes apart, columns contiguous), or NULL: added
+     * to the value after the bias rounded to out's type, before the activation (mc_gemm.c, design i) */
+    const char *res; int64_t res_rs;
     float alpha, beta;
     int act;
     mc_act_forward_fn act_row;   /* the level's activation kernel, for the scalar epilogue */

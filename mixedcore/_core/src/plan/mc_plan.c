@@ -8,6 +8,7 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         mc_gemm_call c = st->u.gemm;
         c.g.a = bufs[st->src];
         c.g.out = bufs[st->dst];
+        c.g.res = st->src2 >= 0 ? bufs[st->src2] : NULL;
         const int r = mc_gemm(&c);
         return r == MC_GEMM_OK ? MC_PLAN_OK : r == MC_GEMM_FORMAT ? MC_PLAN_FORMAT
                                                                    : MC_PLAN_NOMEM;
@@ -16,6 +17,7 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         mc_conv_call c = st->u.conv;
         c.x = bufs[st->src];
         c.out = bufs[st->dst];
+        c.res = st->src2 >= 0 ? bufs[st->src2] : NULL;
         const int r = mc_conv_gemm(&c);
         return r == MC_CONV_OK ? MC_PLAN_OK : r == MC_CONV_FORMAT ? MC_PLAN_FORMAT
                                                                    : MC_PLAN_NOMEM;

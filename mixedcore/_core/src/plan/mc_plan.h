@@ -31,7 +31,8 @@ typedef struct {
 typedef struct {
     int kind;                    /* MC_STEP_* */
     int32_t src, src2, dst;      /* buffer numbers: the input (GEMM: A), the second input of a
-                                    sum (else -1), the output */
+                                    sum or the residual of a GEMM or convolution (else -1), the
+                                    output */
     union {
         mc_gemm_call gemm;       /* g.a, g.out from the buffers; one item, B packed */
         mc_conv_call conv;       /* x, out from the buffers */

@@ -30,8 +30,12 @@ static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
         k->attn = below->attn;
     if (k->norm.layer_norm == NULL)
         k->norm = below->norm;
-    if (k->gemm.f32.pack == NULL)
+    if (k->gemm.f32.pack == NULL) {
         k->gemm.f32 = below->gemm.f32;
+        /* a level's own epilogue serves the float32 kernel it inherits too */
+        if (k->gemm.pairs.pack != NULL && k->gemm.pairs.epi != NULL)
+            k->gemm.f32.epi = k->gemm.pairs.epi;
+    }
     if (k->gemm.pairs.pack == NULL)
         k->gemm.pairs = below->gemm.pairs;
     else if (k->gemm.pairs.epi == NULL)

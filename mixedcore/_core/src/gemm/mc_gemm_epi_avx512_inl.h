@@ -1,0 +1,140 @@
+/* The AVX-512 GEMM epilogue (mc_gemm_avx512.c, design d), written once for the levels that
+ * share it.  The including file defines, before including:
+ *   MC_EPI_FN_        the name of the epilogue (an mc_gemm_epi_fn),
+ *   MC_EPI_PLAIN_FN_  the name of its common case (the tile is the whole sum, alpha 1, no C),
+ *   MC_EPI_BF16_STORE_(o, m, v)  the store of the 16 float32 lanes of v rounded to bfloat16
+ *                     at o under the mask m, bit-identical to mc_f32_to_bf16_bits;
+ * and includes mc_act_avx512_inl.h, mc_gemm_kernels.h and mc_simd_avx512.h.
+ */
+#ifndef MC_GEMM_EPI_AVX512_INL_H_
+#define MC_GEMM_EPI_AVX512_INL_H_
+
+/* The common epilogue (the tile is the whole sum, no alpha, no C): bias, activation, store,
+ * with the activation and the output type constants of the loop (one copy per pair). */
+#define MC_EPI_STORE_(OT, o, m, v)                                                          \
+    do {                                                                                    \
+        if ((OT) == MC_F32)                                                                 \
+            _mm512_mask_storeu_ps((o), (m), (v));                                           \
+        else if ((OT) == MC_F16)                                                            \
+            _mm256_mask_storeu_epi16((o), (m), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT | \
+                                                                      _MM_FROUND_NO_EXC));  \
+        else                                                                                \
+            MC_EPI_BF16_STORE_((o), (m), (v));                                              \
+    } while (0)
+
+/* v rounded to the output type OT and back (mc_gemm.c, design i) */
+MC_INLINE_ __m512 mc_epi_round_(int ot, __m512 v)
+{
+    if (ot == MC_F16)
+        return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    if (ot == MC_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v)), 16));
+    return v;
+}
+
+#define MC_EPI_PLAIN_LOOP_(ACT, OT)                                                         \
+    for (int r = 0; r < mr; ++r) {                                                          \
+        char *orow = out + (i + r) * o_rs + j * es;                                         \
+        const char *rrow = res != NULL ? res + (i + r) * res_rs + j * es : NULL;            \
+        const float *trow = tile + r * ldt;                                                 \
+        for (int s = 0; s < nr; s += 16) {                                                  \
+            const __mmask16 m = mc_mask16_avx512(nr - s);                                   \
+            __m512 v = _mm512_maskz_loadu_ps(m, trow + s);                                  \
+            if (bias != NULL)                                                               \
+                v = _mm512_add_ps(v, bias_one ? _mm512_set1_ps(bias[0])                     \
+                                              : _mm512_maskz_loadu_ps(m, bias + j + s));    \
+            if (rrow != NULL)                                                               \
+                v = _mm512_add_ps(mc_epi_round_((OT), v),                                   \
+                                  mc_load16_avx512(rrow + s * es, (OT), m));                \
+            v = mc_act_ps_((ACT), v);                                                       \
+            MC_EPI_STORE_(OT, orow + s * es, m, v);                                         \
+        }                                                                                   \
+    }
+
+#define MC_EPI_PLAIN_ACTS_(OT)                                                              \
+    switch (act) {                                                                          \
+    case MC_ACT_NONE: MC_EPI_PLAIN_LOOP_(MC_ACT_NONE, OT) break;                            \
+    case MC_ACT_RELU: MC_EPI_PLAIN_LOOP_(MC_ACT_RELU, OT) break;                            \
+    case MC_ACT_RELU6: MC_EPI_PLAIN_LOOP_(MC_ACT_RELU6, OT) break;                          \
+    default: MC_EPI_PLAIN_LOOP_(act, OT) break;                                             \
+    }
+
+static void MC_EPI_PLAIN_FN_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
+                             int64_t i, int64_t j)
+{
+    const int out_type = g->out_type, act = g->act;
+    const int es = out_type == MC_F32 ? 4 : 2;
+    const float *const bias = g->bias;
+    const int bias_one = g->bias_s == 0;
+    char *const out = g->out;
+    const int64_t o_rs = g->o_rs;
+    const char *const res = g->res;
+    const int64_t res_rs = g->res_rs;
+    if (out_type == MC_BF16) {
+        MC_EPI_PLAIN_ACTS_(MC_BF16)
+    } else if (out_type == MC_F16) {
+        MC_EPI_PLAIN_ACTS_(MC_F16)
+    } else {
+        MC_EPI_PLAIN_ACTS_(MC_F32)
+    }
+}
+
+/* The epilogue of one tile.  Every field of g is read once into a local first: the stores
+ * below go through char pointers, which may alias anything, so a field read inside the loops
+ * would be read again after every store. */
+static void MC_EPI_FN_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
+                       int64_t i, int64_t j, int first, int last)
+{
+    if (first && last && g->alpha == 1.0f && g->beta == 0.0f) {
+        MC_EPI_PLAIN_FN_(g, tile, ldt, mr, nr, i, j);
+        return;
+    }
+    const int out_type = g->out_type, act = g->act;
+    const int es = out_type == MC_F32 ? 4 : 2;
+    const int use_c = last && g->beta != 0.0f;
+    const __m512 alpha = _mm512_set1_ps(g->alpha), beta = _mm512_set1_ps(g->beta);
+    const int scale = g->alpha != 1.0f;
+    const float *bias = g->bias, *c = g->c;
+    const int bias_one = g->bias_s == 0;
+    char *const out = g->out;
+    const int64_t o_rs = g->o_rs, c_rs = g->c_rs, acc_rs = g->acc_rs;
+    char *const accp = (char *)g->acc;
+    const char *const res = g->res;
+    const int64_t res_rs = g->res_rs;
+    const int64_t acc_r0 = g->acc_r0, acc_c0 = g->acc_c0;
+    for (int r = 0; r < mr; ++r) {
+        const int64_t ii = i + r;
+        float *acc = first && last ? NULL
+                                   : (float *)(accp + (ii - acc_r0) * acc_rs + (j - acc_c0) * 4);
+        for (int s = 0; s < nr; s += 16) {
+            const int left = nr - s;
+            const __mmask16 m = mc_mask16_avx512(left);
+            __m512 t = _mm512_maskz_loadu_ps(m, tile + r * ldt + s);
+            if (!first)
+                t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, acc + s));
+            if (!last) {
+                _mm512_mask_storeu_ps(acc + s, m, t);
+                continue;
+            }
+            __m512 v = scale ? _mm512_mul_ps(alpha, t) : t;
+            if (use_c) {
+                const float *cp = (const float *)((const char *)c + ii * c_rs + (j + s) * 4);
+                v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m, cp)));
+            }
+            if (bias) {
+                const __m512 bv = bias_one ? _mm512_set1_ps(bias[0])
+                                           : _mm512_maskz_loadu_ps(m, bias + j + s);
+                v = _mm512_add_ps(v, bv);
+            }
+            if (res != NULL)
+                v = _mm512_add_ps(mc_epi_round_(out_type, v),
+                                  mc_load16_avx512(res + ii * res_rs + (j + s) * es, out_type, m));
+            if (act != MC_ACT_NONE)
+                v = mc_act_ps_(act, v);          /* bit-identical to the scalar twin */
+            MC_EPI_STORE_(out_type, out + ii * o_rs + (j + s) * es, m, v);
+        }
+    }
+}
+
+#endif
