@@ -608,3 +608,74 @@ def test_plans_kept_are_bounded(monkeypatch):
     # arenas of overlapping runs are not all kept
     plan = next(iter(graph._plans.values())).plan
     assert len(plan._free) <= 2
+
+
+# -- chunks of a batch ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_batch_runs_in_chunks_with_the_bits_of_the_whole(isa_level, policy, monkeypatch):
+    import mixedcore.models._graph as graph_module
+    model = _image_model(policy)
+    graph = model._graph
+    model.predict_on_batch(np.ones((1, 33, 31, 3), F32))
+    one = next(iter(graph._plans.values())).nbytes
+    monkeypatch.setattr(graph_module, "CHUNK_BYTES", 3 * one + 100)
+    x = np.random.default_rng(21).uniform(-2, 2, (7, 33, 31, 3)).astype(F32)
+    got = model.predict_on_batch(x)
+    assert list(graph._chunks.values()) == [3]
+    # chunks of 3, 3 and 1: the plans of 3 and of 1 samples, none of 7
+    assert sorted(key[0][0][0][0] for key in graph._plans) == [1, 3]
+    for g, w in zip(got, graph.run([x])[0]):
+        assert same_bits(g, w)
+    assert all(same_bits(g, w) for g, w in zip(model(x), got))
+    # a batch that fits runs whole
+    graph._plans.clear()
+    graph._chunks.clear()
+    monkeypatch.setattr(graph_module, "CHUNK_BYTES", 100 * one)
+    model.predict_on_batch(x)
+    assert sorted(key[0][0][0][0] for key in graph._plans) == [7]
+
+
+class _Custom(layers.Layer):
+    """A layer from outside the library: it might mix the samples of a batch."""
+
+    def call(self, x):
+        return x * 2.0
+
+
+@pytest.mark.parametrize("make", [
+    lambda h: _Custom()(h),
+    lambda h: layers.Concatenate(axis=0)([h, h]),
+    lambda h: layers.Softmax(axis=0)(h),
+    lambda h: layers.Softmax(axis=[-2, -1])(h),
+])
+def test_a_graph_that_may_mix_samples_runs_whole(make, monkeypatch):
+    import mixedcore.models._graph as graph_module
+    monkeypatch.setattr(graph_module, "CHUNK_BYTES", 1)
+    inp = layers.Input((5,))
+    model = models.Model(inp, make(layers.Dense(4)(inp)))
+    assert not model._graph.per_sample
+    x = np.random.default_rng(22).standard_normal((6, 5)).astype(F32)
+    got = model.predict_on_batch(x)
+    assert not model._graph._chunks
+    assert same_bits(got, model._graph.run([x])[0][0])
+    # the library's layers along other axes do not
+    inp = layers.Input((5,))
+    h = layers.Concatenate(axis=1)([layers.Dense(4)(inp), inp])
+    plain = models.Model(inp, layers.Softmax(axis=-1)(layers.LayerNormalization()(h)))
+    assert plain._graph.per_sample
+    got = plain.predict_on_batch(x)
+    assert list(plain._graph._chunks.values()) == [1]
+    assert same_bits(got, plain._graph.run([x])[0][0])
+
+
+def test_a_masked_graph_is_not_split(monkeypatch):
+    import mixedcore.models._graph as graph_module
+    monkeypatch.setattr(graph_module, "CHUNK_BYTES", 1)
+    inp = layers.Input((6,), dtype="int32")
+    h = layers.Embedding(10, 4, mask_zero=True)(inp)
+    model = models.Model(inp, layers.Dense(3)(layers.GlobalAveragePooling1D()(h)))
+    ids = np.array([[1, 2, 0, 0, 0, 0], [3, 4, 5, 6, 0, 0], [7, 0, 0, 0, 0, 0]])
+    got = model.predict_on_batch(ids)
+    assert list(model._graph._chunks.values()) == [3]
+    assert same_bits(got, model._graph.run([ids])[0][0])

@@ -50,12 +50,16 @@ from mixedcore.layers._node import KerasTensor, flatten, map_structure
 from mixedcore.layers._pooling import AveragePooling2D, MaxPooling2D
 from mixedcore.layers._reshaping import Flatten, Reshape, ZeroPadding2D
 
-__all__ = ["InferencePlan", "MAX_PLANS", "MAX_ARENA_BYTES"]
+__all__ = ["InferencePlan", "CHUNK_BYTES", "MAX_PLANS", "MAX_ARENA_BYTES"]
 
 # plans kept per graph, and the bytes their arenas may hold together (the plan in use is kept
 # whatever its size)
 MAX_PLANS = 4
 MAX_ARENA_BYTES = 1 << 30
+# the arena bytes a chunk of a batch may fill (Graph, design H): a quarter of a 32 MiB L3, so
+# that a chunk's activations and the weights of the layers at hand stay in cache; measured
+# best among 2-32 MiB for MobileNetV2 and ResNet50 (bench/compare_architectures.py)
+CHUNK_BYTES = 8 << 20
 _GEMM = ("float16", "bfloat16", "float32")
 
 
@@ -93,7 +97,9 @@ class InferencePlan:
                 self._skipped.update(fold.skipped)
             if not self._lower(node, single, fold):
                 self._python_step(node, fold)
-        self.plan.finish([self._buffer(id(t)) for t in graph.outputs])
+        outputs = [self._buffer(id(t)) for t in graph.outputs]
+        self.plan.finish(outputs)
+        self.out_shapes = [self.plan.shape(o) for o in outputs]
         del self._env, self._specs, self._uses, self._folds, self._readers, self._skipped
 
     # -- validity and running ------------------------------------------------------------------
