@@ -126,6 +126,7 @@ CONV_CASES = [
     ((2, 6, 6, 12), (2, 2), 6, (1, 1), ((1, 0), (2, 1)), (1, 1), 3),
     ((1, 4, 40, 80), (1, 3), 20, (1, 1), "same", (1, 1), 1),
     ((1, 20, 20, 300), (3, 3), 17, (1, 1), "same", (1, 1), 1),   # K > KC: K blocks
+    ((1, 7, 7, 240), (3, 3), 96, (1, 1), "same", (1, 1), 2),     # bands of filters, K blocks
     ((2, 6, 7, 20), (1, 1), 24, (1, 1), "same", (1, 1), 1),      # pointwise: the GEMM itself
     ((2, 7, 7, 8), (1, 1), 5, (2, 2), "valid", (1, 1), 1),
 ]
@@ -192,12 +193,17 @@ def test_conv2d_threads_do_not_change_bits(isa_level, dtype, rng):
     x = rng.standard_normal((4, 24, 24, 16)).astype(dtype)
     kernel = rng.standard_normal((3, 3, 16, 48)).astype(dtype)
     dwk = rng.standard_normal((3, 3, 16, 2)).astype(np.float32)
+    # a small image against many filters: bands of filters as well as of pixels
+    small = rng.standard_normal((1, 7, 7, 240)).astype(dtype)
+    wide = kernels.pack_conv(rng.standard_normal((3, 3, 240, 200)).astype(np.float32) / 40,
+                             dtype=dtype)
     results = []
     for n in (1, 2):
         with kernels.threads(n):
             results.append([
                 kernels.conv2d(x, kernel, padding="same", activation="tanh"),
                 kernels.conv2d(x, kernel[:, :, :8], strides=2, groups=2, padding="same"),
+                kernels.conv2d(small, wide, padding="same", out_dtype=dtype, activation="relu"),
                 kernels.depthwise_conv2d(x, dwk, padding="same"),
                 kernels.pool2d(x, 3, strides=2, padding="same", mode="average"),
                 kernels.pool2d(x, 2, mode="max"),

@@ -7,7 +7,8 @@
  *      panel format of the packed weights (used as they are, or widened to float32 panels when
  *      the current level's kernel cannot read them), the band height and the thread count.
  *   b. Work units are bands of output pixels (rows of the implicit im2col matrix), at most the
- *      kernel's MC rows and about four per thread.  A unit computes its band for every group:
+ *      kernel's MC rows, times bands of filters (mc_conv_units_: as even a share per thread as
+ *      the shape allows).  A unit computes its rectangle for every group:
  *      for each K block (the packed weights' KC), the im2col rows of each micro-tile are copied
  *      into a small buffer (MR x KC elements: L1 or L2) and packed by the level's pack, then
  *      the micro-kernel runs against every panel of the weights, and the GEMM's epilogue adds
@@ -37,7 +38,6 @@
 #define MC_CONV_PARALLEL_MIN ((int64_t)1 << 19)
 /* element-taps below which depthwise and the helpers stay on the calling thread */
 #define MC_CONV_SMALL_MIN ((int64_t)1 << 16)
-#define MC_CONV_UNITS_PER_THREAD_ 4
 
 static int64_t mc_min_(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t mc_max_(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -46,29 +46,58 @@ static int64_t mc_round64_(int64_t x) { return (x + 63) & ~(int64_t)63; }
 
 /* --- im2col ------------------------------------------------------------------------------------ */
 
-/* n bytes, inlined for the short runs of images with few channels */
+/* n bytes, inlined for the short runs of images with few channels: up to 64 bytes as a few
+ * fixed-size moves, the last one overlapping the one before (no byte loop) */
 static inline void mc_copy_(char *d, const char *s, int64_t n)
 {
     if (n > 64) {
         memcpy(d, s, (size_t)n);
         return;
     }
-    for (; n >= 8; n -= 8, d += 8, s += 8)
+    if (n >= 16) {
+        for (int64_t o = 0; o + 16 < n; o += 16)
+            memcpy(d + o, s + o, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
         memcpy(d, s, 8);
-    if (n >= 4) {
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
         memcpy(d, s, 4);
-        d += 4;
-        s += 4;
-        n -= 4;
-    }
-    if (n >= 2) {
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else if (n >= 2) {
         memcpy(d, s, 2);
-        d += 2;
-        s += 2;
-        n -= 2;
-    }
-    if (n)
+        memcpy(d + n - 2, s + n - 2, 2);
+    } else if (n == 1) {
         *d = *s;
+    }
+}
+
+/* One im2col row of a window that meets the padding: per kernel row, the valid taps are one
+ * range of j, zeros around it. */
+static void mc_im2col_edge_(const mc_conv_geom *g, const char *img, int64_t ih0, int64_t iw0,
+                            int64_t pixb, int64_t rowb, int64_t tapb, int merge, char *d)
+{
+    /* valid taps j: 0 <= iw0 + j * dw < w */
+    const int64_t jlo = iw0 >= 0 ? 0 : mc_ceil_div_(-iw0, g->dw);
+    const int64_t jhi = iw0 >= g->w ? 0 : mc_min_(g->kw, mc_ceil_div_(g->w - iw0, g->dw));
+    for (int64_t i = 0; i < g->kh; ++i, d += g->kw * tapb) {
+        const int64_t ih = ih0 + i * g->dh;
+        if (ih < 0 || ih >= g->h || jlo >= jhi) {
+            memset(d, 0, (size_t)(g->kw * tapb));
+            continue;
+        }
+        if (jlo > 0)
+            memset(d, 0, (size_t)(jlo * tapb));
+        const char *src = img + ih * rowb + (iw0 + jlo * g->dw) * pixb;
+        if (merge) {
+            mc_copy_(d + jlo * tapb, src, (jhi - jlo) * tapb);
+        } else {
+            for (int64_t j = jlo; j < jhi; ++j)
+                mc_copy_(d + j * tapb, src + (j - jlo) * g->dw * pixb, tapb);
+        }
+        if (jhi < g->kw)
+            memset(d + jhi * tapb, 0, (size_t)((g->kw - jhi) * tapb));
+    }
 }
 
 /* Whole rows (all K columns): per kernel row, the valid taps are one range of j, copied in
@@ -81,30 +110,19 @@ static void mc_im2col_full_(const mc_conv_geom *g, const char *x, int es, int64_
     const int merge = cg == g->c && g->dw == 1;
     int64_t n = r0 / ohw, rem = r0 - n * ohw;
     int64_t oh = rem / g->ow, ow = rem - oh * g->ow;
+    /* a window wholly inside the image, its taps covering whole pixels: one run per kernel row
+     * (the common case, without the divisions below) */
+    const int64_t span_h = (g->kh - 1) * g->dh, span_w = (g->kw - 1) * g->dw;
     for (int64_t r = r0; r < r1; ++r) {
         char *d = dst + (r - r0) * ldd;
         const int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
         const char *img = x + n * imgb + c0 * es;
-        /* valid taps j: 0 <= iw0 + j * dw < w */
-        const int64_t jlo = iw0 >= 0 ? 0 : mc_ceil_div_(-iw0, g->dw);
-        const int64_t jhi = iw0 >= g->w ? 0 : mc_min_(g->kw, mc_ceil_div_(g->w - iw0, g->dw));
-        for (int64_t i = 0; i < g->kh; ++i, d += g->kw * tapb) {
-            const int64_t ih = ih0 + i * g->dh;
-            if (ih < 0 || ih >= g->h || jlo >= jhi) {
-                memset(d, 0, (size_t)(g->kw * tapb));
-                continue;
-            }
-            if (jlo > 0)
-                memset(d, 0, (size_t)(jlo * tapb));
-            const char *src = img + ih * rowb + (iw0 + jlo * g->dw) * pixb;
-            if (merge) {
-                mc_copy_(d + jlo * tapb, src, (jhi - jlo) * tapb);
-            } else {
-                for (int64_t j = jlo; j < jhi; ++j)
-                    mc_copy_(d + j * tapb, src + (j - jlo) * g->dw * pixb, tapb);
-            }
-            if (jhi < g->kw)
-                memset(d + jhi * tapb, 0, (size_t)((g->kw - jhi) * tapb));
+        if (merge && ih0 >= 0 && iw0 >= 0 && ih0 + span_h < g->h && iw0 + span_w < g->w) {
+            const char *src = img + ih0 * rowb + iw0 * pixb;
+            for (int64_t i = 0; i < g->kh; ++i, d += g->kw * tapb, src += g->dh * rowb)
+                mc_copy_(d, src, g->kw * tapb);
+        } else {
+            mc_im2col_edge_(g, img, ih0, iw0, pixb, rowb, tapb, merge, d);
         }
         if (++ow == g->ow) {
             ow = 0;
@@ -269,6 +287,7 @@ typedef struct {
     int belem;                   /* bytes per panel element: 4 (float32 or pairs) or 2 */
     int b_type;
     int64_t kc, npad, m, rows, k, cg, fg;
+    int64_t cols, cbands;        /* a unit's columns (a multiple of NR) and the bands of them */
     int status;
 } mc_cjob_;
 
@@ -288,6 +307,40 @@ static void mc_cjob_fail_(mc_cjob_ *job, int r)
     __atomic_compare_exchange_n(&job->status, &expected, r, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
+/* Work units (design b): bands of `tiles` micro-tiles of rows times bands of columns.  Of the
+ * splits with at most max_tiles tiles per band, the one whose busiest thread has the least
+ * work when the units are dealt out in turn: a unit costs its tiles times (its panels + 0.4,
+ * the packing of its rows, measured at a fifth of the time of a two-panel tile).  Ties go to
+ * fewer units.  Small images (ResNet50's 7 x 7 and 14 x 14 layers on two threads) get column
+ * bands instead of a last band of rows that one thread computes alone. */
+static void mc_conv_units_(mc_cjob_ *job, int64_t max_tiles, int nt)
+{
+    const int mr = job->kern->mr, nr = job->kern->nr;
+    const int64_t tiles = mc_max_(mc_ceil_div_(job->m, mr), 1);
+    const int64_t panels = mc_max_(mc_ceil_div_(job->fg, nr), 1);
+    double best = -1.0;
+    int64_t best_t = mc_min_(tiles, max_tiles), best_c = 1, best_units = 0;
+    for (int64_t t = 1; t <= mc_min_(tiles, max_tiles); ++t) {
+        const int64_t bands = mc_ceil_div_(tiles, t);
+        for (int64_t c = 1; c <= panels && c <= 8; ++c) {
+            const int64_t per = mc_ceil_div_(panels, c), units = bands * c;
+            if (nt > 1 && units < nt)
+                continue;
+            const double cost = (double)mc_ceil_div_(units, nt) *
+                                ((double)t * ((double)per + 0.4) + 0.5 * (double)per);
+            if (best < 0.0 || cost < best - 1e-9 || (cost < best + 1e-9 && units < best_units)) {
+                best = cost;
+                best_t = t;
+                best_c = c;
+                best_units = units;
+            }
+        }
+    }
+    job->rows = best_t * mr;
+    job->cols = mc_ceil_div_(panels, best_c) * nr;
+    job->cbands = mc_ceil_div_(panels, job->cols / nr);
+}
+
 static void mc_conv_unit_(void *ctx, int64_t u)
 {
     mc_cjob_ *job = (mc_cjob_ *)ctx;
@@ -298,7 +351,9 @@ static void mc_conv_unit_(void *ctx, int64_t u)
     const int mr = kern->mr, nr = kern->nr;
     const int xes = call->x_type == MC_F32 ? 4 : 2;
     const int oes = call->out_type == MC_F32 ? 4 : 2;
-    const int64_t r0 = u * job->rows, r1 = mc_min_(r0 + job->rows, job->m), nrows = r1 - r0;
+    const int64_t r0 = (u / job->cbands) * job->rows, r1 = mc_min_(r0 + job->rows, job->m);
+    const int64_t nrows = r1 - r0;
+    const int64_t j0 = (u % job->cbands) * job->cols, j1 = mc_min_(j0 + job->cols, job->fg);
     const int use_acc = call->out_type != MC_F32 && job->k > job->kc;
     const int64_t abytes = mc_round64_(mc_ceil_div_(nrows, mr) * mr * mc_steps_(kern, job->kc) * 4);
     const int64_t tbytes = mc_round64_((int64_t)mr * job->kc * xes);
@@ -359,17 +414,21 @@ static void mc_conv_unit_(void *ctx, int64_t u)
             const int64_t pstride = mc_panel_bytes_(job, kc);
             const char *block = job->bdata[grp] +
                                 (pc / job->kc) * (job->npad / nr) * mc_panel_bytes_(job, job->kc);
-            for (int64_t jr = 0; jr < job->fg; jr += nr) {
+            for (int64_t jr = j0; jr < j1; jr += nr) {
                 const int nrr = (int)mc_min_(job->fg - jr, nr);
                 const char *bp = block + (jr / nr) * pstride;
                 for (int64_t ir = 0; ir < nrows; ir += mr) {
                     const int mrr = (int)mc_min_(nrows - ir, mr);
                     const char *a = ap + ir * ksteps * 4;
-                    if (job->belem == 2)
+                    if (job->belem == 2) {
                         kern->ukr_direct(kc, a, bp, (int64_t)nr * 2, pstride, job->b_type, nrr,
                                          tile, nr, mrr, 0);
-                    else
+                    } else if (first && last && kern->ukr_epi != NULL && job->epi == kern->epi) {
+                        kern->ukr_epi(ksteps, a, bp, tile, mrr, nrr, &ga, r0 + ir, jr);
+                        continue;
+                    } else {
                         kern->ukr(ksteps, a, bp, tile, mrr);
+                    }
                     job->epi(&ga, tile, nr, mrr, nrr, r0 + ir, jr, first, last);
                 }
             }
@@ -441,9 +500,8 @@ static int mc_conv_run_(const mc_conv_call *call, const mc_level_kernels *lk, in
         const int mr = job.kern->mr;
         const int64_t mc = mc_ceil_div_(want.mc > 0 ? want.mc : job.kern->mc, mr) * mr;
         const int nt = mc_rt_threads_for(job.m * call->f * job.k, MC_CONV_PARALLEL_MIN);
-        const int64_t per = mc_ceil_div_(job.m, (int64_t)MC_CONV_UNITS_PER_THREAD_ * nt);
-        job.rows = mc_min_(mc, mc_max_(mc_ceil_div_(per, mr) * mr, mr));
-        mc_run(mc_conv_unit_, &job, mc_ceil_div_(job.m, job.rows), nt);
+        mc_conv_units_(&job, mc / mr, nt);
+        mc_run(mc_conv_unit_, &job, mc_ceil_div_(job.m, job.rows) * job.cbands, nt);
         r = job.status;
     }
     if (bdata != bdata_local)

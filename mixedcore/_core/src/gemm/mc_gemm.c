@@ -177,6 +177,7 @@ static void mc_blocks_for_(const mc_gemm_kernel *kern, const mc_blocks *want, mc
 typedef struct {
     const mc_gemm_kernel *kern;
     mc_gemm_epi_fn epi;        /* the level's vector epilogue, or the scalar one */
+    mc_gemm_ukr_epi_fn ukr_epi; /* the kernel with the epilogue fused, when it applies */
     mc_gemm_blocks blk;
     int nthreads;
     int belem;                 /* bytes per B panel element: 4, or 2 for 16-bit panels */
@@ -231,6 +232,8 @@ static void mc_plan_finish_(mc_plan_ *p, const mc_gemm_call *call, const mc_bloc
         p->belem = call->packed->elem == 2 && p->kern->ukr_direct != NULL ? 2 : 4;
     }
     p->epi = contiguous && p->kern->epi != NULL ? p->kern->epi : mc_gemm_epi_scalar;
+    p->ukr_epi = contiguous && p->kern->epi != NULL && g->alpha == 1.0f && g->beta == 0.0f
+                     ? p->kern->ukr_epi : NULL;
     p->nthreads = mc_rt_threads_for(call->batch * g->m * g->n * mc_max_(g->k, 1),
                                     MC_GEMM_PARALLEL_MIN);
 }
@@ -428,6 +431,11 @@ static int mc_rows_(const mc_plan_ *p, const mc_gemm_args *g, int64_t m0, int64_
             for (int64_t ir = 0; ir < mcb; ir += mr) {
                 const int mrr = (int)mc_min_(mcb - ir, mr);
                 mc_prefetch_tile_(g, ic + ir, jc + jr, mrr, nrr, first, last);
+                if (first && last && p->ukr_epi != NULL) {
+                    p->ukr_epi(ksteps, ap + ir * ksteps * 4, bp + (jr / nr) * pstride, tile,
+                               mrr, nrr, g, ic + ir, jc + jr);
+                    continue;
+                }
                 kern->ukr(ksteps, ap + ir * ksteps * 4, bp + (jr / nr) * pstride, tile, mrr);
                 p->epi(g, tile, nr, mrr, nrr, ic + ir, jc + jr, first, last);
             }

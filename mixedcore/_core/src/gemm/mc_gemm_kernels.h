@@ -68,6 +68,13 @@ typedef int (*mc_gemm_ukr_direct_t_fn)(int64_t kc, const void *ap, const char *b
                                        int b_type, int nr, float *tile, int64_t ldt, int mr);
 #define MC_DIRECT_T_MAXM 6
 
+/* The micro-kernel and the common epilogue in one call: the mr x nr tile of mc_gemm_ukr_fn,
+ * then the epilogue of a tile that is the whole sum (the only K block, alpha 1, beta 0, rows
+ * of out contiguous) applied from the registers, with the bits of ukr followed by the level's
+ * epi.  `tile` (MR x NR floats) is scratch for the cases the kernel hands to those two. */
+typedef void (*mc_gemm_ukr_epi_fn)(int64_t kc, const void *ap, const void *bp, float *tile,
+                                   int mr, int nr, const mc_gemm_args *g, int64_t i, int64_t j);
+
 typedef struct {
     int mr, nr;
     int pairs;                 /* 1: bfloat16-pair panels, kc stepped by 2 */
@@ -79,6 +86,7 @@ typedef struct {
     mc_gemm_ukr_direct_fn ukr_direct;     /* NULL when the level has none */
     int direct_wide;           /* columns per ukr_direct call for tiles of <= 3 rows (0: NR) */
     mc_gemm_ukr_direct_t_fn ukr_direct_t; /* NULL when the level has none */
+    mc_gemm_ukr_epi_fn ukr_epi;           /* NULL when the level has none */
     int64_t mc, kc, nc;        /* default block sizes, chosen by measurement (docs/gemm.md) */
 } mc_gemm_kernel;
 
