@@ -449,14 +449,6 @@ MC_INLINE_ void mc_store_bf16_(char *o, __mmask16 m, __m512 v)
         }                                                                                   \
     }
 
-#define MC_EPI_ROW_ACTS_(OT)                                                                \
-    switch (act) {                                                                          \
-    case MC_ACT_NONE: MC_EPI_ROW_(MC_ACT_NONE, OT) break;                                   \
-    case MC_ACT_RELU: MC_EPI_ROW_(MC_ACT_RELU, OT) break;                                   \
-    case MC_ACT_RELU6: MC_EPI_ROW_(MC_ACT_RELU6, OT) break;                                 \
-    default: MC_EPI_ROW_(act, OT) break;                                                    \
-    }
-
 MC_INLINE_ void mc_ukr_epi_body_(const int rows, int64_t kp, const uint32_t *a,
                                  const uint32_t *b, int nr, const mc_gemm_args *g, int64_t i,
                                  int64_t j)
@@ -501,9 +493,9 @@ MC_INLINE_ void mc_ukr_epi_body_(const int rows, int64_t kp, const uint32_t *a,
                                  : _mm512_maskz_loadu_ps(m[q], bias + j + 16 * q);
     }
     if (out_type == MC_BF16) {
-        MC_EPI_ROW_ACTS_(MC_BF16)
+        MC_EPI_ACTS_(MC_EPI_ROW_, MC_BF16)
     } else {
-        MC_EPI_ROW_ACTS_(MC_F32)
+        MC_EPI_ACTS_(MC_EPI_ROW_, MC_F32)
     }
 }
 

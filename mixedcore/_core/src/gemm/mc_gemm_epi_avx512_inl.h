@@ -52,12 +52,13 @@ MC_INLINE_ __m512 mc_epi_round_(int ot, __m512 v)
         }                                                                                   \
     }
 
-#define MC_EPI_PLAIN_ACTS_(OT)                                                              \
+/* LOOP(ACT, OT) with the common activations made constants of the loop */
+#define MC_EPI_ACTS_(LOOP, OT)                                                              \
     switch (act) {                                                                          \
-    case MC_ACT_NONE: MC_EPI_PLAIN_LOOP_(MC_ACT_NONE, OT) break;                            \
-    case MC_ACT_RELU: MC_EPI_PLAIN_LOOP_(MC_ACT_RELU, OT) break;                            \
-    case MC_ACT_RELU6: MC_EPI_PLAIN_LOOP_(MC_ACT_RELU6, OT) break;                          \
-    default: MC_EPI_PLAIN_LOOP_(act, OT) break;                                             \
+    case MC_ACT_NONE: LOOP(MC_ACT_NONE, OT) break;                                          \
+    case MC_ACT_RELU: LOOP(MC_ACT_RELU, OT) break;                                          \
+    case MC_ACT_RELU6: LOOP(MC_ACT_RELU6, OT) break;                                        \
+    default: LOOP(act, OT) break;                                                           \
     }
 
 static void MC_EPI_PLAIN_FN_(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
@@ -72,11 +73,11 @@ static void MC_EPI_PLAIN_FN_(const mc_gemm_args *g, const float *tile, int ldt, 
     const char *const res = g->res;
     const int64_t res_rs = g->res_rs;
     if (out_type == MC_BF16) {
-        MC_EPI_PLAIN_ACTS_(MC_BF16)
+        MC_EPI_ACTS_(MC_EPI_PLAIN_LOOP_, MC_BF16)
     } else if (out_type == MC_F16) {
-        MC_EPI_PLAIN_ACTS_(MC_F16)
+        MC_EPI_ACTS_(MC_EPI_PLAIN_LOOP_, MC_F16)
     } else {
-        MC_EPI_PLAIN_ACTS_(MC_F32)
+        MC_EPI_ACTS_(MC_EPI_PLAIN_LOOP_, MC_F32)
     }
 }
 
