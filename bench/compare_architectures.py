@@ -445,14 +445,17 @@ def _relative_error(ref, out):
     return float(np.abs(out - ref).max() / np.abs(ref).max())
 
 
-def prepare(keras_path, graphs, x):
+def prepare(keras_path, graphs, x, only=None):
     """The timed callables of every system that is installed and right, and a row per system;
     ``graphs`` maps "export", "folded" and "nchw" to (ONNX path or None, note or None, the input
-    that graph takes: ``x``, or ``x`` channels-first for "nchw")."""
+    that graph takes: ``x``, or ``x`` channels-first for "nchw"); ``only``: the systems whose
+    label contains one of these strings (all when None)."""
     rows, fns = {}, {}
     ref = np.asarray(_keras_f32(keras_path, None, x)(), dtype=np.float64)
     for label, precision, modules, graph, make in SYSTEMS:
         if graph and graph not in graphs:                       # BN folding: image models only
+            continue
+        if only and not any(part in label for part in only):
             continue
         onnx_path, onnx_note, feed = graphs.get(graph, (None, None, x)) if graph else \
             (None, None, x)
@@ -555,6 +558,9 @@ def main(argv=None):
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     parser.add_argument("--busy", action="store_true",
                         help="time beside one process spinning on a core (the busy machine)")
+    parser.add_argument("--systems", default=None,
+                        help="comma-separated parts of system labels to run (e.g. "
+                             "'mixedcore,NCHW'; default: all)")
     args = parser.parse_args(argv)
 
     import mixedcore
@@ -585,7 +591,8 @@ def main(argv=None):
                 if kind == "image":
                     graphs["folded"] = folded + (x,)
                     graphs["nchw"] = nchw + (np.ascontiguousarray(x.transpose(0, 3, 1, 2)),)
-                rows, fns = prepare(keras_path, graphs, x)
+                rows, fns = prepare(keras_path, graphs, x,
+                                    args.systems.split(",") if args.systems else None)
                 calls = args.calls or (3 if batch == 1 else 1)
                 t0 = time.perf_counter()
                 spinner = benchutil.start_spinner() if args.busy else None
