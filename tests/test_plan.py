@@ -149,6 +149,27 @@ def test_a_residual_is_the_product_then_the_sum(isa_level, dtype, shape):
                                                  out_dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_layer_norm_step_is_the_kernel_function(isa_level, dtype):
+    rng = np.random.default_rng(23)
+    x = rand(rng, (3, 5, 40), dtype, 3.0)
+    res = rand(rng, (3, 5, 40), F32)
+    gamma, beta = rng.standard_normal(40).astype(F32), rng.standard_normal(40).astype(F32)
+    plan = kernels.Plan()
+    i, r = plan.input(x.shape, dtype), plan.input(res.shape, F32)
+    outs = [plan.layer_norm(i, gamma, beta, epsilon=1e-5),
+            plan.layer_norm(i, None, beta, residual=r, out_dtype=F32),
+            plan.layer_norm(plan.reshape(i, (15, 40)), gamma)]
+    plan.finish(outs)
+    got = plan.run([x, res])
+    want = [kernels.layer_norm(x, gamma, beta, epsilon=1e-5),
+            kernels.layer_norm(x, None, beta, residual=res, out_dtype=F32),
+            kernels.layer_norm(x.reshape(15, 40), gamma)]
+    assert [op[2] for op in plan._ops] == ["layer_norm"] * 3
+    for g, w in zip(got, want):
+        assert same_bits(g, w)
+
+
 def test_the_arena_is_reused_by_liveness():
     """A chain of 40 steps over 1 MB buffers takes two buffers' worth, not 40, and gives the
     chain's result."""
@@ -263,6 +284,18 @@ def test_plan_bad_input():
         plan.conv2d(i, k, residual=i)
     with pytest.raises(ValueError, match=r"Plan.matmul: no buffer 9 in this plan"):
         plan.matmul(i, kernels.pack(np.ones((4, 2), F32)), residual=9)
+    with pytest.raises(ValueError, match=r"Plan.layer_norm: gamma has shape \(3,\), expected "
+                                         r"\(4,\)"):
+        plan.layer_norm(i, np.ones(3, F32))
+    with pytest.raises(TypeError, match="Plan.layer_norm: beta must have dtype float32, got "
+                                        "float64"):
+        plan.layer_norm(i, None, np.ones(4))
+    with pytest.raises(ValueError, match="Plan.layer_norm: epsilon must be finite and > 0, "
+                                         "got 0"):
+        plan.layer_norm(i, epsilon=0)
+    with pytest.raises(ValueError, match=r"Plan.layer_norm: the residual \(buffer 3\) has "
+                                         r"shape \(1, 3, 3, 2\)"):
+        plan.layer_norm(i, residual=plan.conv2d(i, k))
     with pytest.raises(ValueError, match=r"Plan.reshape: cannot reshape buffer 0 of shape "
                                          r"\(1, 5, 5, 4\) into \(3, 3\)"):
         plan.reshape(i, (3, 3))
@@ -512,6 +545,32 @@ def test_sums_run_in_the_epilogue_of_the_product_before_them(isa_level, policy):
     plan = next(iter(model._graph._plans.values())).plan
     assert [op[2] for op in plan._ops if op[0] == "c"].count("add") == 3
     for g, r in zip(got, model._graph.run(xs)[0]):
+        assert same_bits(g, r)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_layer_normalizations_are_c_steps(isa_level, policy):
+    """A transformer block's normalizations: of a tensor, and of a sum read only by them (the
+    residual of the step); one over another axis stays in Python."""
+    with mixedcore.policy_scope(policy):
+        tokens = layers.Input((6, 16))
+        h = layers.LayerNormalization(epsilon=1e-5)(layers.Dense(16)(tokens))
+        a = layers.MultiHeadAttention(2, 8)(h, h)
+        h = layers.LayerNormalization()(layers.Add()([h, a]))
+        f = layers.Dense(16)(layers.Dense(32, activation="gelu")(h))
+        h = layers.LayerNormalization(center=False)(layers.Add()([f, h]))
+        other = layers.LayerNormalization(axis=1)(h)
+        model = models.Model(tokens, [h, other])
+    rng = np.random.default_rng(24)
+    for layer in model.layers:
+        if isinstance(layer, layers.LayerNormalization):
+            layer.set_weights([rng.standard_normal(w.shape).astype(F32)
+                               for w in layer.get_weights()])
+    x = rng.standard_normal((3, 6, 16)).astype(F32)
+    got = model.predict(x, verbose=0)
+    plan = next(iter(model._graph._plans.values())).plan
+    assert [op[2] for op in plan._ops if op[0] == "c"].count("layer_norm") == 3
+    for g, r in zip(got, model._graph.run([x])[0]):
         assert same_bits(g, r)
 
 

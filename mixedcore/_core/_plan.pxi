@@ -13,16 +13,20 @@ cdef extern from "mc_act.h" nogil:
                    int y_type, int64_t n)
 
 cdef extern from "mc_plan.h" nogil:
-    int MC_STEP_GEMM, MC_STEP_CONV, MC_STEP_DW, MC_STEP_POOL, MC_STEP_ADD
+    int MC_STEP_GEMM, MC_STEP_CONV, MC_STEP_DW, MC_STEP_POOL, MC_STEP_ADD, MC_STEP_NORM
     ctypedef struct mc_add_call:
         int act, a_type, b_type, y_type
         int64_t n
+    ctypedef struct mc_norm_call:
+        mc_norm_job job
+        int64_t rows
     ctypedef union mc_plan_u:
         mc_gemm_call gemm
         mc_conv_call conv
         mc_dw_call dw
         mc_pool_call pool
         mc_add_call add
+        mc_norm_call norm
     ctypedef struct mc_plan_step:
         int kind
         int src, src2, dst
@@ -166,6 +170,20 @@ cdef class PlanSteps:
         st.u.add.b_type = b_type
         st.u.add.y_type = y_type
         st.u.add.n = n
+
+    def layer_norm(self, int src, int res, int dst, int64_t rows, int64_t n, int x_type,
+                   int res_type, int y_type, object gamma, object beta, double eps):
+        """dst = LN(src [+ res]) * gamma + beta over rows of n elements, as layer_norm."""
+        cdef mc_plan_step *st = self._next(MC_STEP_NORM, src, res, dst)
+        st.u.norm.rows = rows
+        st.u.norm.job.gamma = <const float *>_opt_data(gamma)
+        st.u.norm.job.beta = <const float *>_opt_data(beta)
+        st.u.norm.job.n = n
+        st.u.norm.job.eps = eps
+        st.u.norm.job.x_type = x_type
+        st.u.norm.job.res_type = res_type
+        st.u.norm.job.y_type = y_type
+        self.keep += [gamma, beta]
 
     def run(self, int64_t s0, int64_t s1, list buffers):
         """Runs steps [s0, s1) with buffer i the data of ``buffers[i]`` (C-contiguous arrays,

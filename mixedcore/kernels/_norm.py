@@ -40,16 +40,27 @@ def _rows(a):
     return a
 
 
-def _param(what, p, c):
+def norm_param(fname, what, p, c):
+    """gamma or beta checked: None, or float32 of shape (c,) as contiguous memory."""
     if p is None:
         return None
     p = _as_array(what, p)
     if float_code(p.dtype) != 2:
-        raise TypeError(f"layer_norm: {what} must have dtype float32, got {p.dtype}")
+        raise TypeError(f"{fname}: {what} must have dtype float32, got {p.dtype}")
     if p.shape != (c,):
-        raise ValueError(f"layer_norm: {what} has shape {p.shape}, expected ({c},) (the length "
+        raise ValueError(f"{fname}: {what} has shape {p.shape}, expected ({c},) (the length "
                          f"of x's last axis)")
     return _rows(p)
+
+
+def norm_epsilon(fname, epsilon):
+    """epsilon checked: a finite number > 0, as a float."""
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(f"{fname}: epsilon must be a number, got {type(epsilon).__name__}")
+    eps = float(epsilon)
+    if not (np.isfinite(eps) and eps > 0):
+        raise ValueError(f"{fname}: epsilon must be finite and > 0, got {epsilon!r}")
+    return eps
 
 
 def layer_norm(x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | None = None, *,
@@ -118,13 +129,9 @@ def layer_norm(x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | N
     if c == 0:
         raise ValueError(f"layer_norm: the last axis of x (shape {x.shape}) is empty; there is "
                          f"nothing to normalize over")
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
-        raise TypeError(f"layer_norm: epsilon must be a number, got {type(epsilon).__name__}")
-    eps = float(epsilon)
-    if not (np.isfinite(eps) and eps > 0):
-        raise ValueError(f"layer_norm: epsilon must be finite and > 0, got {epsilon!r}")
-    gamma = _param("gamma", gamma, c)
-    beta = _param("beta", beta, c)
+    eps = norm_epsilon("layer_norm", epsilon)
+    gamma = norm_param("layer_norm", "gamma", gamma, c)
+    beta = norm_param("layer_norm", "beta", beta, c)
     rc = 0
     if residual is not None:
         residual = _as_array("residual", residual)

@@ -33,6 +33,7 @@ from mixedcore.kernels._checks import FLOAT_CODES
 from mixedcore.kernels._conv import (PackedConv, _activation, _bias32, _out_dtype,
                                      depthwise_kernel, depthwise_weights, pointwise)
 from mixedcore.kernels._gemm import GEMM_CODES, GEMM_NAMES, PackedMatrix
+from mixedcore.kernels._norm import norm_epsilon, norm_param
 from mixedcore.kernels._pool import pool_geometry
 from mixedcore.kernels._runtime import ISA_LEVELS
 from mixedcore.kernels._window import IntPair, window_geometry
@@ -63,7 +64,7 @@ class Plan:
     """A compiled list of kernel calls over buffers (see the module's design notes).
 
     Build it with ``input``, the step methods (``conv2d``, ``depthwise_conv2d``, ``matmul``,
-    ``pool2d``, ``add``, ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns
+    ``pool2d``, ``add``, ``layer_norm``, ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns
     the outputs.  A step method returns the number of the buffer its result is in (``call``: a
     list of them).
     """
@@ -260,6 +261,36 @@ class Plan:
             self._core.add(a, b, dst, n, act, GEMM_CODES[ba.dtype], GEMM_CODES[bb.dtype],
                            GEMM_CODES[target])
             self._c_step(dst, "add")
+        return dst
+
+    def layer_norm(self, src: int, gamma: np.ndarray | None = None,
+                   beta: np.ndarray | None = None, *, epsilon: float = 1e-3,
+                   residual: int | None = None, out_dtype: DTypeLike | None = None) -> int:
+        """Layer normalization over the last axis of ``src`` (of ``src + residual`` when a
+        residual buffer of its shape is given), as ``kernels.layer_norm`` computes it."""
+        fname = "Plan.layer_norm"
+        buf = self._gemm_operand(fname, src)
+        if not buf.shape or buf.shape[-1] == 0:
+            raise ValueError(f"{fname}: the last axis of buffer {src} (shape {buf.shape}) is "
+                             f"empty or missing; there is nothing to normalize over")
+        c = buf.shape[-1]
+        eps = norm_epsilon(fname, epsilon)
+        gamma = norm_param(fname, "gamma", gamma, c)
+        beta = norm_param(fname, "beta", beta, c)
+        res, res_code = -1, 0
+        if residual is not None:
+            rbuf = self._gemm_operand(fname, residual)
+            if rbuf.shape != buf.shape:
+                raise ValueError(f"{fname}: the residual (buffer {residual}) has shape "
+                                 f"{rbuf.shape}, buffer {src} {buf.shape}; they must be equal")
+            res, res_code = residual, GEMM_CODES[rbuf.dtype]
+        target = _out_dtype(fname, out_dtype, buf.dtype)
+        dst = self._new(buf.shape, target, _ARENA)
+        rows = math.prod(buf.shape[:-1])
+        if rows:
+            self._core.layer_norm(src, res, dst, rows, c, GEMM_CODES[buf.dtype], res_code,
+                                  GEMM_CODES[target], gamma, beta, eps)
+            self._c_step(dst, "layer_norm")
         return dst
 
     def reshape(self, src: int, shape: Sequence[int]) -> int:

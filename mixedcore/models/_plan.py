@@ -24,6 +24,9 @@ Design:
          then, the sum and its activation run in that step's epilogue (``residual``: the
          product is rounded to the compute dtype first, so the bits are the two steps');
        - MaxPooling2D / AveragePooling2D -> the pooling step;
+       - LayerNormalization over the last axis, and the fold of an Add read only by one (the
+         sum normalized in one pass) -> the layer normalization step, its residual the second
+         operand;
        - ZeroPadding2D read only by a convolution with "valid" padding -> that padding in the
          convolution's window (no padded copy; an input in another floating dtype cast first,
          as the layer's call casts it); Flatten and Reshape -> views;
@@ -47,6 +50,7 @@ from mixedcore.layers._conv import Conv1D, Conv2D, DepthwiseConv2D, SeparableCon
 from mixedcore.layers._core import Dense
 from mixedcore.layers._merging import Add
 from mixedcore.layers._node import KerasTensor, flatten, map_structure
+from mixedcore.layers._normalization import LayerNormalization
 from mixedcore.layers._pooling import AveragePooling2D, MaxPooling2D
 from mixedcore.layers._reshaping import Flatten, Reshape, ZeroPadding2D
 
@@ -185,6 +189,8 @@ class InferencePlan:
             return self._lower_dense(layer, single, fold, out, cd)
         if fold is not None:
             return False
+        if kind is LayerNormalization:
+            return self._lower_norm(layer, [single], out, cd)
         if kind in (MaxPooling2D, AveragePooling2D):
             if dtype_name(cd) not in _GEMM:
                 return False
@@ -297,7 +303,8 @@ class InferencePlan:
                 and all(isinstance(t, KerasTensor) for t in arg)):
             return False
         if fold is not None and fold.norm is not None:
-            return False
+            return type(fold.norm) is LayerNormalization and self._lower_norm(
+                fold.norm, [id(t) for t in arg], fold.out, layer._compute_np(), layer.autocast)
         cd = layer._compute_np()
         if dtype_name(cd) not in _GEMM:
             return False
@@ -308,6 +315,29 @@ class InferencePlan:
         out = fold.out if fold is not None else id(node.output_tensors[0])
         act = fold.activation if fold is not None else None
         self._env[out] = (self.plan.add(a, b, activation=act, out_dtype=cd), None)
+        return True
+
+    def _lower_norm(self, norm, keys, out, cd, autocast=None):
+        """LayerNormalization of the tensor ``keys[0]`` (of the sum of two, their shapes
+        equal), in ``cd``, over the last axis, as the layer's call (``call_with_residual``)
+        computes it; ``autocast``: whether the operands are cast to ``cd`` first (the layer's
+        own setting, or the Add's for a sum)."""
+        if dtype_name(cd) not in _GEMM or norm._compute_np() != cd:
+            return False
+        autocast = norm.autocast if autocast is None else autocast
+        if not autocast and any(self.plan.dtype(self._buffer(k)) != cd for k in keys):
+            return False
+        bufs = [self._operand(k, cd) for k in keys]
+        if any(b is None for b in bufs) or len({self.plan.shape(b) for b in bufs}) != 1:
+            return False
+        ndim = len(self.plan.shape(bufs[0]))
+        if ndim < 1 or norm._axes(ndim) != (ndim - 1,):
+            return False
+        gamma, beta = norm._kernel_params()
+        dst = self.plan.layer_norm(bufs[0], gamma, beta, epsilon=norm.epsilon,
+                                   residual=bufs[1] if len(bufs) == 2 else None, out_dtype=cd)
+        self._hold(norm)
+        self._env[out] = (dst, None)
         return True
 
     def _python_step(self, node, fold):

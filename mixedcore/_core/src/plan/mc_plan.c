@@ -40,6 +40,13 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
                           bufs[st->dst], c->y_type, c->n) == MC_ACT_OK ? MC_PLAN_OK
                                                                        : MC_PLAN_EARG;
     }
+    case MC_STEP_NORM: {
+        mc_norm_job job = st->u.norm.job;
+        job.x = bufs[st->src];
+        job.res = st->src2 >= 0 ? bufs[st->src2] : NULL;
+        job.y = bufs[st->dst];
+        return mc_layer_norm(&job, st->u.norm.rows) == MC_NORM_OK ? MC_PLAN_OK : MC_PLAN_EARG;
+    }
     default:
         return MC_PLAN_EARG;
     }

@@ -2,7 +2,8 @@
  *
  * Design:
  *   a. A step is one call of a family's driver -- the GEMM with weights packed ahead, the
- *      convolution, the depthwise convolution, pooling, the sum with an activation -- whose
+ *      convolution, the depthwise convolution, pooling, the sum with an activation, layer
+ *      normalization -- whose
  *      descriptor the caller filled once, with every array named by a buffer number instead of
  *      an address.  The runner copies the descriptor, puts the buffers' addresses in and calls
  *      the driver: the results are those of the same calls made one by one, bit for bit.
@@ -18,15 +19,25 @@
 #include "mc_act.h"
 #include "mc_conv.h"
 #include "mc_gemm.h"
+#include "mc_norm.h"
 #include "mc_pool.h"
 
-enum { MC_STEP_GEMM = 1, MC_STEP_CONV = 2, MC_STEP_DW = 3, MC_STEP_POOL = 4, MC_STEP_ADD = 5 };
+enum {
+    MC_STEP_GEMM = 1, MC_STEP_CONV = 2, MC_STEP_DW = 3, MC_STEP_POOL = 4, MC_STEP_ADD = 5,
+    MC_STEP_NORM = 6
+};
 
 /* mc_add_act's arguments but the arrays */
 typedef struct {
     int act, a_type, b_type, y_type;
     int64_t n;
 } mc_add_call;
+
+/* mc_layer_norm's job but the arrays, and its rows */
+typedef struct {
+    mc_norm_job job;             /* x, res (the residual buffer, src2), y from the buffers */
+    int64_t rows;
+} mc_norm_call;
 
 typedef struct {
     int kind;                    /* MC_STEP_* */
@@ -39,6 +50,7 @@ typedef struct {
         mc_dw_call dw;
         mc_pool_call pool;
         mc_add_call add;
+        mc_norm_call norm;
     } u;
 } mc_plan_step;
 
