@@ -95,10 +95,10 @@ static int mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, in
 
 /* --- micro-kernel ------------------------------------------------------------------------------ */
 
-MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const float *b,
-                             float *tile)
+/* The accumulators of an mr x NR tile over kc steps (design a, b). */
+MC_INLINE_ void mc_ukr_acc_(const int rows, int64_t kc, const float *a, const float *b,
+                            __m512 c[MC_MR][MC_NV])
 {
-    __m512 c[MC_MR][MC_NV];
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4
@@ -123,6 +123,13 @@ MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const f
         a += MC_MR;
         b += MC_NR;
     }
+}
+
+MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const float *b,
+                             float *tile)
+{
+    __m512 c[MC_MR][MC_NV];
+    mc_ukr_acc_(rows, kc, a, b, c);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4
@@ -375,10 +382,14 @@ MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
 #define MC_EPI_BF16_STORE_(o, m, v) _mm256_mask_storeu_epi16((o), (m), mc_f32_to_bf16_v_(v))
 #include "mc_gemm_epi_avx512_inl.h"
 
+/* the micro-kernel with the epilogue in its registers (mc_gemm_avx512bf16.c, design g) */
+MC_UKR_EPI_DEFINE_(mc_ukr_epi_f32_avx512_, float)
+
 const mc_gemm_table mc_gemm_table_avx512 = {
     .f32 = {.mr = MC_MR, .nr = MC_NR, .pairs = 0, .pack = mc_pack_avx512_,
             .ukr = mc_ukr_f32_avx512_, .ukr_wide = mc_ukr_wide_f32_avx512_,
-            .epi = mc_gemm_epi_avx512_, .ukr_direct = mc_ukr_direct_f32_avx512_,
+            .epi = mc_gemm_epi_avx512_, .ukr_epi = mc_ukr_epi_f32_avx512_,
+            .ukr_direct = mc_ukr_direct_f32_avx512_,
             .direct_wide = 16 * MC_WIDE_NV, .ukr_direct_t = mc_ukr_direct_t_f32_avx512_,
             .mc = 140, .kc = 1024, .nc = 1024},
 };

@@ -132,10 +132,10 @@ static int mc_pack_pairs_avx512bf16_(const char *src, int type, int64_t ls, int6
     return mc_gemm_pack_pairs_scalar_(src, type, ls, ks, lanes, kc, w, dst);
 }
 
-MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kp, const uint32_t *a, const uint32_t *b,
-                             float *tile)
+/* The accumulators of an mr x NR tile over kp pair steps (design c). */
+MC_INLINE_ void mc_ukr_acc_(const int rows, int64_t kp, const uint32_t *a, const uint32_t *b,
+                            __m512 c[MC_MR][MC_NV])
 {
-    __m512 c[MC_MR][MC_NV];
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4
@@ -160,6 +160,13 @@ MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kp, const uint32_t *a, cons
         a += MC_MR;
         b += MC_NR;
     }
+}
+
+MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kp, const uint32_t *a, const uint32_t *b,
+                             float *tile)
+{
+    __m512 c[MC_MR][MC_NV];
+    mc_ukr_acc_(rows, kp, a, b, c);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4
@@ -429,104 +436,7 @@ MC_INLINE_ void mc_store_bf16_(char *o, __mmask16 m, __m512 v)
 
 /* --- the micro-kernel with the epilogue in its registers (design g) ----------------------------- */
 
-/* One row's two vectors through the common epilogue: the operations of
- * mc_gemm_epi_plain_avx512bf16_, in its order. */
-#define MC_EPI_ROW_(ACT, OT)                                                                \
-    for (int r = 0; r < rows; ++r) {                                                        \
-        char *orow = out + (i + r) * o_rs + j * es;                                         \
-        const char *rrow = res != NULL ? res + (i + r) * res_rs + j * es : NULL;            \
-        for (int q = 0; q < MC_NV; ++q) {                                                   \
-            if (16 * q >= nr)                                                               \
-                break;                                                                      \
-            __m512 v = c[r][q];                                                             \
-            if (bias != NULL)                                                               \
-                v = _mm512_add_ps(v, bv[q]);                                                \
-            if (rrow != NULL)                                                               \
-                v = _mm512_add_ps(mc_epi_round_((OT), v),                                   \
-                                  mc_load16_avx512(rrow + 16 * q * es, (OT), m[q]));        \
-            v = mc_act_ps_((ACT), v);                                                       \
-            MC_EPI_STORE_(OT, orow + 16 * q * es, m[q], v);                                 \
-        }                                                                                   \
-    }
-
-MC_INLINE_ void mc_ukr_epi_body_(const int rows, int64_t kp, const uint32_t *a,
-                                 const uint32_t *b, int nr, const mc_gemm_args *g, int64_t i,
-                                 int64_t j)
-{
-    __m512 c[MC_MR][MC_NV];
-#pragma GCC unroll 16
-    for (int r = 0; r < rows; ++r)
-#pragma GCC unroll 4
-        for (int q = 0; q < MC_NV; ++q)
-            c[r][q] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < kp; ++p) {
-        __m512bh bv[MC_NV];
-        _mm_prefetch((const char *)(b + 32 * MC_NR), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + 32 * MC_NR + 16), _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int q = 0; q < MC_NV; ++q)
-            bv[q] = (__m512bh)_mm512_load_si512(b + 16 * q);
-#pragma GCC unroll 16
-        for (int r = 0; r < rows; ++r) {
-            const __m512bh ar = (__m512bh)_mm512_set1_epi32((int)a[r]);
-#pragma GCC unroll 4
-            for (int q = 0; q < MC_NV; ++q)
-                c[r][q] = _mm512_dpbf16_ps(c[r][q], ar, bv[q]);
-        }
-        a += MC_MR;
-        b += MC_NR;
-    }
-    const int out_type = g->out_type, act = g->act;
-    const int es = out_type == MC_F32 ? 4 : 2;
-    const float *const bias = g->bias;
-    char *const out = g->out;
-    const int64_t o_rs = g->o_rs;
-    const char *const res = g->res;
-    const int64_t res_rs = g->res_rs;
-    __mmask16 m[MC_NV];
-    __m512 bv[MC_NV];
-#pragma GCC unroll 4
-    for (int q = 0; q < MC_NV; ++q) {
-        m[q] = mc_mask16_avx512(nr - 16 * q);
-        bv[q] = bias == NULL ? _mm512_setzero_ps()
-                : g->bias_s == 0 ? _mm512_set1_ps(bias[0])
-                                 : _mm512_maskz_loadu_ps(m[q], bias + j + 16 * q);
-    }
-    if (out_type == MC_BF16) {
-        MC_EPI_ACTS_(MC_EPI_ROW_, MC_BF16)
-    } else {
-        MC_EPI_ACTS_(MC_EPI_ROW_, MC_F32)
-    }
-}
-
-#define MC_UKR_EPI_ROWS_(R)                                                                 \
-    static void mc_ukr_epi_##R##_(int64_t kp, const uint32_t *a, const uint32_t *b, int nr,  \
-                                  const mc_gemm_args *g, int64_t i, int64_t j)              \
-    {                                                                                       \
-        mc_ukr_epi_body_(R, kp, a, b, nr, g, i, j);                                         \
-    }
-MC_UKR_EPI_ROWS_(1) MC_UKR_EPI_ROWS_(2) MC_UKR_EPI_ROWS_(3) MC_UKR_EPI_ROWS_(4)
-MC_UKR_EPI_ROWS_(5) MC_UKR_EPI_ROWS_(6) MC_UKR_EPI_ROWS_(7) MC_UKR_EPI_ROWS_(8)
-MC_UKR_EPI_ROWS_(9) MC_UKR_EPI_ROWS_(10) MC_UKR_EPI_ROWS_(11) MC_UKR_EPI_ROWS_(12)
-MC_UKR_EPI_ROWS_(13) MC_UKR_EPI_ROWS_(14)
-
-static void mc_ukr_epi_bf16_avx512bf16_(int64_t kp, const void *ap, const void *bp, float *tile,
-                                        int mr, int nr, const mc_gemm_args *g, int64_t i,
-                                        int64_t j)
-{
-    typedef void (*fn_t)(int64_t, const uint32_t *, const uint32_t *, int,
-                         const mc_gemm_args *, int64_t, int64_t);
-    static const fn_t rows[MC_MR + 1] = {
-        NULL, mc_ukr_epi_1_, mc_ukr_epi_2_, mc_ukr_epi_3_, mc_ukr_epi_4_, mc_ukr_epi_5_,
-        mc_ukr_epi_6_, mc_ukr_epi_7_, mc_ukr_epi_8_, mc_ukr_epi_9_, mc_ukr_epi_10_,
-        mc_ukr_epi_11_, mc_ukr_epi_12_, mc_ukr_epi_13_, mc_ukr_epi_14_};
-    if (g->out_type == MC_F16) {        /* rare with bfloat16 operands: the two calls */
-        mc_ukr_rows_[mr](kp, (const uint32_t *)ap, (const uint32_t *)bp, tile);
-        mc_gemm_epi_plain_avx512bf16_(g, tile, MC_NR, mr, nr, i, j);
-        return;
-    }
-    rows[mr](kp, (const uint32_t *)ap, (const uint32_t *)bp, nr, g, i, j);
-}
+MC_UKR_EPI_DEFINE_(mc_ukr_epi_bf16_avx512bf16_, uint32_t)
 
 const mc_gemm_table mc_gemm_table_avx512bf16 = {
     .pairs = {.mr = MC_MR, .nr = MC_NR, .pairs = 1, .pack = mc_pack_pairs_avx512bf16_,

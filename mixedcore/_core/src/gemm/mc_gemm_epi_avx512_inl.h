@@ -4,7 +4,9 @@
  *   MC_EPI_PLAIN_FN_  the name of its common case (the tile is the whole sum, alpha 1, no C),
  *   MC_EPI_BF16_STORE_(o, m, v)  the store of the 16 float32 lanes of v rounded to bfloat16
  *                     at o under the mask m, bit-identical to mc_f32_to_bf16_bits;
- * and includes mc_act_avx512_inl.h, mc_gemm_kernels.h and mc_simd_avx512.h.
+ * and includes mc_act_avx512_inl.h, mc_gemm_kernels.h and mc_simd_avx512.h.  For the micro-kernel
+ * with the epilogue in its registers (MC_UKR_EPI_DEFINE_) it also defines MC_MR, MC_NV, MC_NR
+ * and mc_ukr_acc_(rows, kc, a, b, c), the accumulators of an mr x NR tile.
  */
 #ifndef MC_GEMM_EPI_AVX512_INL_H_
 #define MC_GEMM_EPI_AVX512_INL_H_
@@ -137,5 +139,85 @@ static void MC_EPI_FN_(const mc_gemm_args *g, const float *tile, int ldt, int mr
         }
     }
 }
+
+/* --- the epilogue of a tile in registers (the micro-kernels' ukr_epi) ----------------------- */
+
+/* One row's vectors through the common epilogue: the operations of MC_EPI_PLAIN_FN_, in its
+ * order. */
+#define MC_EPI_REGS_ROW_(ACT, OT)                                                           \
+    for (int r = 0; r < rows; ++r) {                                                        \
+        char *orow = out + (i + r) * o_rs + j * es;                                         \
+        const char *rrow = res != NULL ? res + (i + r) * res_rs + j * es : NULL;            \
+        for (int q = 0; q < MC_NV; ++q) {                                                   \
+            if (16 * q >= nr)                                                               \
+                break;                                                                      \
+            __m512 v = c[r][q];                                                             \
+            if (bias != NULL)                                                               \
+                v = _mm512_add_ps(v, bv[q]);                                                \
+            if (rrow != NULL)                                                               \
+                v = _mm512_add_ps(mc_epi_round_((OT), v),                                   \
+                                  mc_load16_avx512(rrow + 16 * q * es, (OT), m[q]));        \
+            v = mc_act_ps_((ACT), v);                                                       \
+            MC_EPI_STORE_(OT, orow + 16 * q * es, m[q], v);                                 \
+        }                                                                                   \
+    }
+
+/* The common epilogue applied to the accumulators c of the rows x nr tile at (i, j). */
+MC_INLINE_ void mc_epi_regs_(const int rows, __m512 c[][MC_NV], int nr, const mc_gemm_args *g,
+                             int64_t i, int64_t j)
+{
+    const int out_type = g->out_type, act = g->act;
+    const int es = out_type == MC_F32 ? 4 : 2;
+    const float *const bias = g->bias;
+    char *const out = g->out;
+    const int64_t o_rs = g->o_rs;
+    const char *const res = g->res;
+    const int64_t res_rs = g->res_rs;
+    __mmask16 m[MC_NV];
+    __m512 bv[MC_NV];
+#pragma GCC unroll 4
+    for (int q = 0; q < MC_NV; ++q) {
+        m[q] = mc_mask16_avx512(nr - 16 * q);
+        bv[q] = bias == NULL ? _mm512_setzero_ps()
+                : g->bias_s == 0 ? _mm512_set1_ps(bias[0])
+                                 : _mm512_maskz_loadu_ps(m[q], bias + j + 16 * q);
+    }
+    if (out_type == MC_BF16) {
+        MC_EPI_ACTS_(MC_EPI_REGS_ROW_, MC_BF16)
+    } else if (out_type == MC_F16) {
+        MC_EPI_ACTS_(MC_EPI_REGS_ROW_, MC_F16)
+    } else {
+        MC_EPI_ACTS_(MC_EPI_REGS_ROW_, MC_F32)
+    }
+}
+
+/* NAME, an mc_gemm_ukr_epi_fn over panels of element type AT: mc_ukr_acc_ then mc_epi_regs_,
+ * one copy per row count. */
+#define MC_UKR_EPI_ROWS_(R, AT)                                                             \
+    static void mc_ukr_epi_##R##_(int64_t kc, const AT *a, const AT *b, int nr,              \
+                                  const mc_gemm_args *g, int64_t i, int64_t j)              \
+    {                                                                                       \
+        __m512 c[MC_MR][MC_NV];                                                             \
+        mc_ukr_acc_(R, kc, a, b, c);                                                        \
+        mc_epi_regs_(R, c, nr, g, i, j);                                                    \
+    }
+#define MC_UKR_EPI_DEFINE_(NAME, AT)                                                        \
+    MC_UKR_EPI_ROWS_(1, AT) MC_UKR_EPI_ROWS_(2, AT) MC_UKR_EPI_ROWS_(3, AT)                 \
+    MC_UKR_EPI_ROWS_(4, AT) MC_UKR_EPI_ROWS_(5, AT) MC_UKR_EPI_ROWS_(6, AT)                 \
+    MC_UKR_EPI_ROWS_(7, AT) MC_UKR_EPI_ROWS_(8, AT) MC_UKR_EPI_ROWS_(9, AT)                 \
+    MC_UKR_EPI_ROWS_(10, AT) MC_UKR_EPI_ROWS_(11, AT) MC_UKR_EPI_ROWS_(12, AT)              \
+    MC_UKR_EPI_ROWS_(13, AT) MC_UKR_EPI_ROWS_(14, AT)                                       \
+    static void NAME(int64_t kc, const void *ap, const void *bp, float *tile, int mr, int nr, \
+                     const mc_gemm_args *g, int64_t i, int64_t j)                           \
+    {                                                                                       \
+        typedef void (*fn_t)(int64_t, const AT *, const AT *, int, const mc_gemm_args *,    \
+                             int64_t, int64_t);                                             \
+        static const fn_t rows[MC_MR + 1] = {                                               \
+            NULL, mc_ukr_epi_1_, mc_ukr_epi_2_, mc_ukr_epi_3_, mc_ukr_epi_4_,               \
+            mc_ukr_epi_5_, mc_ukr_epi_6_, mc_ukr_epi_7_, mc_ukr_epi_8_, mc_ukr_epi_9_,      \
+            mc_ukr_epi_10_, mc_ukr_epi_11_, mc_ukr_epi_12_, mc_ukr_epi_13_, mc_ukr_epi_14_}; \
+        (void)tile;                                                                         \
+        rows[mr](kc, (const AT *)ap, (const AT *)bp, nr, g, i, j);                          \
+    }
 
 #endif
