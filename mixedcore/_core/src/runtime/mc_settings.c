@@ -32,14 +32,7 @@ int mc_rt_threads(void)
 
 int mc_rt_threads_for(int64_t work, int64_t threshold)
 {
-    if (work < threshold)
-        return 1;
-    if (work < threshold * MC_BUSY_FACTOR) {     /* a small call on a busy machine */
-        const int64_t since = mc_team_busy_since();
-        if (since >= 0 && since < MC_BUSY_WINDOW_NS)
-            return 1;
-    }
-    return mc_rt_threads();
+    return work < threshold ? 1 : mc_rt_threads();
 }
 
 int mc_rt_cpu_budget(void) { return __atomic_load_n(&mc_budget_, __ATOMIC_RELAXED); }

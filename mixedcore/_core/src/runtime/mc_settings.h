@@ -30,13 +30,7 @@ void mc_rt_set_process_threads(int n);
 int mc_rt_thread_override(void);            /* the calling thread's own count, 0 when none */
 void mc_rt_set_thread_override(int n);      /* 0 removes it */
 int mc_rt_threads(void);                    /* the count for a call from this thread */
-/* Threads for `work` units of a family whose threshold is `threshold`: 1 below it, and below
- * MC_BUSY_FACTOR times it (about a quarter of a millisecond of work) for MC_BUSY_WINDOW_NS
- * after the team found another process wanting its CPUs (mc_team.c, design g): on a busy
- * machine such a call runs faster on the caller alone than with a helper to wake that may
- * be descheduled holding a unit. */
-#define MC_BUSY_FACTOR 256
-#define MC_BUSY_WINDOW_NS ((int64_t)100000000)
+/* Threads for `work` units of a family whose threshold is `threshold`: 1 below it. */
 int mc_rt_threads_for(int64_t work, int64_t threshold);
 /* CPUs this process may use (affinity and cgroup quota, set by the Python layer at import);
  * helpers do not join a call when that many threads are already computing. */

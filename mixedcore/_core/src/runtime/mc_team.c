@@ -24,21 +24,23 @@
  *      the child handler forgets them and resets the slots, so the child's first threaded call
  *      starts a new team.  Their per-thread state (mc_team_env.thread_state: the engine's
  *      workspaces) is released there too.
+ *   f. Everything the team does for the engine above it goes through the mc_team_env of a call:
+ *      a helper calls env->enter before the units of each job it joins and when it starts, reads
+ *      env->cpu_budget before joining, and keeps env->thread_state for the fork handler.
  *   g. A busy machine: when another process wants the CPUs, a caller's thread loses time to it
  *      -- its wall time less its own CPU time, over its shared calls and the code it runs
  *      between them (measured from one shared call to the next when they come within
  *      MC_BUSY_GAP_NS_) -- and a helper that spins between calls keeps one more thread runnable
  *      than there are CPUs for, so that the caller, running its own code between calls, waits
  *      for a CPU while the helper's is idle.  Once a quarter of the last MC_BUSY_SPAN_NS_ or
- *      more was lost, the team records the time (mc_team_busy_since); for MC_BUSY_WINDOW_NS_
- *      after it idle workers sleep at once instead of spinning, and the settings run small
- *      calls on the caller alone (mc_settings.h).  Afterwards shared calls measure again.
+ *      more was lost, the team records the time and for MC_BUSY_WINDOW_NS_ after it idle
+ *      workers sleep at once instead of spinning; then the callers measure again.
  *      MobileNetV2 at batch 1 beside a process spinning on one of two cores: the caller lost
- *      1.5 ms of each 3.4 ms predict (median), which now takes 2.5 ms (1.4-1.5 ms alone,
- *      unchanged).
- *   f. Everything the team does for the engine above it goes through the mc_team_env of a call:
- *      a helper calls env->enter before the units of each job it joins and when it starts, reads
- *      env->cpu_budget before joining, and keeps env->thread_state for the fork handler.
+ *      1.5 ms of each 3.4 ms predict (median), which now takes 2.8 ms (1.4-1.5 ms alone,
+ *      unchanged).  Running small calls on the caller alone as well gave 2.5 ms there, but on
+ *      a machine where another library's threads spin for a while after each of its calls
+ *      (the interleaved benchmarks) it made ResNet50's median 1.6 times slower; a short
+ *      window keeps such a spell from costing the calls after it.
  */
 #include "mc_team.h"
 
@@ -50,7 +52,6 @@
 int mc_team_enabled(void) { return 0; }
 int mc_team_workers(void) { return 0; }
 void mc_team_set_spin(int64_t idle_ns, int64_t wait_ns) { (void)idle_ns; (void)wait_ns; }
-int64_t mc_team_busy_since(void) { return -1; }
 void mc_team_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads, const mc_team_env *env)
 {
     (void)nthreads;
@@ -97,10 +98,10 @@ static int64_t mc_spin_idle_ns_ = 50000;
 /* design g: the callers' wall and lost time over shared calls since the last verdict, and
  * when the machine was last found busy (0: never) */
 static int64_t mc_busy_wall_ns_, mc_busy_lost_ns_, mc_busy_at_ns_;
-#define MC_BUSY_SPAN_NS_ ((int64_t)2000000)
+#define MC_BUSY_SPAN_NS_ ((int64_t)1000000)
 #define MC_BUSY_GAP_NS_ ((int64_t)10000000)
 static _Thread_local int64_t mc_last_wall_ = INT64_MIN / 2, mc_last_cpu_ = -1;
-#define MC_BUSY_WINDOW_NS_ ((int64_t)100000000)
+#define MC_BUSY_WINDOW_NS_ ((int64_t)5000000)
 static int64_t mc_spin_wait_ns_ = 20000;
 static pthread_mutex_t mc_create_lock_ = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t mc_atfork_once_ = PTHREAD_ONCE_INIT;
@@ -113,16 +114,11 @@ int mc_team_enabled(void) { return 1; }
 
 static int64_t mc_now_ns_(void);
 
-int64_t mc_team_busy_since(void)
-{
-    const int64_t at = __atomic_load_n(&mc_busy_at_ns_, __ATOMIC_RELAXED);
-    return at == 0 ? -1 : mc_now_ns_() - at;
-}
-
+/* Whether the machine was found busy within the window (design g). */
 static int mc_busy_(void)
 {
-    const int64_t since = mc_team_busy_since();
-    return since >= 0 && since < MC_BUSY_WINDOW_NS_;
+    const int64_t at = __atomic_load_n(&mc_busy_at_ns_, __ATOMIC_RELAXED);
+    return at != 0 && mc_now_ns_() - at < MC_BUSY_WINDOW_NS_;
 }
 int mc_team_workers(void) { return __atomic_load_n(&mc_nworkers_, __ATOMIC_RELAXED); }
 

@@ -34,9 +34,6 @@ typedef struct {
  * are done.  The caller's own thread runs as it is (its environment is the caller's concern). */
 void mc_team_run(mc_unit_fn fn, void *ctx, int64_t nunits, int nthreads, const mc_team_env *env);
 int mc_team_enabled(void);                  /* 0 when built without threads */
-/* Nanoseconds since the team last found another process wanting its CPUs (mc_team.c,
- * design g), -1 if never. */
-int64_t mc_team_busy_since(void);
 int mc_team_workers(void);                  /* helper threads started so far */
 void mc_team_set_spin(int64_t idle_ns, int64_t wait_ns);   /* tuning; a negative value keeps */
 
