@@ -170,6 +170,19 @@ def test_a_layer_norm_step_is_the_kernel_function(isa_level, dtype):
         assert same_bits(g, w)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_pad_step_puts_zeros_around_the_images(dtype):
+    x = rand(np.random.default_rng(25), (2, 3, 4, 5), dtype)
+    plan = kernels.Plan()
+    i = plan.input(x.shape, dtype)
+    outs = [plan.pad2d(i, ((1, 2), (0, 3))), plan.pad2d(i, ((0, 0), (0, 0)))]
+    plan.finish(outs)
+    got = plan.run([x])
+    assert same_bits(got[0], np.pad(x, ((0, 0), (1, 2), (0, 3), (0, 0))))
+    assert same_bits(got[1], x)
+    assert [op[2] for op in plan._ops] == ["pad2d"] * 2
+
+
 def test_the_arena_is_reused_by_liveness():
     """A chain of 40 steps over 1 MB buffers takes two buffers' worth, not 40, and gives the
     chain's result."""
@@ -284,6 +297,14 @@ def test_plan_bad_input():
         plan.conv2d(i, k, residual=i)
     with pytest.raises(ValueError, match=r"Plan.matmul: no buffer 9 in this plan"):
         plan.matmul(i, kernels.pack(np.ones((4, 2), F32)), residual=9)
+    with pytest.raises(ValueError, match=r"Plan.pad2d: padding must be non-negative ints, got "
+                                         r"\(\(1, -1\), \(0, 0\)\)"):
+        plan.pad2d(i, ((1, -1), (0, 0)))
+    with pytest.raises(ValueError, match=r"Plan.pad2d: padding must be \(\(top, bottom\), "
+                                         r"\(left, right\)\), got 3"):
+        plan.pad2d(i, 3)
+    with pytest.raises(ValueError, match=r"Plan.pad2d: buffer 3 must have shape \(batch, "):
+        plan.pad2d(plan.reshape(i, (25, 4)), ((1, 1), (1, 1)))
     with pytest.raises(ValueError, match=r"Plan.layer_norm: gamma has shape \(3,\), expected "
                                          r"\(4,\)"):
         plan.layer_norm(i, np.ones(3, F32))
@@ -293,7 +314,7 @@ def test_plan_bad_input():
     with pytest.raises(ValueError, match="Plan.layer_norm: epsilon must be finite and > 0, "
                                          "got 0"):
         plan.layer_norm(i, epsilon=0)
-    with pytest.raises(ValueError, match=r"Plan.layer_norm: the residual \(buffer 3\) has "
+    with pytest.raises(ValueError, match=r"Plan.layer_norm: the residual \(buffer \d+\) has "
                                          r"shape \(1, 3, 3, 2\)"):
         plan.layer_norm(i, residual=plan.conv2d(i, k))
     with pytest.raises(ValueError, match=r"Plan.reshape: cannot reshape buffer 0 of shape "
@@ -545,6 +566,24 @@ def test_sums_run_in_the_epilogue_of_the_product_before_them(isa_level, policy):
     plan = next(iter(model._graph._plans.values())).plan
     assert [op[2] for op in plan._ops if op[0] == "c"].count("add") == 3
     for g, r in zip(got, model._graph.run(xs)[0]):
+        assert same_bits(g, r)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_padding_before_a_pooling_is_a_pad_step(isa_level, policy):
+    """ResNet's stem: ZeroPadding2D then a "valid" max pooling; a channels-first padding is the
+    layer's call."""
+    with mixedcore.policy_scope(policy):
+        inp = layers.Input((9, 8, 4))
+        h = layers.Conv2D(6, 3, activation="relu")(inp)
+        h = layers.MaxPooling2D(3, strides=2)(layers.ZeroPadding2D(((1, 1), (2, 1)))(h))
+        side = layers.ZeroPadding2D(((1, 0), (0, 2)), data_format="channels_first")(h)
+        model = models.Model(inp, [h, layers.Conv2D(2, 2)(side)])
+    x = np.random.default_rng(26).standard_normal((3, 9, 8, 4)).astype(F32)
+    got = model.predict(x, verbose=0)
+    plan = next(iter(model._graph._plans.values())).plan
+    assert [op[2] for op in plan._ops if op[0] == "c"].count("pad2d") == 1
+    for g, r in zip(got, model._graph.run([x])[0]):
         assert same_bits(g, r)
 
 

@@ -14,6 +14,9 @@ cdef extern from "mc_act.h" nogil:
 
 cdef extern from "mc_plan.h" nogil:
     int MC_STEP_GEMM, MC_STEP_CONV, MC_STEP_DW, MC_STEP_POOL, MC_STEP_ADD, MC_STEP_NORM
+    int MC_STEP_PAD
+    ctypedef struct mc_pad_call:
+        int64_t n, h, w, c, pt, pb, pl, pr, es
     ctypedef struct mc_add_call:
         int act, a_type, b_type, y_type
         int64_t n
@@ -27,6 +30,7 @@ cdef extern from "mc_plan.h" nogil:
         mc_pool_call pool
         mc_add_call add
         mc_norm_call norm
+        mc_pad_call pad
     ctypedef struct mc_plan_step:
         int kind
         int src, src2, dst
@@ -170,6 +174,14 @@ cdef class PlanSteps:
         st.u.add.b_type = b_type
         st.u.add.y_type = y_type
         st.u.add.n = n
+
+    def pad(self, int src, int dst, tuple shape, tuple padding, int64_t es):
+        """dst = src (n, h, w, c elements of es bytes) with zeros around each image:
+        padding = (top, bottom, left, right)."""
+        cdef mc_plan_step *st = self._next(MC_STEP_PAD, src, -1, dst)
+        st.u.pad.n, st.u.pad.h, st.u.pad.w, st.u.pad.c = shape
+        st.u.pad.pt, st.u.pad.pb, st.u.pad.pl, st.u.pad.pr = padding
+        st.u.pad.es = es
 
     def layer_norm(self, int src, int res, int dst, int64_t rows, int64_t n, int x_type,
                    int res_type, int y_type, object gamma, object beta, double eps):

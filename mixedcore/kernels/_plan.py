@@ -64,7 +64,7 @@ class Plan:
     """A compiled list of kernel calls over buffers (see the module's design notes).
 
     Build it with ``input``, the step methods (``conv2d``, ``depthwise_conv2d``, ``matmul``,
-    ``pool2d``, ``add``, ``layer_norm``, ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns
+    ``pool2d``, ``add``, ``layer_norm``, ``pad2d``, ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns
     the outputs.  A step method returns the number of the buffer its result is in (``call``: a
     list of them).
     """
@@ -291,6 +291,31 @@ class Plan:
             self._core.layer_norm(src, res, dst, rows, c, GEMM_CODES[buf.dtype], res_code,
                                   GEMM_CODES[target], gamma, beta, eps)
             self._c_step(dst, "layer_norm")
+        return dst
+
+    def pad2d(self, src: int, padding: tuple[tuple[int, int], tuple[int, int]]) -> int:
+        """The images of ``src`` (batch, height, width, channels) with zeros around them:
+        ``padding`` is ((top, bottom), (left, right)) rows and columns, as ZeroPadding2D's."""
+        fname = "Plan.pad2d"
+        buf = self._read(fname, src)
+        if len(buf.shape) != 4:
+            raise ValueError(f"{fname}: buffer {src} must have shape (batch, height, width, "
+                             f"channels), got {buf.shape}")
+        try:
+            (top, bottom), (left, right) = padding
+        except (TypeError, ValueError):
+            raise ValueError(f"{fname}: padding must be ((top, bottom), (left, right)), got "
+                             f"{padding!r}") from None
+        pads = (top, bottom, left, right)
+        if any(isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 0
+               for p in pads):
+            raise ValueError(f"{fname}: padding must be non-negative ints, got {padding!r}")
+        t, b, le, r = (int(p) for p in pads)
+        n, h, w, c = buf.shape
+        dst = self._new((n, h + t + b, w + le + r, c), buf.dtype, _ARENA)
+        if math.prod(self._buffers[dst].shape):
+            self._core.pad(src, dst, (n, h, w, c), (t, b, le, r), buf.dtype.itemsize)
+            self._c_step(dst, "pad2d")
         return dst
 
     def reshape(self, src: int, shape: Sequence[int]) -> int:

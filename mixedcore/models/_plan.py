@@ -29,7 +29,8 @@ Design:
          operand;
        - ZeroPadding2D read only by a convolution with "valid" padding -> that padding in the
          convolution's window (no padded copy; an input in another floating dtype cast first,
-         as the layer's call casts it); Flatten and Reshape -> views;
+         as the layer's call casts it); read by anything else -> the padding step (a copy with
+         zeros around it); Flatten and Reshape -> views;
        - anything else (and anything above whose operands are not in the layer's compute dtype)
          -> a Python step that calls the layer (or runs the fold) as the graph does.
      Each lowered step is the kernel call the layer (or fold) makes at inference with the same
@@ -155,11 +156,19 @@ class InferencePlan:
         return other, None, id(node.output_tensors[0])
 
     def _buffer(self, key):
-        """The buffer of a tensor, a pending padding made real first."""
+        """The buffer of a tensor, a pending padding made real first (the padding step when it
+        gives the layer's shape and dtype, else the layer's call)."""
         buf, pad = self._env[key]
         if pad is not None:
             shape, dtype = self._specs[key]
-            [buf] = self.plan.call(_calling(pad), [buf], [(shape, dtype)])
+            (top, bottom), (left, right) = pad.padding
+            n, h, w, c = self.plan.shape(buf)
+            if self.plan.dtype(buf) == dtype and \
+                    tuple(shape) == (n, h + top + bottom, w + left + right, c):
+                padded = self.plan.pad2d(buf, pad.padding)
+            else:
+                [padded] = self.plan.call(_calling(pad), [buf], [(shape, dtype)])
+            buf = padded
             self._env[key] = (buf, None)
         return buf
 
@@ -202,7 +211,8 @@ class InferencePlan:
             return True
         if kind is ZeroPadding2D:
             buf, pad = self._env[single]
-            if pad is not None or self._uses.get(out) != 1 or dtype_name(cd) not in _GEMM:
+            if pad is not None or self._uses.get(out) != 1 or dtype_name(cd) not in _GEMM or \
+                    layer.data_format != "channels_last":
                 return False
             if self.plan.dtype(buf) != cd:
                 if not layer.autocast:

@@ -1,5 +1,23 @@
 /* The plan runner; see mc_plan.h. */
+#include <string.h>
 #include "mc_plan.h"
+
+static void mc_pad_(const mc_pad_call *p, const char *x, char *y)
+{
+    const int64_t pix = p->c * p->es, row = p->w * pix;
+    const int64_t ow = p->pl + p->w + p->pr, orow = ow * pix, oh = p->pt + p->h + p->pb;
+    for (int64_t n = 0; n < p->n; ++n) {
+        char *img = y + n * oh * orow;
+        memset(img, 0, (size_t)(p->pt * orow));
+        for (int64_t i = 0; i < p->h; ++i) {
+            char *r = img + (p->pt + i) * orow;
+            memset(r, 0, (size_t)(p->pl * pix));
+            memcpy(r + p->pl * pix, x + (n * p->h + i) * row, (size_t)row);
+            memset(r + p->pl * pix + row, 0, (size_t)(p->pr * pix));
+        }
+        memset(img + (p->pt + p->h) * orow, 0, (size_t)(p->pb * orow));
+    }
+}
 
 static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
 {
@@ -47,6 +65,9 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         job.y = bufs[st->dst];
         return mc_layer_norm(&job, st->u.norm.rows) == MC_NORM_OK ? MC_PLAN_OK : MC_PLAN_EARG;
     }
+    case MC_STEP_PAD:
+        mc_pad_(&st->u.pad, bufs[st->src], bufs[st->dst]);
+        return MC_PLAN_OK;
     default:
         return MC_PLAN_EARG;
     }

@@ -3,7 +3,7 @@
  * Design:
  *   a. A step is one call of a family's driver -- the GEMM with weights packed ahead, the
  *      convolution, the depthwise convolution, pooling, the sum with an activation, layer
- *      normalization -- whose
+ *      normalization, zero padding (a copy of its own, here) -- whose
  *      descriptor the caller filled once, with every array named by a buffer number instead of
  *      an address.  The runner copies the descriptor, puts the buffers' addresses in and calls
  *      the driver: the results are those of the same calls made one by one, bit for bit.
@@ -24,8 +24,14 @@
 
 enum {
     MC_STEP_GEMM = 1, MC_STEP_CONV = 2, MC_STEP_DW = 3, MC_STEP_POOL = 4, MC_STEP_ADD = 5,
-    MC_STEP_NORM = 6
+    MC_STEP_NORM = 6, MC_STEP_PAD = 7
 };
+
+/* Zeros around images: N x H x W x C elements of es bytes into N x (pt + H + pb) x (pl + W + pr)
+ * x C (ZeroPadding2D) */
+typedef struct {
+    int64_t n, h, w, c, pt, pb, pl, pr, es;
+} mc_pad_call;
 
 /* mc_add_act's arguments but the arrays */
 typedef struct {
@@ -51,6 +57,7 @@ typedef struct {
         mc_pool_call pool;
         mc_add_call add;
         mc_norm_call norm;
+        mc_pad_call pad;
     } u;
 } mc_plan_step;
 
