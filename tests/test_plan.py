@@ -535,6 +535,17 @@ def test_a_nested_model_and_a_sequential_run_plans():
     assert inner.arena_nbytes() > 0 and outer.arena_nbytes() > 0
 
 
+def _planned_steps(model, xs):
+    """The methods of the C steps of the plan ``model.predict(xs)`` makes, after checking its
+    outputs against the graph run layer by layer, bit for bit."""
+    got = model.predict(xs, verbose=0)
+    got = got if isinstance(got, list) else [got]
+    for g, r in zip(got, model._graph.run(xs if isinstance(xs, list) else [xs])[0]):
+        assert same_bits(g, r)
+    plan = next(iter(model._graph._plans.values())).plan
+    return [op[2] for op in plan._ops if op[0] == "c"]
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 def test_sums_run_in_the_epilogue_of_the_product_before_them(isa_level, policy):
     """A sum whose one operand is a product read by it alone, without an activation of its own,
@@ -562,11 +573,7 @@ def test_sums_run_in_the_epilogue_of_the_product_before_them(isa_level, policy):
     rng = np.random.default_rng(20)
     xs = [rng.standard_normal((3, 6, 8)).astype(F32),
           rng.standard_normal((3, 7, 7, 3)).astype(F32)]
-    got = model.predict(xs, verbose=0)
-    plan = next(iter(model._graph._plans.values())).plan
-    assert [op[2] for op in plan._ops if op[0] == "c"].count("add") == 3
-    for g, r in zip(got, model._graph.run(xs)[0]):
-        assert same_bits(g, r)
+    assert _planned_steps(model, xs).count("add") == 3
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -580,11 +587,7 @@ def test_a_padding_before_a_pooling_is_a_pad_step(isa_level, policy):
         side = layers.ZeroPadding2D(((1, 0), (0, 2)), data_format="channels_first")(h)
         model = models.Model(inp, [h, layers.Conv2D(2, 2)(side)])
     x = np.random.default_rng(26).standard_normal((3, 9, 8, 4)).astype(F32)
-    got = model.predict(x, verbose=0)
-    plan = next(iter(model._graph._plans.values())).plan
-    assert [op[2] for op in plan._ops if op[0] == "c"].count("pad2d") == 1
-    for g, r in zip(got, model._graph.run([x])[0]):
-        assert same_bits(g, r)
+    assert _planned_steps(model, x).count("pad2d") == 1
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -606,11 +609,7 @@ def test_layer_normalizations_are_c_steps(isa_level, policy):
             layer.set_weights([rng.standard_normal(w.shape).astype(F32)
                                for w in layer.get_weights()])
     x = rng.standard_normal((3, 6, 16)).astype(F32)
-    got = model.predict(x, verbose=0)
-    plan = next(iter(model._graph._plans.values())).plan
-    assert [op[2] for op in plan._ops if op[0] == "c"].count("layer_norm") == 3
-    for g, r in zip(got, model._graph.run([x])[0]):
-        assert same_bits(g, r)
+    assert _planned_steps(model, x).count("layer_norm") == 3
 
 
 @pytest.mark.parametrize("policy", POLICIES)

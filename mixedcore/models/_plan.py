@@ -135,9 +135,8 @@ class InferencePlan:
         if self._uses.get(key) != 1 or len(readers) != 1 or type(readers[0].layer) is not Add:
             return None
         node = readers[0]
-        arg = node.args[0] if len(node.args) == 1 and not node.kwargs else None
-        if not (isinstance(arg, (list, tuple)) and len(arg) == 2
-                and all(isinstance(t, KerasTensor) for t in arg)):
+        arg = _sum_operands(node)
+        if arg is None:
             return None
         others = [t for t in arg if id(t) != key]
         if len(others) != 1 or id(others[0]) not in self._env or \
@@ -308,9 +307,8 @@ class InferencePlan:
 
     def _lower_add(self, node, fold):
         layer = node.layer
-        arg = node.args[0] if len(node.args) == 1 and not node.kwargs else None
-        if not (isinstance(arg, (list, tuple)) and len(arg) == 2
-                and all(isinstance(t, KerasTensor) for t in arg)):
+        arg = _sum_operands(node)
+        if arg is None:
             return False
         if fold is not None and fold.norm is not None:
             return type(fold.norm) is LayerNormalization and self._lower_norm(
@@ -362,6 +360,15 @@ class InferencePlan:
                               [self._specs[key] for key in outs])
         for key, dst in zip(outs, dsts):
             self._env[key] = (dst, None)
+
+
+def _sum_operands(node):
+    """The two tensors of a node called as ``layer([a, b])`` (an Add's sum), or None."""
+    arg = node.args[0] if len(node.args) == 1 and not node.kwargs else None
+    if isinstance(arg, (list, tuple)) and len(arg) == 2 and \
+            all(isinstance(t, KerasTensor) for t in arg):
+        return arg
+    return None
 
 
 def _calling(layer):

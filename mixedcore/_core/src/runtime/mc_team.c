@@ -29,8 +29,8 @@
  *      env->cpu_budget before joining, and keeps env->thread_state for the fork handler.
  *   g. A busy machine: when another process wants the CPUs, a caller's thread loses time to it
  *      -- its wall time less its own CPU time, over its shared calls and the code it runs
- *      between them (measured from one shared call to the next when they come within
- *      MC_BUSY_GAP_NS_) -- and a helper that spins between calls keeps one more thread runnable
+ *      between them (measured from the start of one shared call to the next when they come
+ *      within MC_BUSY_GAP_NS_) -- and a helper that spins between calls keeps one more thread runnable
  *      than there are CPUs for, so that the caller, running its own code between calls, waits
  *      for a CPU while the helper's is idle.  Once a quarter of the last MC_BUSY_SPAN_NS_ or
  *      more was lost, the team records the time and for MC_BUSY_WINDOW_NS_ after it idle
@@ -159,11 +159,9 @@ static int64_t mc_cpu_ns_(void)
     return -1;
 }
 
-/* A shared call's caller took `wall` ns of which it ran `cpu` (design g). */
+/* A caller's thread spent `wall` ns, of which it ran `cpu` (design g). */
 static void mc_busy_account_(int64_t wall, int64_t cpu, int64_t now)
 {
-    if (cpu < 0)
-        return;
     const int64_t lost = wall > cpu ? wall - cpu : 0;
     const int64_t w = __atomic_add_fetch(&mc_busy_wall_ns_, wall, __ATOMIC_RELAXED);
     const int64_t l = __atomic_add_fetch(&mc_busy_lost_ns_, lost, __ATOMIC_RELAXED);
@@ -402,11 +400,14 @@ static void mc_team_share_(mc_unit_fn fn, void *ctx, int64_t nunits, int nthread
     if (__atomic_load_n(&mc_sleepers_, __ATOMIC_SEQ_CST) > 0)
         mc_futex_wake_(&mc_epoch_, nthreads - 1);
 
+    /* design g: the caller's time from the start of its last shared call to this one's, when
+     * that was recent (its calls on one thread and its own code in between: one inference);
+     * one CPU-time reading per call */
     const int64_t t_start = mc_now_ns_(), cpu_start = mc_cpu_ns_();
-    /* design g: the caller's time since its last shared call, when that was recent (its
-     * calls on one thread and its own code in between: one inference) */
     if (t_start - mc_last_wall_ < MC_BUSY_GAP_NS_ && mc_last_cpu_ >= 0 && cpu_start >= 0)
         mc_busy_account_(t_start - mc_last_wall_, cpu_start - mc_last_cpu_, t_start);
+    mc_last_wall_ = t_start;
+    mc_last_cpu_ = cpu_start;
     uint64_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
     while (MC_NEXT_(st) < n) {
         if (!__atomic_compare_exchange_n(&s->state, &st, st + 1, 0, __ATOMIC_ACQ_REL,
@@ -438,11 +439,6 @@ static void mc_team_share_(mc_unit_fn fn, void *ctx, int64_t nunits, int nthread
     }
     __atomic_store_n(&s->state, ((gen + 1) & 0xFFFFFF) << 40, __ATOMIC_RELEASE);
     __atomic_store_n(&s->owner, 0, __ATOMIC_RELEASE);
-    const int64_t t_end = mc_now_ns_(), cpu_end = mc_cpu_ns_();
-    mc_busy_account_(t_end - t_start, cpu_start < 0 || cpu_end < 0 ? -1 : cpu_end - cpu_start,
-                     t_end);
-    mc_last_wall_ = t_end;
-    mc_last_cpu_ = cpu_end;
 }
 
 #endif
