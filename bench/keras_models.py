@@ -110,3 +110,66 @@ def reference(name, path, x):
     from mixedcore import models
     model = models.load_model(str(path), dtype_policy="float32")
     return np.asarray(model.predict_on_batch(x), dtype=np.float32)
+
+
+# --- keras.applications ---------------------------------------------------------------------
+
+# the input size each architecture is measured and tested at by default (its own default, or
+# the smallest it takes for the small sizes of the tests)
+APPLICATION_SIZES = {"InceptionV3": 299, "InceptionResNetV2": 299, "Xception": 299,
+                     "NASNetLarge": 331}
+SMALL_SIZES = {"InceptionV3": 75, "InceptionResNetV2": 75, "Xception": 71, "NASNetLarge": 331}
+
+
+def application_names(keras):
+    """Every architecture of ``keras.applications``."""
+    return sorted(n for n in dir(keras.applications) if n[0].isupper())
+
+
+def application(keras, name, size, policy="float32"):
+    """``keras.applications.<name>`` with ``weights=None`` and logits out, built under
+    ``policy``.  NASNetMobile, which keras.applications refuses on the torch backend by name, is
+    its NASNet builder with NASNetMobile's arguments."""
+    if name == "NASNetMobile":
+        from keras.src.applications import nasnet
+
+        def make(**kwargs):
+            return nasnet.NASNet(penultimate_filters=1056, num_blocks=4, stem_block_filters=32,
+                                 skip_reduction=False, filter_multiplier=2, default_size=224,
+                                 **kwargs)
+    else:
+        make = getattr(keras.applications, name)
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        return make(weights=None, input_shape=(size, size, 3), classifier_activation=None)
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def calibrate_batchnorm(keras, model, rng, images):
+    """BatchNormalization statistics of a random-weight model set to those of each layer's inputs
+    on ``images`` (one training pass with momentum 0), then perturbed, with gamma and beta
+    random: activations keep their scale through depth, so that comparisons between systems
+    measure the implementations rather than a chaotic network."""
+    norms = [layer for layer in model.layers
+             if isinstance(layer, keras.layers.BatchNormalization)]
+    momenta = [layer.momentum for layer in norms]
+    for layer in norms:
+        layer.momentum = 0.0
+    model(images, training=True)
+    for layer, momentum in zip(norms, momenta):
+        layer.momentum = momentum
+        values = []
+        for w in layer.weights:
+            v = keras.ops.convert_to_numpy(w.value).astype(np.float64)
+            if "moving_variance" in w.path:
+                v = np.maximum(v, 0.5 * np.median(v)) * rng.uniform(0.8, 1.25, v.shape)
+            elif "moving_mean" in w.path:
+                v = v + rng.normal(0, 0.05, v.shape) * np.sqrt(np.abs(v) + 1e-3)
+            elif "gamma" in w.path:
+                v = rng.uniform(0.8, 1.2, v.shape)
+            else:
+                v = rng.normal(0, 0.05, v.shape)
+            values.append(v.astype(np.float32))
+        layer.set_weights(values)

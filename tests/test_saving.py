@@ -184,7 +184,7 @@ def test_custom_objects_register_user_layers(tmp_path):
     with pytest.raises(ValueError) as info:
         models.load_model(tmp_path / "c.keras")
     text = str(info.value)
-    assert "MyDense (layer 'mine')" in text and "c.keras" in text
+    assert "MyDense (layer 'mine'; nearest supported: Dense)" in text and "c.keras" in text
     assert "'Dense'" in text and "'LayerNormalization'" in text        # the supported list
     assert "custom_objects" in text
     loaded = models.load_model(tmp_path / "c.keras", custom_objects={"MyDense": MyDense})
@@ -208,7 +208,8 @@ def test_unknown_layer_class_named_with_file_and_supported_list(tmp_path):
             dst.writestr(name, data)
     with pytest.raises(ValueError, match=r"load_model: .*u\.keras: unknown layer class\(es\) "
                                          r"GroupNormalization \(layer 'layer_normalization.*"
-                                         r"supports \[.*'Dense'"):
+                                         r"nearest supported: .*LayerNormalization.*"
+                                         r"supports the layers \[.*'Dense'"):
         models.load_model(path)
 
 

@@ -8,10 +8,12 @@ lists them with their arguments and numerics.
 """
 from mixedcore.saving import object_registration as _registry
 from mixedcore.layers._base import Layer
+from mixedcore.layers import _ops
 from mixedcore.layers._activation import (ELU, Activation, LeakyReLU, PReLU, ReLU, Softmax)
+from mixedcore.layers._applications import CustomScaleLayer, LayerScale
 from mixedcore.layers._attention import MultiHeadAttention
 from mixedcore.layers._conv import Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D
-from mixedcore.layers._core import Dense, Embedding, Input, InputLayer
+from mixedcore.layers._core import Dense, Embedding, Input, InputLayer, Lambda
 from mixedcore.layers._merging import (Add, Average, Concatenate, Maximum, Minimum, Multiply,
                                        Subtract, add, average, concatenate, maximum, minimum,
                                        multiply, subtract)
@@ -19,6 +21,7 @@ from mixedcore.layers._normalization import BatchNormalization, LayerNormalizati
 from mixedcore.layers._pooling import (AveragePooling1D, AveragePooling2D, GlobalAveragePooling1D,
                                        GlobalAveragePooling2D, GlobalMaxPooling1D,
                                        GlobalMaxPooling2D, MaxPooling1D, MaxPooling2D)
+from mixedcore.layers._preprocessing import CenterCrop, Normalization, Rescaling, Resizing
 from mixedcore.layers._regularization import (Dropout, GaussianNoise, SpatialDropout1D,
                                               SpatialDropout2D)
 from mixedcore.layers._reshaping import (Cropping2D, Flatten, Permute, RepeatVector, Reshape,
@@ -33,7 +36,8 @@ __all__ = ["Layer", "Input", "InputLayer", "Dense", "Embedding", "Activation", "
            "maximum", "minimum", "concatenate", "Conv1D", "Conv2D", "DepthwiseConv2D",
            "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "AveragePooling1D",
            "AveragePooling2D", "GlobalAveragePooling1D", "GlobalAveragePooling2D",
-           "GlobalMaxPooling1D", "GlobalMaxPooling2D", "serialize", "deserialize"]
+           "GlobalMaxPooling1D", "GlobalMaxPooling2D", "Rescaling", "Normalization", "Resizing",
+           "CenterCrop", "LayerScale", "CustomScaleLayer", "Lambda", "serialize", "deserialize"]
 
 # The built-in layer classes, by the class name configs give them (the registry's table).
 _CLASSES = _registry.builtin_table("layer")
@@ -44,7 +48,12 @@ _registry.register_builtins("layer", [
     BatchNormalization, MultiHeadAttention, Add, Subtract, Multiply, Average, Maximum, Minimum,
     Concatenate, Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D, MaxPooling1D, MaxPooling2D,
     AveragePooling1D, AveragePooling2D, GlobalAveragePooling1D, GlobalAveragePooling2D,
-    GlobalMaxPooling1D, GlobalMaxPooling2D])
+    GlobalMaxPooling1D, GlobalMaxPooling2D, Rescaling, Normalization, Resizing, CenterCrop,
+    LayerScale, CustomScaleLayer, Lambda])
+# Keras operations recorded as graph nodes (layers/_ops.py), apart from the layers of the same
+# class names
+_registry.register_builtins("layer", {_ops.operation_class(op._keras_class): op
+                                      for op in _ops.OPERATIONS})
 
 
 def register(cls, name=None):
@@ -67,11 +76,18 @@ def serialize(layer):
     "build_config"}`` (classes mixedcore does not know are named by their module)."""
     cls = type(layer)
     name = cls.__dict__.get("_keras_class", cls.__name__)
+    if getattr(cls, "_is_operation", False):
+        return {"module": cls._keras_module, "class_name": name, "config": layer.get_config(),
+                "registered_name": name}
     known = _registry.is_builtin("layer", cls, name)
-    entry = {"module": getattr(cls, "_keras_module", "keras.layers") if known else cls.__module__,
+    packaged = None if known else next(
+        (k for k, v in _CLASSES.items() if v is cls and ">" in k and not k.startswith("ops>")),
+        None)               # a class registered under another package's name (keras_hub's)
+    entry = {"module": getattr(cls, "_keras_module", "keras.layers") if known or packaged
+             else cls.__module__,
              "class_name": name, "config": layer.get_config(),
              "registered_name": ("Functional" if name == "Functional" else None) if known
-             else _registry.get_registered_name(cls)}
+             else packaged or _registry.get_registered_name(cls)}
     if layer.built and not isinstance(layer, InputLayer):
         shape = layer._config_build_shape() if hasattr(layer, "_set_graph") \
             else layer.input_shape

@@ -9,7 +9,20 @@ other value is a ValueError that names the layer, the key and the value.
 import numpy as np
 
 __all__ = ["positive_int", "non_negative_int", "number", "boolean", "int_tuple", "data_format",
-           "keras_only"]
+           "keras_only", "owner_name", "UnsupportedValue"]
+
+
+class UnsupportedValue(ValueError, TypeError):
+    """A value of a form Keras or tf.keras writes that mixedcore cannot honour (a
+    BatchNormalization over several axes).  A ValueError; also a TypeError, which is what such
+    values raised before their form was read."""
+
+
+def owner_name(cls_name, kwargs):
+    """``"Class 'name'"`` when the layer's ``name`` is in ``kwargs``, else ``"Class"``: how a
+    layer's argument checks name it."""
+    name = kwargs.get("name")
+    return f"{cls_name} '{name}'" if isinstance(name, str) and name else cls_name
 
 
 def positive_int(owner, what, value):

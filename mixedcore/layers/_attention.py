@@ -65,6 +65,12 @@ class MultiHeadAttention(Layer):
         Seed of the dropout.
     sliding_window : int, optional
         Each query position attends only to key positions less than this far away (Keras 3).
+    softmax_robust_masking : bool, optional
+        tf.keras 2.x's choice of masked softmax (masked scores replaced, or shifted, by a large
+        negative number), read from its configs: the two agree wherever a query position has a
+        key position it may attend to, and a query position with none gets all-zero attention
+        here, as in Keras 3, whichever is given.  ``from_config`` also reads tf.keras's
+        ``query_shape``, ``value_shape`` and ``key_shape`` and builds the layer for them.
 
     Weights, in Keras's order and shapes (d = the feature size of each input):
     query/kernel (d_query, num_heads, key_dim), query/bias (num_heads, key_dim), key/kernel,
@@ -121,6 +127,11 @@ class MultiHeadAttention(Layer):
                           "bias_constraint": None})
         _args.keras_only(owner, kwargs, {"use_gate": False, "flash_attention": (None, False),
                                          "lora_rank": None, "quantization_config": None})
+        if "softmax_robust_masking" in kwargs:
+            # tf.keras's choice between two masked softmaxes that agree wherever a query
+            # position has a key it may attend to (see the class notes)
+            _args.boolean(_args.owner_name(owner, kwargs), "softmax_robust_masking",
+                          kwargs.pop("softmax_robust_masking"))
         super().__init__(**kwargs)
         self.num_heads = _args.positive_int(owner, "num_heads", num_heads)
         self.key_dim = _args.positive_int(owner, "key_dim", key_dim)
@@ -160,6 +171,33 @@ class MultiHeadAttention(Layer):
         self._generator = _random.generator(seed) if seed is not None else None
         self._scale = 1.0 / math.sqrt(float(self.key_dim))
         self._train_cache = None
+
+    @classmethod
+    def from_config(cls, config):
+        """The layer from its config: Keras 3's, or tf.keras 2.x's, whose ``query_shape``,
+        ``value_shape`` and ``key_shape`` (the shapes it was built for, or None) build it."""
+        config = dict(config)
+        shapes = {k: config.pop(k) for k in ("query_shape", "value_shape", "key_shape")
+                  if k in config}
+        layer = cls(**config)
+        given = {k: v for k, v in shapes.items() if v is not None}
+        if not given:
+            return layer
+        owner = f"MultiHeadAttention '{layer.name}'"
+        for key, shape in given.items():
+            if not isinstance(shape, (list, tuple)) or not all(
+                    d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+                                  and d >= 0) for d in shape):
+                raise ValueError(f"{owner}: {key} must be a shape (a list of ints or None), "
+                                 f"got {shape!r}")
+        if "query_shape" not in given or "value_shape" not in given:
+            raise ValueError(f"{owner}: query_shape and value_shape must be given together "
+                             f"(key_shape optional), got {shapes}")
+        q, v = list(given["query_shape"]), list(given["value_shape"])
+        k = given.get("key_shape")
+        k = None if k is None or list(k) == v else list(k)
+        layer.build_from_shape([q, v] if k is None else [q, v, k])
+        return layer
 
     # the projections' weights under the attributes Keras keeps its EinsumDense sub-layers in
     # (``layer.query_dense.kernel``); the weights are named "query/kernel", ... (docs/layers.md)

@@ -8,6 +8,7 @@ from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import (as_numeric_array, dtype_name, is_floating, np_dtype, to_compute,
                                work_dtype)
 from mixedcore.layers import _args, _node
+from mixedcore.saving import object_registration as _registry
 from mixedcore.layers._affine import _Affine
 from mixedcore.layers._base import Layer, Weight
 
@@ -423,3 +424,95 @@ class Embedding(Layer):
         })
         config.pop("autocast", None)      # Keras's Embedding never autocasts, nor says so
         return config
+
+
+class Lambda(Layer):
+    """``keras.layers.Lambda``: ``function(inputs, **arguments)`` on arrays in the compute dtype.
+
+    ``function`` is any callable of arrays (numpy, ``mixedcore.kernels``).  ``output_shape``
+    (a shape without the batch axis, or a function of the input shape) spares running the
+    function once on zeros to find the output's shape when the layer is called on symbolic
+    tensors.  Inference only (no ``backward``).
+
+    Saving writes a named function as Keras does (its registered name, from
+    ``register_keras_serializable``, or its name), which loading resolves only from
+    ``custom_objects`` and the registered objects, and only under ``load_model(...,
+    safe_mode=False)``: nothing is imported or executed from a file.  A Python ``lambda`` cannot
+    be saved, and a file holding one (Keras writes its bytecode) is refused whatever
+    ``safe_mode`` says.
+    """
+
+    def __init__(self, function, output_shape=None, mask=None, arguments=None, **kwargs):
+        super().__init__(**kwargs)
+        if not callable(function):
+            raise TypeError(f"Lambda: function must be callable, got "
+                            f"{type(function).__name__}: {function!r}")
+        if mask is not None:
+            raise ValueError(f"Lambda: mask={mask!r} is not supported (only None)")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise TypeError(f"Lambda: arguments must be a dict, got {arguments!r}")
+        if output_shape is not None and not callable(output_shape):
+            if not isinstance(output_shape, (list, tuple)) or not all(
+                    d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+                                  and d >= 0) for d in output_shape):
+                raise ValueError(f"Lambda: output_shape must be a shape (ints >= 0 or None) "
+                                 f"without the batch axis, or a function, got "
+                                 f"{output_shape!r}")
+            output_shape = tuple(output_shape)
+        self.function = function
+        self.output_shape_arg = output_shape
+        self.arguments = dict(arguments or {})
+
+    def compute_output_shape(self, input_shape):
+        if self.output_shape_arg is None:
+            return super().compute_output_shape(input_shape)
+        if callable(self.output_shape_arg):
+            return tuple(self.output_shape_arg(input_shape))
+        return (input_shape[0],) + self.output_shape_arg
+
+    def compute_output_spec(self, *args, **kwargs):
+        if self.output_shape_arg is None:
+            return self._spec_by_running(args, kwargs)
+        return super().compute_output_spec(*args, **kwargs)
+
+    def call(self, inputs):
+        return self.function(inputs, **self.arguments)
+
+    def get_config(self):
+        fn = self.function
+        name = getattr(fn, "__name__", None)
+        if name is None or name == "<lambda>":
+            raise ValueError(f"Lambda '{self.name}': a Python lambda cannot be saved (mixedcore "
+                             f"never writes or runs code); use a named function, registered "
+                             f"with saving.register_keras_serializable, and load with "
+                             f"custom_objects or that registration")
+        registered = _registry.get_registered_name(fn)
+        config = super().get_config()
+        config["function"] = {"module": getattr(fn, "__module__", None), "class_name": "function",
+                              "config": name, "registered_name": registered}
+        if self.output_shape_arg is not None and not callable(self.output_shape_arg):
+            config["output_shape"] = list(self.output_shape_arg)
+        config["arguments"] = self.arguments
+        return config
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        entry = config.get("function")
+        name = config.get("name")
+        if isinstance(entry, dict) and entry.get("class_name") == "__lambda__":
+            raise ValueError(f"Lambda '{name}': the function is Python bytecode, which mixedcore "
+                             f"never runs; define it in your code as a named function and "
+                             f"rebuild the layer, or load a file that names it")
+        found = _registry.lookup_keys("function", _registry.function_keys(entry),
+                                      custom_objects, builtins=False, owner="Lambda")
+        if found is None or not callable(found.obj):
+            raise ValueError(f"Lambda '{name}': its function {entry!r} is not among "
+                             f"custom_objects or the registered objects; pass "
+                             f"custom_objects={{'<name>': function}}")
+        config["function"] = found.obj
+        shape = config.get("output_shape")
+        if isinstance(shape, dict):
+            raise ValueError(f"Lambda '{name}': an output_shape function in a file is not read; "
+                             f"got {shape!r}")
+        return cls(**config)

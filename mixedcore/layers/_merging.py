@@ -336,6 +336,13 @@ class Concatenate(_Merge):
             self._train_cache = ([x.shape for x in xs], cd)
         return y
 
+    def call_activated(self, inputs, activation):
+        """``activation(self(inputs))``: the concatenation is exact, so the activation of the
+        concatenated values in the work dtype, rounded once, is the two steps' result."""
+        y = self.call(inputs)
+        return to_compute(_activations.forward(activation, to_compute(y, work_dtype(y.dtype))),
+                          y.dtype)
+
     def backward(self, dy, need_input_grad=True):
         shapes, cd = self._train_cache
         self.gradients = []

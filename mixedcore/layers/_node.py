@@ -84,6 +84,10 @@ def any_symbolic(args, kwargs=None):
                                       for leaf in flatten(list(kwargs.values())))
 
 
+# Keras's operation classes by name ("Add", "GetItem", ...), filled by layers/_ops.py
+_OPERATIONS: dict = {}
+
+
 class KerasTensor:
     """A symbolic tensor: a shape (batch dimension first, None where unknown) and a dtype name.
 
@@ -118,6 +122,41 @@ class KerasTensor:
 
     def __bool__(self):
         raise TypeError(f"KerasTensor {self.name!r} is symbolic and has no truth value")
+
+    # Arithmetic and indexing record Keras's operation nodes (layers/_ops.py), as ``x + y`` in
+    # a Keras 3 functional model does.
+    def _operation(self, name, *args):
+        return _OPERATIONS[name]()(*args)
+
+    def __add__(self, other):
+        return self._operation("Add", self, other)
+
+    def __radd__(self, other):
+        return self._operation("Add", other, self)
+
+    def __sub__(self, other):
+        return self._operation("Subtract", self, other)
+
+    def __rsub__(self, other):
+        return self._operation("Subtract", other, self)
+
+    def __mul__(self, other):
+        return self._operation("Multiply", self, other)
+
+    def __rmul__(self, other):
+        return self._operation("Multiply", other, self)
+
+    def __truediv__(self, other):
+        return self._operation("Divide", self, other)
+
+    def __rtruediv__(self, other):
+        return self._operation("Divide", other, self)
+
+    def __neg__(self):
+        return self._operation("Negative", self)
+
+    def __getitem__(self, key):
+        return self._operation("GetItem", self, key)
 
     def __repr__(self):
         return f"<KerasTensor shape={self.shape}, dtype={self.dtype}, name={self.name}>"

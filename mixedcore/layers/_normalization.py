@@ -239,6 +239,21 @@ class LayerNormalization(Layer):
         return config
 
 
+def _feature_axis_arg(owner, axis):
+    """BatchNormalization's ``axis`` as an int: an int, or a list (tuple) of one int, the form
+    tf.keras writes (``[3]``).  Several axes (tf.keras normalizes over their product) are an
+    ``_args.UnsupportedValue``."""
+    if isinstance(axis, (list, tuple)):
+        if len(axis) != 1:
+            raise _args.UnsupportedValue(
+                f"{owner}: axis must be an int (or a list of one int, as tf.keras writes it), "
+                f"got {axis!r}; normalizing over several feature axes is not supported")
+        axis = axis[0]
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{owner}: axis must be an int, got {type(axis).__name__}: {axis!r}")
+    return int(axis)
+
+
 class BatchNormalization(Layer):
     """Normalizes over the batch (and every axis but ``axis``) while training, with moving
     statistics at inference (``keras.layers.BatchNormalization``).
@@ -246,7 +261,8 @@ class BatchNormalization(Layer):
     Parameters
     ----------
     axis : int, default -1
-        The feature axis (channels_last: the last one).
+        The feature axis (channels_last: the last one).  A list of one int (tf.keras's form,
+        ``[3]``) is read as that int; several axes are a ValueError.
     momentum : float, default 0.99
         ``moving = moving * momentum + batch * (1 - momentum)`` after each training call.
     epsilon : float, default 1e-3
@@ -271,8 +287,8 @@ class BatchNormalization(Layer):
     rounded once to the compute dtype.  ``mask`` (the input's shape without the last axis, as
     Keras takes it) restricts a training call's statistics to the kept positions, with Keras's
     formula (sums over the kept positions divided by their count + 1e-7); every position is
-    normalized.  Keras's ``renorm``, ``synchronized`` and constraints are not supported (the off
-    values its configs hold are accepted).
+    normalized.  Keras's ``renorm``, ``synchronized``, tf.keras's ``virtual_batch_size`` and
+    constraints are not supported (the off values their configs hold are accepted).
     """
 
     supports_masking = True
@@ -295,10 +311,11 @@ class BatchNormalization(Layer):
                                          "renorm_clipping": (None, {})})
         if "renorm_momentum" in kwargs:      # only used with renorm, which is off
             _args.number(owner, "renorm_momentum", kwargs.pop("renorm_momentum"))
+        # tf.keras's ghost batch normalization splits training batches: refused unless off
+        _args.keras_only(_args.owner_name(owner, kwargs), kwargs, {"virtual_batch_size": None})
+        axis = _feature_axis_arg(_args.owner_name(owner, kwargs), axis)
         super().__init__(**kwargs)
-        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-            raise TypeError(f"{owner}: axis must be an int, got {type(axis).__name__}: {axis!r}")
-        self.axis = int(axis)
+        self.axis = axis
         self.momentum = _args.number(owner, "momentum", momentum, low=0, high=1)
         self.epsilon = _args.number(owner, "epsilon", epsilon, low=0, low_open=True)
         self.center = _args.boolean(owner, "center", center)

@@ -62,6 +62,9 @@ def _per_sample(node):
     layer = node.layer
     if not type(layer).__module__.startswith("mixedcore."):
         return False
+    own = getattr(layer, "per_sample", None)
+    if callable(own):
+        return bool(own(node))
     inner = getattr(layer, "_graph", None)
     if inner is not None:
         return inner.per_sample

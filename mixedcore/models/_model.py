@@ -124,8 +124,12 @@ class Model(Trainer, Layer):
     # -- structure ------------------------------------------------------------------------------
     @property
     def layers(self):
-        """The layers in Keras's order (InputLayers included)."""
-        return list(self._graph.layers) if self._graph is not None else []
+        """The layers in Keras's order (InputLayers included; the Keras operations recorded
+        as nodes, such as ``x + y``, left out, as Keras leaves them)."""
+        if self._graph is None:
+            return []
+        return [layer for layer in self._graph.layers
+                if not getattr(layer, "_is_operation", False)]
 
     def get_layer(self, name=None, index=None):
         """A layer by name or by index in :attr:`layers`."""
@@ -510,8 +514,9 @@ class Model(Trainer, Layer):
         """Keras 3's functional config (see the module notes)."""
         own = {id(n) for n in self._graph.nodes}
         own.update(id(t.node) for t in self.inputs if isinstance(t.keras_history[0], InputLayer))
+        every = list(self._graph.layers)         # the operations' nodes included
         reindex = {}
-        for layer in self.layers:
+        for layer in every:
             kept = 0
             for node in layer._inbound_nodes:
                 if id(node) in own:
@@ -533,10 +538,14 @@ class Model(Trainer, Layer):
                 return {k: serialize_arg(v) for k, v in value.items()}
             if isinstance(value, np.generic):
                 return value.item()
+            if isinstance(value, slice):
+                return {"class_name": "__slice__",
+                        "config": {"start": value.start, "stop": value.stop,
+                                   "step": value.step}}
             return value
 
         layer_configs = []
-        for layer in self.layers:
+        for layer in every:
             entry = _layers.serialize(layer)
             entry["name"] = layer.name
             entry["inbound_nodes"] = [
@@ -683,6 +692,8 @@ def _node_arguments(owner, node_data, created):
                 if not isinstance(history, (list, tuple)) or len(history) != 3:
                     raise ValueError(f"{owner}: a tensor without keras_history: {_short(value)}")
                 return lookup(*history)
+            if value.get("class_name") == "__slice__":
+                return _slice(owner, value)
             return {k: revive(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [revive(v) for v in value]
@@ -691,6 +702,17 @@ def _node_arguments(owner, node_data, created):
     args = revive(node_data.get("args") or [])
     kwargs = revive(node_data.get("kwargs") or {})
     return list(args), _clean_kwargs(kwargs)
+
+
+def _slice(owner, value):
+    """A slice from Keras's ``{"class_name": "__slice__", "config": {start, stop, step}}``."""
+    config = value.get("config")
+    parts = [config.get(k) for k in ("start", "stop", "step")] if isinstance(config, dict) \
+        else None
+    if parts is None or not all(p is None or (isinstance(p, int) and not isinstance(p, bool))
+                                for p in parts):
+        raise ValueError(f"{owner}: cannot read the slice {_short(value)}")
+    return slice(*parts)
 
 
 def _clean_kwargs(kwargs):

@@ -74,6 +74,9 @@ class Optimizer:
 
     _slot_names: "tuple[str, ...]" = ()
     _slot_fill: "dict[str, float]" = {}     # slot name -> initial value (zeros otherwise)
+    # how tf.keras's legacy optimizer of the same name updates, when that differs from the
+    # rule here (``from_config`` refuses its configs then)
+    _tf_keras_legacy_rule: "str | None" = None
 
     def __init__(self, learning_rate, weight_decay=None, clipnorm=None, clipvalue=None,
                  global_clipnorm=None, use_ema=False, ema_momentum=0.99,
@@ -294,6 +297,13 @@ class Optimizer:
         learning rate given as a dict is a serialized schedule, read by
         ``schedules.deserialize`` with ``custom_objects``."""
         config = dict(config)
+        if cls._tf_keras_legacy_rule is not None and _is_tf_keras_legacy(config):
+            raise ValueError(
+                f"{cls.__name__}.from_config: the config is that of tf.keras's legacy "
+                f"{cls.__name__} (is_legacy_optimizer="
+                f"{config.get('is_legacy_optimizer', 'absent')!r}, decay="
+                f"{config.get('decay')!r}), which {cls._tf_keras_legacy_rule}; mixedcore's "
+                f"{cls.__name__} follows Keras 3 and tf.keras 2.11+")
         for key in ("is_legacy_optimizer", "jit_compile"):     # tf.keras bookkeeping
             config.pop(key, None)
         if "lr" in config and "learning_rate" not in config:
@@ -310,6 +320,17 @@ class Optimizer:
                          if k == "learning_rate" or k not in common
                          or v != defaults.get(k, None))
         return f"{type(self).__name__}({args})"
+
+
+def _is_tf_keras_legacy(config):
+    """Whether an optimizer config is one of tf.keras's legacy optimizers
+    (``tf.keras.optimizers.legacy``, the only ones before TF 2.11): it says so with
+    ``is_legacy_optimizer``, or, written before that key existed, has tf.keras 2's ``decay``
+    and none of the keys of the optimizers that replaced them (``use_ema``)."""
+    flag = config.get("is_legacy_optimizer")
+    if flag is not None:
+        return bool(flag)
+    return "decay" in config and "use_ema" not in config
 
 
 def _snake(name):
@@ -498,6 +519,9 @@ class RMSprop(Optimizer):
     "momentum", "average_gradient" (Keras's names).
     """
 
+    _tf_keras_legacy_rule = ("adds epsilon outside the square root when momentum is 0 "
+                             "(w -= lr * g / (sqrt(v) + epsilon))")
+
     def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
                  **kwargs):
         super().__init__(learning_rate, **kwargs)
@@ -561,6 +585,8 @@ class Adagrad(Optimizer):
     """
 
     _slot_names = ("accumulator",)
+    _tf_keras_legacy_rule = "adds epsilon outside the square root (w -= lr * g / (sqrt(acc) + " \
+                            "epsilon))"
 
     def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7,
                  **kwargs):
@@ -663,7 +689,11 @@ def serialize(optimizer):
 
 def deserialize(config, custom_objects=None):
     """The optimizer described by ``serialize()`` output, or by a config Keras 3 or tf.keras
-    wrote (their "module" and "registered_name" keys are read as Keras reads them).
+    wrote (their "module" and "registered_name" keys are read as Keras reads them).  Class names
+    are read in any case, with tf.keras's other names: ``ExperimentalAdam``,
+    ``ExperimentalSGD``, ``ExperimentalAdagrad`` (TF 2.9-2.10), ``LossScaleOptimizerV3`` and
+    ``LossScaleOptimizerV1`` (a LossScaleOptimizer).  tf.keras's legacy RMSprop and Adagrad,
+    whose updates differ from Keras 3's, are a ValueError.
 
     Parameters
     ----------
@@ -690,7 +720,7 @@ def deserialize(config, custom_objects=None):
     name = config["class_name"]
     found = _registry.lookup("optimizer", config, custom_objects,
                              owner="optimizers.deserialize")
-    cls = found.obj if found is not None else _BY_NAME.get(str(name).lower())
+    cls = found.obj if found is not None else _class_by_name(name)
     if cls is None:
         raise ValueError(f"deserialize: unknown optimizer class {name!r}; expected one of "
                          f"{sorted(_CLASSES)} or a class given in custom_objects")
@@ -701,6 +731,25 @@ def deserialize(config, custom_objects=None):
     if not isinstance(inner, dict):
         raise ValueError(f"deserialize: 'config' must be a dict, got {inner!r}")
     return cls.from_config(inner, custom_objects=custom_objects)
+
+
+# tf.keras 2.x's other names of these classes: the optimizers of TF 2.9-2.10's
+# ``optimizers.experimental`` and the loss-scale wrappers (LossScaleOptimizerV3 around the
+# optimizers of TF 2.11+, LossScaleOptimizerV1 the name TF 2.3 and earlier used); its
+# deserializer reads any class name in any case.
+_TF_KERAS_NAMES = {"experimentaladam": "Adam", "experimentalsgd": "SGD",
+                   "experimentaladagrad": "Adagrad", "lossscaleoptimizerv1": "LossScaleOptimizer",
+                   "lossscaleoptimizerv3": "LossScaleOptimizer"}
+
+
+def _class_by_name(name):
+    """mixedcore's optimizer class of a Keras or tf.keras class name (any case), or None."""
+    lower = str(name).lower()
+    lower = _TF_KERAS_NAMES.get(lower, lower).lower()
+    for key, cls in _CLASSES.items():
+        if key.lower() == lower:
+            return cls
+    return None
 
 
 def get(identifier):

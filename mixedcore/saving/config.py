@@ -14,6 +14,9 @@ stored with the reference policy, or with none, take the new policy; a layer sto
 policy was set that way explicitly (a float32 softmax at the end of a mixed model) and keeps it,
 as do integer and bool policies.  Input layers keep their dtype.
 """
+import contextlib
+import contextvars
+import difflib
 import inspect
 import json
 
@@ -21,11 +24,24 @@ import numpy as np
 
 from mixedcore import dtype_policies as _policies
 from mixedcore.dtype_policies import DTypePolicy
+from mixedcore.layers import _ops
 from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.file_utils import _fail
 from mixedcore.saving.weight_structure import _is_model
 
 _MODEL_CLASSES = ("Sequential", "Functional", "Model")
+# load_model's safe_mode while it rebuilds a model: a Lambda layer is read only when it is False
+_SAFE_MODE = contextvars.ContextVar("mixedcore_safe_mode", default=True)
+
+
+@contextlib.contextmanager
+def safe_mode_scope(safe_mode):
+    """Within: configs are read under ``safe_mode`` (Lambda layers refused when True)."""
+    token = _SAFE_MODE.set(bool(safe_mode))
+    try:
+        yield
+    finally:
+        _SAFE_MODE.reset(token)
 
 
 def _layer_classes():
@@ -119,7 +135,7 @@ class _Normalizer:
                  if isinstance(e, dict)}
         layers = []
         for entry in config["layers"]:
-            entry = self.layer(entry)
+            entry = self.operation(entry) if _is_operation(entry) else self.layer(entry)
             nodes = entry.get("inbound_nodes")
             if isinstance(nodes, list):
                 entry["inbound_nodes"] = [
@@ -128,6 +144,17 @@ class _Normalizer:
             layers.append(entry)
         config["layers"] = layers
         return config
+
+    def operation(self, entry):
+        """A Keras operation node (``x + y`` in a functional model, module keras.src.ops.*) as
+        the registry's ``ops>Name`` entry; one mixedcore does not have is unknown."""
+        name = entry.get("class_name")
+        key = _ops.operation_class(name) if isinstance(name, str) else None
+        if key not in self.classes:
+            label = entry.get("name") or (entry.get("config") or {}).get("name")
+            self.unknown.append((f"the Keras operation {name}", label, name))
+            return entry
+        return dict(entry, class_name=key, registered_name=key)
 
     def layer(self, entry):
         if not isinstance(entry, dict) or "class_name" not in entry:
@@ -138,14 +165,24 @@ class _Normalizer:
         inner = entry.get("config")
         if not self.known(entry):
             label = inner.get("name") if isinstance(inner, dict) else None
-            self.unknown.append(f"{name}" + (f" (layer '{label}')" if label else ""))
+            self.unknown.append((str(name), label, name))
             return entry
         if name in _MODEL_CLASSES:
             entry["config"] = self.model(name, inner)
             return entry
+        if name == "Lambda" and _SAFE_MODE.get():
+            label = inner.get("name") if isinstance(inner, dict) else None
+            raise _fail(self.owner, self.source,
+                        f"layer '{label}' is a Lambda, whose function is code; it is refused "
+                        f"unless you trust the file and pass safe_mode=False (then a named "
+                        f"function is taken from custom_objects or the registered objects; "
+                        f"Python bytecode is never run)")
         if not isinstance(inner, dict):
             raise _fail(self.owner, self.source, f"layer class {name} has no config dict")
         inner = dict(inner)
+        found = _registry.lookup("layer", entry, self.custom)
+        if found is not None and found.builtin:
+            inner = _tf_keras_layer_config(self.owner, self.source, found.key, inner)
         if name != "InputLayer":
             self.check_policy(inner)
             if self.policy is not None and self.replaces(inner.get("dtype")):
@@ -186,6 +223,50 @@ class _Normalizer:
     def policy_config(self):
         return {"module": "keras", "class_name": "DTypePolicy",
                 "config": {"name": self.policy.name}, "registered_name": None}
+
+
+def _unknown_message(unknown, classes):
+    """The error for classes the registry does not have: each class with (up to three of) the
+    names of its layers in the model and the nearest supported class names, then all of them."""
+    layers = sorted({k for k in classes if ">" not in k} | set(_MODEL_CLASSES))
+    operations = sorted(k.split(">", 1)[1] for k in classes if k.startswith("ops>"))
+    grouped = {}
+    for what, label, name in unknown:
+        grouped.setdefault(what, (name, []))[1].append(label)
+    parts = []
+    for what, (name, labels) in grouped.items():
+        named = [f"'{label}'" for label in labels if label]
+        where = ""
+        if named:
+            more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+            where = f"{'node' if what.startswith('the Keras') else 'layer'}" \
+                    f"{'s' if len(named) > 1 else ''} {', '.join(named[:3])}{more}"
+        pool = operations if what.startswith("the Keras") else layers
+        near = difflib.get_close_matches(str(name), pool, n=3, cutoff=0.5) if \
+            isinstance(name, str) else []
+        if not near and isinstance(name, str):
+            near = [c for c in pool if c.lower() in name.lower() or name.lower() in c.lower()][:3]
+        hint = f"nearest supported: {', '.join(near)}" if near else ""
+        detail = "; ".join(x for x in (where, hint) if x)
+        parts.append(f"{what}" + (f" ({detail})" if detail else ""))
+    return (f"unknown layer class(es) {', '.join(parts)}; mixedcore supports the layers "
+            f"{layers} and the Keras operations {operations}; pass custom_objects="
+            f"{{'ClassName': YourLayer}} to load your own layers")
+
+
+def _is_operation(entry):
+    """Whether a functional config's entry is a Keras operation rather than a layer: its
+    module is keras.src.ops.*, or (legacy .h5 configs keep no module) its config lacks the
+    ``trainable`` and ``dtype`` every layer's config has."""
+    if not isinstance(entry, dict):
+        return False
+    module = entry.get("module")
+    if isinstance(module, str):
+        return module.startswith("keras.src.ops.") or module.startswith("keras.ops")
+    config = entry.get("config")
+    return isinstance(config, dict) and "trainable" not in config and "dtype" not in config \
+        and isinstance(entry.get("class_name"), str) and \
+        _ops.operation_class(entry["class_name"]) in _layer_classes()
 
 
 def _policy_name(dtype):
@@ -256,12 +337,30 @@ def _model_class(owner, source, model_dict, custom):
                                f"YourModelClass}} for your own model class")
 
 
+# Readers of model configs that are not graphs of layers (keras_hub's models keep their
+# hyperparameters), registered by the packages that define such models (mixedcore.hub):
+# reader(owner, source, model_dict, custom, policy) returns the model, or None for a config
+# it does not read.
+_MODEL_READERS: list = []
+
+
+def register_model_reader(reader):
+    """Add ``reader`` to the readers :func:`_model_from_dict` asks first."""
+    if reader not in _MODEL_READERS:
+        _MODEL_READERS.append(reader)
+    return reader
+
+
 def _model_from_dict(owner, source, model_dict, custom, policy):
     """A model from a serialized model dict ({"class_name", "config", ...}), normalized (B)."""
     if not isinstance(model_dict, dict) or "class_name" not in model_dict or \
             "config" not in model_dict:
         raise _fail(owner, source, "the model config is not a dict with 'class_name' and "
                                    "'config'")
+    for reader in _MODEL_READERS:
+        model = reader(owner, source, model_dict, custom, policy)
+        if model is not None:
+            return model
     model_dict = _strip_sharing(model_dict)
     class_name = model_dict["class_name"]
     registered = model_dict.get("registered_name")
@@ -275,11 +374,7 @@ def _model_from_dict(owner, source, model_dict, custom, policy):
         isinstance(cls, type) and issubclass(cls, _model_classes()[0])) else "Functional"
     config = normalizer.model(kind, model_dict["config"])
     if normalizer.unknown:
-        supported = sorted(set(normalizer.classes) | set(_MODEL_CLASSES))
-        raise _fail(owner, source,
-                    f"unknown layer class(es) {', '.join(normalizer.unknown)}; mixedcore "
-                    f"supports {supported}; pass custom_objects={{'ClassName': YourLayer}} to "
-                    f"load your own layers")
+        raise _fail(owner, source, _unknown_message(normalizer.unknown, normalizer.classes))
     try:
         from_config = cls.from_config
         with _registry.custom_object_scope(custom):
@@ -393,4 +488,68 @@ def _model_dict(owner, model, legacy=False):
     compile_config = get_compile_config() if get_compile_config is not None else None
     if compile_config is not None:
         out["compile_config"] = compile_config
+    return out
+
+
+# Keys tf.keras 2.x writes in the configs of layers whose computation does not read them (its
+# depthwise and separable convolutions inherit them from its convolution base class), which
+# mixedcore's layers do not take: dropped whatever their value.
+_TF_KERAS_INERT_KEYS = {
+    "DepthwiseConv2D": ("groups",),
+    "SeparableConv2D": ("groups", "kernel_initializer", "kernel_regularizer",
+                        "kernel_constraint"),
+}
+# tf.keras's choice of masked softmax ("robust" or not), a bool: the two agree wherever a
+# slice has a position left unmasked, and a slice masked entirely comes out all zeros in
+# mixedcore (Keras 3's rule) under either.
+_TF_KERAS_SOFTMAX_FLAGS = {"Softmax": "robust_masking"}
+
+
+def _tf_keras_layer_config(owner, source, class_name, inner):
+    """The config of one of mixedcore's layers with tf.keras 2.x's own keys read: the keys its
+    layers write without using them are dropped, Softmax's ``robust_masking`` is checked to be
+    a bool and dropped.  Other spellings are read by the layers themselves."""
+    for key in _TF_KERAS_INERT_KEYS.get(class_name, ()):
+        inner.pop(key, None)
+    flag = _TF_KERAS_SOFTMAX_FLAGS.get(class_name)
+    if flag is not None and flag in inner:
+        value = inner.pop(flag)
+        if not isinstance(value, (bool, np.bool_)):
+            raise _fail(owner, source, f"layer '{inner.get('name')}' ({class_name}) has "
+                                       f"{flag}={value!r}; expected a bool")
+    return inner
+
+
+def _written_by_keras2(version):
+    """Whether a ``keras_version`` (a file's attribute, metadata or JSON key) is Keras 2.x's
+    (tf.keras 2.x, tf-keras, standalone Keras 2)."""
+    if isinstance(version, bytes):
+        version = version.decode("utf-8", "replace")
+    return isinstance(version, str) and version.split(".")[0] == "2"
+
+
+def _keras2_model_dict(model_dict):
+    """A model dict Keras 2.x wrote, read as Keras 2.x reads it: it writes the outputs of every
+    functional model as a list (``[["dense", 0, 0]]`` for one output) and reads a list of one
+    as that one output, so the model returns an array, not a list of one array.  Keras 3 keeps
+    the structure it was given, so only files of Keras 2.x are read this way.  Nested models
+    alike; the dict is not changed (a changed copy is returned)."""
+    if not isinstance(model_dict, dict):
+        return model_dict
+    out = dict(model_dict)
+    config = out.get("config")
+    if isinstance(config, dict):
+        config = dict(config)
+        outputs = config.get("output_layers")
+        if isinstance(outputs, list) and len(outputs) == 1 and isinstance(outputs[0], list) \
+                and len(outputs[0]) == 3 and isinstance(outputs[0][0], str):
+            config["output_layers"] = list(outputs[0])
+        if isinstance(config.get("layers"), list):
+            config["layers"] = [_keras2_model_dict(e) if isinstance(e, dict) and
+                                e.get("class_name") in _MODEL_CLASSES else e
+                                for e in config["layers"]]
+        out["config"] = config
+    elif isinstance(config, list):                      # Keras 2.0-2.2 Sequential
+        out["config"] = [_keras2_model_dict(e) if isinstance(e, dict) and
+                         e.get("class_name") in _MODEL_CLASSES else e for e in config]
     return out

@@ -17,9 +17,10 @@ import numpy as np
 
 from mixedcore._version import __version__
 from mixedcore.saving import object_registration as _registry
-from mixedcore.saving.archive import (_CONFIG, _WEIGHTS_H5, _WEIGHTS_NPZ, _Archive,
+from mixedcore.saving.archive import (_CONFIG, _METADATA, _WEIGHTS_H5, _WEIGHTS_NPZ, _Archive,
                                       write_archive)
-from mixedcore.saving.config import _as_policy, _dumps, _model_dict, _model_from_dict
+from mixedcore.saving.config import (_as_policy, _dumps, _keras2_model_dict, _model_dict,
+                                     _model_from_dict, _written_by_keras2, safe_mode_scope)
 from mixedcore.saving.file_utils import (_KERAS_FORMAT_VERSION, _atomic_write, _fail, _kind,
                                          _path_of)
 from mixedcore.saving.h5_store import _H5Store, _h5py, _legacy_weights_group, _open_h5, _text
@@ -119,8 +120,10 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
         has them; else the model is returned uncompiled with a warning.  Optimizer variables
         are not restored.
     safe_mode : bool, default True
-        Accepted for Keras compatibility: mixedcore never runs code from a file (no lambdas,
-        pickles only through a whitelist of array types), whatever its value.
+        As Keras: a Lambda layer is refused unless it is False.  Even then mixedcore runs no
+        code from the file: a Lambda's named function is taken from ``custom_objects`` or the
+        registered objects, and a Python lambda's bytecode is refused (pickles are read only
+        through a whitelist of array types).
     dtype_policy : str, DTypePolicy or dict, optional
         A floating policy that replaces the model's policy, e.g. serve a model trained under
         mixed_float16 in "mixed_bfloat16" or "float32".  It replaces the policy of the layers
@@ -148,6 +151,11 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
         raise TypeError(f"{owner}: compile must be a bool, got {compile!r}")
     if not isinstance(safe_mode, (bool, np.bool_)):
         raise TypeError(f"{owner}: safe_mode must be a bool, got {safe_mode!r}")
+    with safe_mode_scope(safe_mode):
+        return _load_model(owner, path, custom, policy, compile)
+
+
+def _load_model(owner, path, custom, policy, compile):
     kind = _kind(owner, path)
     if kind == "npy":
         raise _fail(owner, path, "is a .npy array, not a model file")
@@ -158,6 +166,9 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
                 raise _fail(owner, path, f"the zip archive has no {_CONFIG}, so it is not a "
                                          f"Keras model (a .npz of weights? use "
                                          f"model.load_weights)")
+            metadata = archive.json(_METADATA)
+            if isinstance(metadata, dict) and _written_by_keras2(metadata.get("keras_version")):
+                config = _keras2_model_dict(config)
             model = _model_from_dict(owner, path, config, custom, policy)
             store = archive.weights_store()
             try:
@@ -180,6 +191,10 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
             config = json.loads(_text(raw))
         except (UnicodeDecodeError, ValueError) as exc:
             raise _fail(owner, path, f"its model_config is not valid JSON ({exc})") from None
+        version = h5.attrs.get("keras_version") if "keras_version" in h5.attrs else None
+        if _written_by_keras2(version) or (
+                isinstance(config, dict) and _written_by_keras2(config.get("keras_version"))):
+            config = _keras2_model_dict(config)
         model = _model_from_dict(owner, path, config, custom, policy)
         group = _legacy_weights_group(owner, path, h5)
         if group is None:
@@ -318,6 +333,8 @@ def model_from_json(json_string, custom_objects=None):
     except ValueError as exc:
         raise ValueError(f"{owner}: not valid JSON ({exc})") from None
     custom = _registry.check_custom_objects(owner, custom_objects)
+    if isinstance(config, dict) and _written_by_keras2(config.get("keras_version")):
+        config = _keras2_model_dict(config)
     model = _model_from_dict(owner, "the JSON string", config, custom, None)
     if isinstance(config, dict) and config.get("compile_config"):
         _compile_from_file(owner, "the JSON string", model, config["compile_config"], custom)

@@ -5,7 +5,9 @@ finds them: the k-th layer of a model is the group ``layers/<snake_case(class)>[
 suffix counts earlier layers of the same class), its own variables are the datasets ``vars/0``,
 ``vars/1``... in creation order, trainable ones first.  Layer names are not used.  A layer
 declares that layout itself (``Layer.keras_weight_paths``: a layer Keras builds from
-sub-layers, such as MultiHeadAttention, files its weights under their paths).  In a legacy
+sub-layers, such as MultiHeadAttention, files its weights under their paths; tf.keras 2.x's
+``.keras`` and ``.weights.h5`` files name those sub-layers with a leading underscore,
+``_query_dense``, which is read too).  In a legacy
 ``.h5`` weights are found by layer name, in the order of the ``weight_names`` attribute;
 ``load_weights`` into another model falls back to the position among the layers that have
 weights, Keras's rule.
@@ -55,11 +57,28 @@ def _layer_slots(layer):
     return [("", list(range(len(layer.weights))))]
 
 
+def _tf_keras_path(path, sub):
+    """Where tf.keras 2.x files a sub-layer's variables: under the private attribute that holds
+    the sub-layer (``layers/multi_head_attention/_query_dense``), where Keras 3 uses the public
+    name (``.../query_dense``); None for a layer's own variables."""
+    if not sub:
+        return None
+    head, _, last = path.rpartition("/")
+    return f"{head}/_{last}" if not last.startswith("_") else None
+
+
 def _structured_entries(model, prefix="", visited=None):
     """[(path, layer, positions)] for every layer of ``model`` (nested models walked), where
     ``path`` is the group Keras keeps the layer's variables in.  A layer met a second time (a
     layer shared by two nested models) is filed only under its first path, as Keras does; it
     still counts for the suffixes of the later ones."""
+    return [(path, layer, positions) for path, _, layer, positions in
+            _structured_slots(model, prefix, visited)]
+
+
+def _structured_slots(model, prefix="", visited=None):
+    """[(path, sub-path, layer, positions)]: :func:`_structured_entries` with the sub-path of
+    each entry ("" for a layer's own variables)."""
     visited = set() if visited is None else visited
     out = []
     used = {}
@@ -70,11 +89,11 @@ def _structured_entries(model, prefix="", visited=None):
         visited.add(id(layer))
         base = f"{prefix}layers/{key}"
         if _is_model(layer):
-            out.append((base, layer, []))
-            out.extend(_structured_entries(layer, base + "/", visited))
+            out.append((base, "", layer, []))
+            out.extend(_structured_slots(layer, base + "/", visited))
             continue
         for sub, positions in _layer_slots(layer):
-            out.append((f"{base}/{sub}" if sub else base, layer, positions))
+            out.append((f"{base}/{sub}" if sub else base, sub, layer, positions))
     return out
 
 
@@ -153,8 +172,13 @@ def _check_array(layer, pos, arr, label):
 def _load_structured(owner, source, model, store, skip_mismatch):
     """Keras 3 layout (C): every layer's variables from its structural path."""
     plan, problems, used_paths = {}, [], set()
-    for path, layer, positions in _structured_entries(model):
+    for path, sub, layer, positions in _structured_slots(model):
         found = store.vars(path)
+        alternative = _tf_keras_path(path, sub)
+        if not found and alternative is not None:
+            found = store.vars(alternative)
+            if found:
+                path = alternative
         if not positions:
             if found and not _is_model(layer):
                 problems.append((layer, f"{path} holds {len(found)} arrays, {_describe(layer)} "
