@@ -49,6 +49,7 @@ __all__ = [
 from mixedcore import (callbacks, datasets, initializers, layers, losses, metrics, models,
                        regularizers, utils)
 from mixedcore.models import Model, Sequential
+from mixedcore import hub    # registers keras_hub's models and layers with the loader
 
 __all__ += ["layers", "models", "losses", "metrics", "initializers", "regularizers", "utils",
-            "datasets", "callbacks", "Model", "Sequential"]
+            "datasets", "callbacks", "Model", "Sequential", "hub"]

@@ -22,7 +22,7 @@ FLOORS = [
     ("mixedcore.trainers", "mixedcore.saving"),
     ("mixedcore.models",),
     ("mixedcore.utils", "mixedcore.policy", "mixedcore.policies", "mixedcore.experimental",
-     "mixedcore.scale_out"),
+     "mixedcore.scale_out", "mixedcore.hub"),
     ("mixedcore.mixed_precision",),
     ("mixedcore",),
     ("mixedcore.cli",),
