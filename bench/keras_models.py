@@ -126,10 +126,11 @@ def application_names(keras):
     return sorted(n for n in dir(keras.applications) if n[0].isupper())
 
 
-def application(keras, name, size, policy="float32"):
-    """``keras.applications.<name>`` with ``weights=None`` and logits out, built under
-    ``policy``.  NASNetMobile, which keras.applications refuses on the torch backend by name, is
-    its NASNet builder with NASNetMobile's arguments."""
+def application(keras, name, size, policy="float32", seed=0):
+    """``keras.applications.<name>`` with ``weights=None`` (Keras's initializers, seeded with
+    ``seed``) and logits out, built under ``policy``.  NASNetMobile, which keras.applications
+    refuses on the torch backend by name, is its NASNet builder with NASNetMobile's
+    arguments."""
     if name == "NASNetMobile":
         from keras.src.applications import nasnet
 
@@ -141,6 +142,7 @@ def application(keras, name, size, policy="float32"):
         make = getattr(keras.applications, name)
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy(policy)
+    keras.utils.set_random_seed(seed)
     try:
         return make(weights=None, input_shape=(size, size, 3), classifier_activation=None)
     finally:
