@@ -317,3 +317,24 @@ def test_lambda_round_trip_and_refusals(tmp_path):
         layers.Lambda(3)
     with pytest.raises(ValueError, match="output_shape"):
         layers.Lambda(_double, output_shape=(-1,))
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("multiplier", [1, 2])
+def test_grouped_conv_with_one_channel_per_group_runs_depthwise(keras, tmp_path, multiplier):
+    x = keras.Input((9, 9, 6))
+    y = keras.layers.Conv2D(6 * multiplier, 7, padding="same", groups=6)(x)
+    y = keras.layers.LayerNormalization(epsilon=1e-6)(y)
+    model = keras.Model(x, y)
+    xs = np.random.default_rng(11).normal(size=(2, 9, 9, 6)).astype("float32")
+    ref, got = _predict_both(keras, model, xs, tmp_path, formats=(".keras",))
+    np.testing.assert_allclose(got[".keras"], ref, rtol=1e-5, atol=1e-5)
+    mine = models.load_model(tmp_path / "m.keras")
+    assert mine.layers[1].depthwise_form()
+    np.testing.assert_array_equal(mine.predict(xs, verbose=0), mine(xs))    # plan == layers
+    for policy in ("mixed_bfloat16", "mixed_float16"):
+        mixed = models.load_model(tmp_path / "m.keras", dtype_policy=policy)
+        a = np.asarray(mixed.predict(xs, verbose=0), dtype=np.float32)
+        b = np.asarray(mixed(xs), dtype=np.float32)
+        np.testing.assert_array_equal(a, b)
+        assert np.max(np.abs(a - ref)) < 0.1 * np.max(np.abs(ref))

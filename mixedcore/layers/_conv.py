@@ -317,13 +317,40 @@ class _Conv(_ConvBase):
     def _kernel4(self, kernel):
         return kernel.reshape((1,) + kernel.shape) if self._rank == 1 else kernel
 
+    def depthwise_form(self):
+        """Whether every group has one input channel (``groups`` == input channels, as
+        ConvNeXt's 7x7 convolutions): the convolution is then a depthwise one and runs on the
+        depthwise kernel, output channel ``g * (filters / groups) + m`` being its ``(g, m)``."""
+        return self.groups > 1 and self.built and self.kernel.shape[-2] == 1
+
+    def _depthwise_kernel(self, kernel4):
+        kh, kw = kernel4.shape[:2]
+        return kernel4.reshape(kh, kw, self.groups, self.filters // self.groups)
+
     def _pack(self, name, value, cd):
-        """The kernel packed by ``kernels.pack_conv`` (as its 4-D view)."""
+        """The kernel packed by ``kernels.pack_conv`` (as its 4-D view); in the depthwise form,
+        the depthwise kernel rounded to the compute dtype."""
         if name != "kernel":
             return super()._pack(name, value, cd)
+        if self.depthwise_form():
+            return to_compute(self._depthwise_kernel(self._kernel4(value)), cd)
         return kernels.pack_conv(self._kernel4(value), self.groups, dtype=cd)
 
+    def _inference_operands(self, kernel="kernel"):
+        if not self.depthwise_form():
+            return super()._inference_operands(kernel)
+        bias = None
+        if self.use_bias:
+            bias = self._compute_weight("bias") if self._compute_np() == _F64 \
+                else self._bias32("bias")
+        return self._depthwise_kernel(self._kernel4(self._compute_weight(kernel))), bias
+
     def _product(self, x, kernel, bias, activation=None, out_dtype=None):
+        if self.depthwise_form():
+            if kernel.shape[-2] == 1:          # the layer's own kernel, not its depthwise view
+                kernel = self._depthwise_kernel(self._kernel4(kernel))
+            return _depthwise_forward(x, kernel, bias, self._opts(), activation=activation,
+                                      out_dtype=out_dtype)
         return _conv_forward(x, kernel, bias, self.groups, self._opts(), activation=activation,
                              out_dtype=out_dtype)
 

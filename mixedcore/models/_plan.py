@@ -256,8 +256,10 @@ class InferencePlan:
             n, w, c = self.plan.shape(buf)
             buf = self.plan.reshape(buf, (n, 1, w, c))
         kind = type(layer)
+        depthwise = kind is DepthwiseConv2D or (kind is not SeparableConv2D and
+                                                layer.depthwise_form())
         residual = None
-        if layer._rank == 2 and kind is not DepthwiseConv2D and act is None:
+        if layer._rank == 2 and not depthwise and act is None:
             residual = self._residual(out, cd)
         if kind is SeparableConv2D:         # depthwise, rounded to the compute dtype, pointwise
             buf = self.plan.depthwise_conv2d(buf, layer._compute_weight("depthwise_kernel"),
@@ -266,7 +268,7 @@ class InferencePlan:
             opts = dict(SeparableConv2D._POINTWISE)
         else:
             kernel, bias = layer._folded_operands(norm)
-        if kind is DepthwiseConv2D:
+        if depthwise:
             dst = self.plan.depthwise_conv2d(buf, kernel, bias=bias, activation=act,
                                              out_dtype=cd, **opts)
         elif residual is not None:
