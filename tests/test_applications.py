@@ -5,8 +5,10 @@ The models are made here (no download): ``weights=None``, logits out
 (``classifier_activation=None``), BatchNormalization statistics set to those of the layer's
 inputs on random images and then perturbed, so activations keep their scale through depth and
 the comparison measures the implementation, not a chaotic network.  Bounds (docs/applications.md):
-float32 within 1e-4 of the largest logit; under mixed_float16 and mixed_bfloat16 no farther from
-Keras's float32 logits than 4x Keras's own prediction under the same policy.
+float32 within 1e-4 of the largest logit, or within twice the distance Keras's own output moves
+when its input moves by 2**-23 of itself, when that is larger (a network that amplifies every
+rounding); under mixed_float16 and mixed_bfloat16 no farther from Keras's float32 logits than 4x
+Keras's own prediction under the same policy.
 
 The default run covers one model of each family and every layer and operation the family adds;
 ``-m slow`` runs all of them.
@@ -52,7 +54,9 @@ def _case(keras, name, size, tmp_path_factory):
     model.save(where / f"{name}.keras")
     model.save(where / f"{name}.h5")
     x = rng.uniform(0, 255, (2, size, size, 3)).astype("float32")
-    refs = {"float32": keras.ops.convert_to_numpy(model(x, training=False))}
+    refs = {"float32": keras.ops.convert_to_numpy(model(x, training=False)),
+            "moved": keras.ops.convert_to_numpy(model(x * np.float32(1 + 2.0 ** -23),
+                                                      training=False))}
     weights = model.get_weights()
     for policy in POLICIES:
         mixed = application(keras, name, size, policy)
@@ -69,11 +73,15 @@ def _check(keras, name, size, tmp_path_factory):
     y32 = refs["float32"]
     scale = float(np.max(np.abs(y32)))
     assert np.all(np.isfinite(y32)) and scale > 0
+    # Keras's own float32 reproducibility: how far its output moves when the input moves by
+    # about one float32 rounding (2**-23 of itself); some random-weight networks amplify
+    # roundings a thousandfold (EfficientNetB3: 8e-4 of the largest logit)
+    noise = float(np.max(np.abs(refs["moved"] - y32)))
     for ext in (".keras", ".h5"):
         model = models.load_model(where / f"{name}{ext}")
         y = model.predict(x, verbose=0)
         err = float(np.max(np.abs(y - y32)))
-        assert err <= 1e-4 * scale, (name, ext, err / scale)
+        assert err <= max(1e-4 * scale, 2 * noise), (name, ext, err / scale, noise / scale)
     for policy in POLICIES:
         model = models.load_model(where / f"{name}.keras", dtype_policy=policy)
         y = np.asarray(model.predict(x, verbose=0), dtype=np.float32)

@@ -7,16 +7,23 @@ TensorFlow; these tests do not): every model as a legacy ``.h5``, a tf.keras ``.
 input and tf.keras prediction (``.ref.npz``).  The weight-only files are loaded into the model
 ``models.model_from_json`` builds from the JSON.
 
-Tolerances, relative to ``max|ref|``: 1e-4 for float32; 4e-3 under mixed_float16 and 3e-2 under
-mixed_bfloat16, about 6x and 5x the measured gap (6.7e-4 and 6.2e-3 at every ISA level, the
-same as mixedcore's float32 result against tf.keras's 16-bit one: the gap is tf.keras's
-rounding to 16 bits, a few units in the last place of float16 and bfloat16).
+The ``layers_*`` models hold every layer class of ``mixedcore.layers`` that tf.keras 2.x has,
+with non-default arguments (strides, dilation, groups, same / valid / causal padding, ReLU's
+three arguments, bilinear resizing...) and random biases and statistics.
+
+Tolerances, relative to ``max|ref|``: 1e-4 for float32 (measured 1.4e-7 to 3.2e-7); 4e-3 under
+mixed_float16 and 3e-2 under mixed_bfloat16, about 5x the largest measured gap (4.6e-4 and
+6.7e-4 for the CNNs, 8.1e-4 for ``layers_image_mixed_float16``; 6.2e-3 under mixed_bfloat16),
+the same at every ISA level and about the same as mixedcore's float32 result against tf.keras's
+16-bit one (7.5e-4 for ``layers_image_mixed_float16``): the gap is tf.keras's rounding to 16
+bits, a few units in the last place of float16 and bfloat16.
 """
 import json
 import os
 import shutil
 import warnings
 
+import h5py
 import numpy as np
 import pytest
 
@@ -31,7 +38,15 @@ MODELS = {
     "cnn_mixed_float16": "mixed_float16",
     "text_mixed_bfloat16": "mixed_bfloat16",
     "cnn_compiled_mixed_float16": "mixed_float16",
+    "layers_image_float32": "float32",
+    "layers_image_mixed_float16": "mixed_float16",
+    "layers_sequence_float32": "float32",
+    "layers_masked_text_float32": "float32",
+    "layers_merge_float32": "float32",
 }
+# the layer a mixed model keeps in float32 (its head)
+FLOAT32_HEAD = {"cnn_mixed_float16": "probs", "cnn_compiled_mixed_float16": "probs",
+                "layers_image_mixed_float16": "logits"}
 FORMS = [".h5", ".keras", ".weights.h5", "_ckpt.h5"]
 
 
@@ -74,11 +89,11 @@ def test_loads_and_predicts_like_tf_keras(name, form):
     policy = MODELS[name]
     err = relative_error(model, name)
     assert err <= TOLERANCE[policy], f"{name}{form}: relative error {err:.3g}"
-    # the layers keep the file's policies: the model's, and float32 on the cnn's softmax head
+    # the layers keep the file's policies: the model's, and float32 on a mixed model's head
     policies = {layer.name: layer.dtype_policy.name for layer in model.layers
                 if type(layer).__name__ != "InputLayer"}
-    if name.startswith("cnn"):
-        assert policies.pop("probs") == "float32"
+    if name in FLOAT32_HEAD:
+        assert policies.pop(FLOAT32_HEAD[name]) == "float32"
     assert set(policies.values()) == {policy}
 
 
@@ -369,6 +384,145 @@ def test_module_paths_of_keras_and_tf_keras():
         assert type(opt) is optimizers.Adam and opt.learning_rate == 0.25
 
 
+# -- every layer class ---------------------------------------------------------------------------
+
+LAYER_MODELS = [name for name in MODELS if name.startswith("layers_")]
+# mixedcore's layer classes that no tf.keras 2.x file can hold: Layer is the base class; tf.keras
+# writes the function of every Lambda as Python bytecode, which mixedcore never runs (see
+# test_tf_keras_lambda_is_refused)
+NOT_IN_TF_KERAS_FILES = {"Layer", "Lambda"}
+
+
+def layer_classes(config):
+    """The class names of the layers in a model config, nested models included."""
+    found = set()
+    for entry in config["config"]["layers"]:
+        if entry["class_name"] in ("Functional", "Sequential", "Model"):
+            found |= layer_classes(entry)
+        else:
+            found.add(entry["class_name"])
+    return found
+
+
+def test_the_files_hold_every_layer_class_tf_keras_has():
+    classes = {name for name in layers.__all__ if isinstance(getattr(layers, name), type)}
+    written = set().union(*(layer_classes(json.loads(json_text(name))) for name in MODELS))
+    assert classes - NOT_IN_TF_KERAS_FILES <= written, \
+        sorted(classes - NOT_IN_TF_KERAS_FILES - written)
+    # and each of them in a float32 model, where the comparison is tightest
+    float32 = set().union(*(layer_classes(json.loads(json_text(name))) for name in LAYER_MODELS
+                            if MODELS[name] == "float32"))
+    assert classes - NOT_IN_TF_KERAS_FILES <= float32
+
+
+def edited_model(name, layer, key, value):
+    """The model of ``name`` from its JSON with ``layer``'s ``key`` set to ``value``, with the
+    file's weights."""
+    config = json.loads(json_text(name))
+    entries = [e for e in config["config"]["layers"] if e["config"]["name"] == layer]
+    assert len(entries) == 1 and key in entries[0]["config"]
+    assert entries[0]["config"][key] != value
+    entries[0]["config"][key] = value
+    model = models.model_from_json(json.dumps(config))
+    model.load_weights(path(f"{name}.weights.h5"))
+    return model
+
+
+ACTIVATIONS = ("relu", "gelu", "tanh", "sigmoid", "softmax", "elu", "selu", "softplus",
+               "softsign", "swish", "mish", "exponential", "linear")
+
+
+@pytest.mark.parametrize("name, layer, key, value", [
+    ("layers_image_float32", "relu_full", "threshold", 0.0),
+    ("layers_image_float32", "relu_full", "negative_slope", 0.0),
+    ("layers_image_float32", "relu_full", "max_value", None),
+    ("layers_image_float32", "leaky", "alpha", 0.3),                  # tf.keras's name
+    ("layers_image_float32", "elu", "alpha", 1.0),
+    ("layers_image_float32", "up_bilinear", "interpolation", "nearest"),
+    ("layers_image_float32", "resize_bilinear", "interpolation", "nearest"),
+    ("layers_image_float32", "resize_nearest", "interpolation", "bilinear"),
+    ("layers_image_float32", "rescale", "offset", 0.0),
+    ("layers_image_float32", "norm_given", "variance", [1.0, 1.0, 1.0]),
+    ("layers_sequence_float32", "softmax_time", "axis", -1),
+    ("layers_sequence_float32", "conv_causal_groups", "padding", "same"),
+    ("layers_sequence_float32", "ln", "epsilon", 0.5),
+    ("layers_masked_text_float32", "embed", "mask_zero", False),
+    ("layers_merge_float32", "custom_scale", "scale", 1.0),
+] + [("layers_merge_float32", f"act_{act}", "activation",
+      "tanh" if act == "softsign" else "softsign") for act in ACTIVATIONS])
+def test_the_arguments_in_the_files_are_honoured(name, layer, key, value):
+    """Each argument the comparison relies on moves the prediction far outside the tolerance
+    when changed: the files' values are read, not defaults (the mask of Embedding(mask_zero)
+    among them: without it MultiHeadAttention and the pooling see the padding)."""
+    err = relative_error(edited_model(name, layer, key, value), name)
+    assert err > 10 * TOLERANCE[MODELS[name]], f"{layer}.{key}={value!r}: {err:.3g}"
+
+
+def test_adapted_normalization_statistics_come_from_the_weights():
+    model = load("layers_image_float32", ".weights.h5")
+    norm = model.get_layer("norm_adapted")
+    mean, variance, count = norm.get_weights()
+    assert mean.shape == variance.shape == (3,) and int(count) == 64 * 10 * 10
+    np.testing.assert_allclose(mean, 0.4, atol=0.05)
+    np.testing.assert_allclose(variance, 0.49, rtol=0.1)
+    norm.set_weights([np.zeros_like(mean), np.ones_like(variance), count])
+    assert relative_error(model, "layers_image_float32") > 10 * TOLERANCE["float32"]
+
+
+TF_KERAS_IMAGE = (None, 4, 4, 3)
+
+
+@pytest.mark.parametrize("entry, shape, message", [
+    (("UpSampling2D", {"size": [2, 2], "interpolation": "bicubic",
+                       "data_format": "channels_last"}), TF_KERAS_IMAGE,
+     r"UpSampling2D 'l0': interpolation 'bicubic' is not supported"),
+    (("UpSampling2D", {"size": [2, 2], "interpolation": "area", "data_format": "channels_last"}),
+     TF_KERAS_IMAGE, r"UpSampling2D 'l0': interpolation 'area' is not supported"),
+    (("Resizing", {"height": 8, "width": 6, "interpolation": "bilinear",
+                   "crop_to_aspect_ratio": True}), TF_KERAS_IMAGE,
+     r"Resizing 'l0': crop_to_aspect_ratio=True is not supported"),
+    (("Resizing", {"height": 8, "width": 8, "interpolation": "lanczos3",
+                   "crop_to_aspect_ratio": False}), TF_KERAS_IMAGE,
+     r"Resizing 'l0': interpolation must be 'bilinear' or 'nearest', got 'lanczos3'"),
+    (("Resizing", {"height": 2, "width": 6, "interpolation": "bilinear",
+                   "crop_to_aspect_ratio": False}), TF_KERAS_IMAGE,
+     r"Resizing 'l0': bilinear shrinking from 4x4 to 2x6 is not supported .*"
+     r"interpolation='bilinear', height=2, width=6"),
+    (("CenterCrop", {"height": 8, "width": 3}), TF_KERAS_IMAGE,
+     r"CenterCrop 'l0': inputs of 4x4 are smaller than the 8x3 window \(height=8, width=3\)"),
+    (("MaxPooling2D", {"pool_size": [2, 2], "padding": "valid", "strides": [2, 2],
+                       "data_format": "channels_first"}), TF_KERAS_IMAGE,
+     r"MaxPooling2D 'l0': data_format='channels_first' is not supported"),
+    (("AveragePooling1D", {"pool_size": [2], "padding": "valid", "strides": [2],
+                           "data_format": "channels_first"}), (None, 4, 3),
+     r"AveragePooling1D 'l0': data_format='channels_first' is not supported"),
+    (("GlobalAveragePooling1D", {"data_format": "channels_first", "keepdims": False}),
+     (None, 4, 3), r"GlobalAveragePooling1D 'l0': data_format='channels_first' is not supported"),
+    (("PReLU", {"alpha_initializer": {"class_name": "Zeros", "config": {}},
+                "alpha_regularizer": None, "shared_axes": None,
+                "alpha_constraint": {"class_name": "NonNeg", "config": {}}}), (None, 4),
+     r"PReLU 'l0': alpha_constraint=\{'class_name': 'NonNeg', 'config': \{\}\} is not "
+     r"supported"),
+])
+def test_tf_keras_arguments_mixedcore_cannot_honour(entry, shape, message):
+    """A tf.keras argument that changes the result and that mixedcore lacks is a ValueError at
+    loading naming the layer, the argument and its value (not a silently different model, nor
+    an error at the first predict)."""
+    with pytest.raises(ValueError, match=r"model_from_json: .*" + message):
+        models.model_from_json(functional_json(entry, input_shape=shape))
+
+
+def test_tf_keras_lambda_is_refused():
+    """tf.keras writes the function of any Lambda (a named one too) as Python bytecode."""
+    text = functional_json(("Lambda", {"function": ["4wEAAAAAAAAA", None, None],
+                                       "function_type": "lambda", "module": "__main__",
+                                       "output_shape": None, "output_shape_type": "raw",
+                                       "output_shape_module": None, "arguments": {}}),
+                           input_shape=(None, 4))
+    with pytest.raises(ValueError, match=r"model_from_json: .*layer 'l0' is a Lambda"):
+        models.model_from_json(text)
+
+
 # -- bad files -----------------------------------------------------------------------------------
 
 def test_missing_attention_weights_are_named(tmp_path):
@@ -400,3 +554,29 @@ def test_weights_of_another_model_are_refused():
     with pytest.raises(ValueError, match=r"load_weights: .*mlp_float32.weights.h5: the weights "
                                          r"do not fit the model"):
         model.load_weights(path("mlp_float32.weights.h5"))
+
+
+def test_keras2_hard_sigmoid_is_refused_not_misread(tmp_path):
+    """Keras 2.x's hard_sigmoid is clip(0.2 x + 0.5, 0, 1), Keras 3's clip(x / 6 + 0.5, 0, 1):
+    a Keras 2.x file using it is refused, by JSON and from its files, wherever it appears."""
+    config = json.loads(json_text("mlp_float32"))
+    dense = next(e for e in config["config"]["layers"] if e["class_name"] == "Dense")
+    dense["config"]["activation"] = "hard_sigmoid"
+    with pytest.raises(ValueError, match=r"model_from_json: .*layer '.*' uses activation "
+                                         r"'hard_sigmoid'.*0\.2 \* x"):
+        models.model_from_json(json.dumps(config))
+    src = h5py.File(os.path.join(DATA, "mlp_float32.h5"), "r")
+    path = tmp_path / "hs.h5"
+    with src, h5py.File(path, "w") as dst:
+        for key in src:
+            src.copy(key, dst)
+        for key, value in src.attrs.items():
+            dst.attrs[key] = value
+        dst.attrs["model_config"] = json.dumps(config)
+    with pytest.raises(ValueError, match=r"hs\.h5: layer '.*' uses activation 'hard_sigmoid'"):
+        models.load_model(path)
+    config3 = json.loads(json_text("mlp_float32"))
+    config3.pop("keras_version", None)           # Keras 3's meaning: read
+    next(e for e in config3["config"]["layers"]
+         if e["class_name"] == "Dense")["config"]["activation"] = "hard_sigmoid"
+    models.model_from_json(json.dumps(config3))

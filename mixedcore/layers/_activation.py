@@ -309,7 +309,8 @@ class PReLU(Layer):
 
     def __init__(self, alpha_initializer="Zeros", alpha_regularizer=None, alpha_constraint=None,
                  shared_axes=None, **kwargs):
-        _args.keras_only("PReLU", {"alpha_constraint": alpha_constraint},
+        _args.keras_only(_args.owner_name("PReLU", kwargs),
+                         {"alpha_constraint": alpha_constraint},
                          {"alpha_constraint": None})
         super().__init__(**kwargs)
         self.alpha_initializer = _initializers.check("PReLU", alpha_initializer)

@@ -52,7 +52,7 @@ class _Pooling(_ChannelsLast):
 
     def __init__(self, pool_size, strides=None, padding="valid", data_format=None, **kwargs):
         super().__init__(**kwargs)
-        owner = type(self).__name__
+        owner = f"{type(self).__name__} '{self.name}'"
         self.pool_size = _args.int_tuple(owner, "pool_size", pool_size, self._rank)
         self.strides = self.pool_size if strides is None else \
             _args.int_tuple(owner, "strides", strides, self._rank)
@@ -170,7 +170,8 @@ class _GlobalPooling(_ChannelsLast):
 
     def __init__(self, data_format=None, keepdims=False, **kwargs):
         super().__init__(**kwargs)
-        self.data_format = check_data_format(type(self).__name__, data_format)
+        self.data_format = check_data_format(f"{type(self).__name__} '{self.name}'",
+                                             data_format)
         self.keepdims = bool(keepdims)
         self._train_cache = None
 

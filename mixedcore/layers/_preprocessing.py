@@ -283,16 +283,33 @@ class Resizing(_Image):
                  pad_to_aspect_ratio=False, fill_mode="constant", fill_value=0.0,
                  antialias=False, data_format=None, **kwargs):
         super().__init__(height, width, data_format=data_format, **kwargs)
+        owner = f"Resizing '{self.name}'"
         if interpolation not in ("bilinear", "nearest"):
-            raise ValueError(f"Resizing: interpolation must be 'bilinear' or 'nearest', got "
+            raise ValueError(f"{owner}: interpolation must be 'bilinear' or 'nearest', got "
                              f"{interpolation!r}")
         for name, value in (("crop_to_aspect_ratio", crop_to_aspect_ratio),
                             ("pad_to_aspect_ratio", pad_to_aspect_ratio),
                             ("antialias", antialias)):
             if value:
-                raise ValueError(f"Resizing: {name}={value!r} is not supported (only False)")
+                raise ValueError(f"{owner}: {name}={value!r} is not supported (only False)")
         self.interpolation = interpolation
         self.fill_mode, self.fill_value = fill_mode, fill_value
+
+    def _check_sizes(self, shape):
+        ha, wa = self._axes(shape)
+        ih, iw = shape[ha], shape[wa]
+        if self.interpolation == "bilinear" and (
+                ih is not None and self.height < ih or iw is not None and self.width < iw):
+            raise ValueError(f"Resizing '{self.name}': bilinear shrinking from {ih}x{iw} to "
+                             f"{self.height}x{self.width} is not supported (only enlarging "
+                             f"or 'nearest'; interpolation='bilinear', height={self.height}, "
+                             f"width={self.width})")
+
+    def build(self, input_shape):
+        self._check_sizes(input_shape)
+
+    def check_input_shape(self, shape):
+        self._check_sizes(shape)
 
     def call(self, inputs):
         cd = self._compute_np()
@@ -306,10 +323,7 @@ class Resizing(_Image):
             cols = np.minimum(np.floor((np.arange(self.width) + 0.5) * iw / self.width),
                               iw - 1).astype(np.intp)
             return np.take(np.take(x, rows, axis=ha), cols, axis=wa)
-        if self.height < ih or self.width < iw:
-            raise ValueError(f"Resizing '{self.name}': bilinear shrinking from {ih}x{iw} to "
-                             f"{self.height}x{self.width} is not supported (only enlarging "
-                             f"or 'nearest')")
+        self._check_sizes(x.shape)
         w = work_dtype(cd)
         xw = to_compute(x, w)
         for axis, out_size, in_size in ((ha, self.height, ih), (wa, self.width, iw)):
@@ -334,7 +348,21 @@ class Resizing(_Image):
 
 class CenterCrop(_Image):
     """``keras.layers.CenterCrop``: the central ``height`` x ``width`` window (offsets rounded
-    down, as Keras).  Inputs smaller than the window are refused."""
+    down, as Keras).  Inputs smaller than the window are refused (Keras resizes them)."""
+
+    def _check_sizes(self, shape):
+        ha, wa = self._axes(shape)
+        ih, iw = shape[ha], shape[wa]
+        if ih is not None and ih < self.height or iw is not None and iw < self.width:
+            raise ValueError(f"CenterCrop '{self.name}': inputs of {ih}x{iw} are smaller than "
+                             f"the {self.height}x{self.width} window (height={self.height}, "
+                             f"width={self.width}); only cropping is supported")
+
+    def build(self, input_shape):
+        self._check_sizes(input_shape)
+
+    def check_input_shape(self, shape):
+        self._check_sizes(shape)
 
     def call(self, inputs):
         cd = self._compute_np()
@@ -342,9 +370,7 @@ class CenterCrop(_Image):
             inputs.dtype) else inputs.astype(cd)
         ha, wa = self._axes(x.shape)
         ih, iw = x.shape[ha], x.shape[wa]
-        if ih < self.height or iw < self.width:
-            raise ValueError(f"CenterCrop '{self.name}': inputs of {ih}x{iw} are smaller than "
-                             f"the {self.height}x{self.width} window")
+        self._check_sizes(x.shape)
         top, left = (ih - self.height) // 2, (iw - self.width) // 2
         index = [slice(None)] * x.ndim
         index[ha] = slice(top, top + self.height)

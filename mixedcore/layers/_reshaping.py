@@ -376,15 +376,16 @@ class UpSampling2D(_Spatial):
     _rank = 4
 
     def __init__(self, size=(2, 2), data_format=None, interpolation="nearest", **kwargs):
+        owner = _args.owner_name("UpSampling2D", kwargs)
         super().__init__(**kwargs)
-        self.size = _args.int_tuple("UpSampling2D", "size", size, 2)
-        self.data_format = _args.data_format("UpSampling2D", data_format)
+        self.size = _args.int_tuple(owner, "size", size, 2)
+        self.data_format = _args.data_format(owner, data_format)
         if not isinstance(interpolation, str):
-            raise TypeError(f"UpSampling2D: interpolation must be a str, got "
+            raise TypeError(f"{owner}: interpolation must be a str, got "
                             f"{type(interpolation).__name__}: {interpolation!r}")
         interpolation = interpolation.lower()
         if interpolation not in ("nearest", "bilinear"):
-            raise ValueError(f"UpSampling2D: interpolation {interpolation!r} is not supported; "
+            raise ValueError(f"{owner}: interpolation {interpolation!r} is not supported; "
                              f"use 'nearest' or 'bilinear'")
         self.interpolation = interpolation
         self._matrices = {}

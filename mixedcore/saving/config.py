@@ -528,6 +528,36 @@ def _written_by_keras2(version):
     return isinstance(version, str) and version.split(".")[0] == "2"
 
 
+def _keras2_checked(owner, source, model_dict):
+    """:func:`_keras2_model_dict` of a file Keras 2.x wrote, after refusing what Keras 2.x
+    means otherwise than Keras 3: its ``hard_sigmoid`` is ``clip(0.2 * x + 0.5, 0, 1)``, Keras
+    3's (and mixedcore's) ``clip(x / 6 + 0.5, 0, 1)``, under the same name."""
+    def visit(obj, layer):
+        if isinstance(obj, dict):
+            inner = obj.get("config")
+            if isinstance(inner, dict) and isinstance(inner.get("name"), str) and \
+                    "class_name" in obj:
+                layer = inner["name"]
+            for key, value in obj.items():
+                if key == "activation" and _activation_name(value) == "hard_sigmoid":
+                    raise _fail(owner, source,
+                                f"layer '{layer}' uses activation 'hard_sigmoid', which in a "
+                                f"Keras 2.x file is clip(0.2 * x + 0.5, 0, 1), not Keras 3's "
+                                f"clip(x / 6 + 0.5, 0, 1) that mixedcore computes")
+                visit(value, layer)
+        elif isinstance(obj, list):
+            for value in obj:
+                visit(value, layer)
+    visit(model_dict, None)
+    return _keras2_model_dict(model_dict)
+
+
+def _activation_name(value):
+    if isinstance(value, dict) and value.get("class_name") == "function":
+        value = value.get("config")
+    return value if isinstance(value, str) else None
+
+
 def _keras2_model_dict(model_dict):
     """A model dict Keras 2.x wrote, read as Keras 2.x reads it: it writes the outputs of every
     functional model as a list (``[["dense", 0, 0]]`` for one output) and reads a list of one

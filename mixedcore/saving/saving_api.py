@@ -19,7 +19,7 @@ from mixedcore._version import __version__
 from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.archive import (_CONFIG, _METADATA, _WEIGHTS_H5, _WEIGHTS_NPZ, _Archive,
                                       write_archive)
-from mixedcore.saving.config import (_as_policy, _dumps, _keras2_model_dict, _model_dict,
+from mixedcore.saving.config import (_as_policy, _dumps, _keras2_checked, _model_dict,
                                      _model_from_dict, _written_by_keras2, safe_mode_scope)
 from mixedcore.saving.file_utils import (_KERAS_FORMAT_VERSION, _atomic_write, _fail, _kind,
                                          _path_of)
@@ -168,7 +168,7 @@ def _load_model(owner, path, custom, policy, compile):
                                          f"model.load_weights)")
             metadata = archive.json(_METADATA)
             if isinstance(metadata, dict) and _written_by_keras2(metadata.get("keras_version")):
-                config = _keras2_model_dict(config)
+                config = _keras2_checked(owner, path, config)
             model = _model_from_dict(owner, path, config, custom, policy)
             store = archive.weights_store()
             try:
@@ -194,7 +194,7 @@ def _load_model(owner, path, custom, policy, compile):
         version = h5.attrs.get("keras_version") if "keras_version" in h5.attrs else None
         if _written_by_keras2(version) or (
                 isinstance(config, dict) and _written_by_keras2(config.get("keras_version"))):
-            config = _keras2_model_dict(config)
+            config = _keras2_checked(owner, path, config)
         model = _model_from_dict(owner, path, config, custom, policy)
         group = _legacy_weights_group(owner, path, h5)
         if group is None:
@@ -334,7 +334,7 @@ def model_from_json(json_string, custom_objects=None):
         raise ValueError(f"{owner}: not valid JSON ({exc})") from None
     custom = _registry.check_custom_objects(owner, custom_objects)
     if isinstance(config, dict) and _written_by_keras2(config.get("keras_version")):
-        config = _keras2_model_dict(config)
+        config = _keras2_checked(owner, "the JSON string", config)
     model = _model_from_dict(owner, "the JSON string", config, custom, None)
     if isinstance(config, dict) and config.get("compile_config"):
         _compile_from_file(owner, "the JSON string", model, config["compile_config"], custom)
