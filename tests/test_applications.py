@@ -37,7 +37,7 @@ SLOW = {"MobileNetV3Large": 64, "EfficientNetB1": 64, "EfficientNetB2": 64,
         "EfficientNetV2L": 64, "ResNet101": 64, "ResNet152": 64, "ResNet101V2": 64,
         "ResNet152V2": 64, "DenseNet169": 64, "DenseNet201": 64, "VGG19": 64,
         "InceptionResNetV2": 75, "ConvNeXtSmall": 64, "ConvNeXtBase": 64, "ConvNeXtLarge": 64,
-        "ConvNeXtXLarge": 64, "NASNetMobile": 64, "NASNetLarge": 331}
+        "ConvNeXtXLarge": 64, "NASNetMobile": 64, "NASNetLarge": 64}
 POLICIES = ("mixed_float16", "mixed_bfloat16")
 _CACHE = {}
 
@@ -85,9 +85,13 @@ def _check(keras, name, size, tmp_path_factory):
     for policy in POLICIES:
         model = models.load_model(where / f"{name}.keras", dtype_policy=policy)
         y = np.asarray(model.predict(x, verbose=0), dtype=np.float32)
-        ours = float(np.max(np.abs(y - y32)))
-        theirs = float(np.max(np.abs(refs[policy] - y32)))
-        assert np.all(np.isfinite(y)), (name, policy)
+        # a sample whose activations overflow float16 in Keras too (EfficientNetB7's second
+        # image reaches 5e4 before its last block) is left out of the comparison
+        kept = np.all(np.isfinite(refs[policy]), axis=1)
+        assert kept.any(), (name, policy, "Keras overflows on every sample")
+        assert np.all(np.isfinite(y[kept])), (name, policy)
+        ours = float(np.max(np.abs(y[kept] - y32[kept])))
+        theirs = float(np.max(np.abs(refs[policy][kept] - y32[kept])))
         assert ours <= 4 * theirs + 1e-6 * scale, (name, policy, ours / scale, theirs / scale)
 
 
