@@ -11,7 +11,7 @@ rounding); under mixed_float16 and mixed_bfloat16 no farther from Keras's float3
 Keras's own prediction under the same policy.
 
 The default run covers one model of each family and every layer and operation the family adds;
-``-m slow`` runs all of them.
+``-m slow`` runs all of them, at the small sizes and at their default sizes.
 """
 import os
 import sys
@@ -22,7 +22,8 @@ import pytest
 from mixedcore import models
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "bench"))
-from keras_models import application, application_names, calibrate_batchnorm  # noqa: E402
+from keras_models import (APPLICATION_SIZES, application, application_names,  # noqa: E402
+                          calibrate_batchnorm)
 
 pytestmark = pytest.mark.keras
 
@@ -44,13 +45,13 @@ _CACHE = {}
 
 def _case(keras, name, size, tmp_path_factory):
     """(directory with <name>.keras and <name>.h5, images, {policy: Keras's logits})."""
-    if name in _CACHE:
-        return _CACHE[name]
+    if (name, size) in _CACHE:
+        return _CACHE[name, size]
     rng = np.random.default_rng(0)
     model = application(keras, name, size)
     calibrate_batchnorm(keras, model, rng,
                         rng.uniform(0, 255, (16, size, size, 3)).astype("float32"))
-    where = tmp_path_factory.mktemp(name)
+    where = tmp_path_factory.mktemp(f"{name}_{size}")
     model.save(where / f"{name}.keras")
     model.save(where / f"{name}.h5")
     x = rng.uniform(0, 255, (2, size, size, 3)).astype("float32")
@@ -64,8 +65,8 @@ def _case(keras, name, size, tmp_path_factory):
         refs[policy] = keras.ops.convert_to_numpy(
             keras.ops.cast(mixed(x, training=False), "float32"))
     _CACHE.clear()                     # one model's files at a time
-    _CACHE[name] = (where, x, refs)
-    return _CACHE[name]
+    _CACHE[name, size] = (where, x, refs)
+    return _CACHE[name, size]
 
 
 def _check(keras, name, size, tmp_path_factory):
@@ -104,6 +105,14 @@ def test_application_matches_keras(keras, name, tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(SLOW))
 def test_application_matches_keras_all(keras, name, tmp_path_factory):
     _check(keras, name, SLOW[name], tmp_path_factory)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(FAST) | set(SLOW)))
+def test_application_matches_keras_full_size(keras, name, tmp_path_factory):
+    """At each architecture's default input size (224; 299 for the Inception models and
+    Xception, 331 for NASNetLarge)."""
+    _check(keras, name, APPLICATION_SIZES.get(name, 224), tmp_path_factory)
 
 
 def test_every_application_is_listed(keras):
