@@ -67,6 +67,22 @@ def test_operation_nodes_written_by_mixedcore_load_in_keras(keras, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+def _check_gradients(model, xs, dy):
+    """The input and weight gradients of a float64 model against central differences."""
+    model(xs, training=True)
+    gx = model.backward(dy, need_input_grad=True)
+    wgrads = list(model.gradients)
+
+    def f():
+        for layer in model.layers:
+            layer.weights_updated()
+        return float(np.sum(model(xs) * dy))
+
+    for w, g in zip(model.trainable_weights, wgrads):
+        np.testing.assert_allclose(g, numeric_grad(f, w), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gx, numeric_grad(f, xs), rtol=1e-6, atol=1e-8)
+
+
 def test_operation_result_dtypes_follow_keras():
     x = layers.Input((3,), dtype="bfloat16")
     y = layers.Input((3,), dtype="float32")
@@ -89,18 +105,7 @@ def test_operation_gradients_match_finite_differences():
     rng = np.random.default_rng(3)
     xs = rng.normal(size=(2, 4))
     dy = rng.normal(size=(2, 3))
-    model(xs, training=True)
-    gx = model.backward(dy, need_input_grad=True)
-    wgrads = list(model.gradients)
-
-    def f():
-        for layer in model.layers:
-            layer.weights_updated()
-        return float(np.sum(model(xs) * dy))
-
-    for w, g in zip(model.trainable_weights, wgrads):
-        np.testing.assert_allclose(g, numeric_grad(f, w), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(gx, numeric_grad(f, xs), rtol=1e-6, atol=1e-8)
+    _check_gradients(model, xs, dy)
 
 
 def test_an_operation_along_the_batch_keeps_the_batch_whole():
@@ -174,18 +179,7 @@ def test_preprocessing_and_application_layer_gradients():
         model = models.Model(x, y)
     rng = np.random.default_rng(8)
     xs, dy = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))
-    model(xs, training=True)
-    gx = model.backward(dy, need_input_grad=True)
-    wgrads = list(model.gradients)
-
-    def f():
-        for layer in model.layers:
-            layer.weights_updated()
-        return float(np.sum(model(xs) * dy))
-
-    for w, g in zip(model.trainable_weights, wgrads):
-        np.testing.assert_allclose(g, numeric_grad(f, w), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(gx, numeric_grad(f, xs), rtol=1e-6, atol=1e-8)
+    _check_gradients(model, xs, dy)
 
 
 @pytest.mark.keras

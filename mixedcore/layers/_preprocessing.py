@@ -243,11 +243,23 @@ class _Image(Layer):
                              f"(h, w, c) or 4 (batch, h, w, c), got shape {tuple(shape)}")
         return (0, 1) if len(shape) == 3 else (1, 2)
 
+    def _check_sizes(self, shape):
+        """Raise ValueError if the layer cannot take images of ``shape``."""
+        self._axes(shape)
+
     def build(self, input_shape):
-        self._axes(input_shape)
+        self._check_sizes(input_shape)
 
     def check_input_shape(self, shape):
-        self._axes(shape)
+        self._check_sizes(shape)
+
+    def _image(self, inputs):
+        """(inputs in the compute dtype, height axis, width axis), the sizes checked."""
+        cd = self._compute_np()
+        x = inputs if inputs.dtype == cd else to_compute(inputs, cd) if is_floating(
+            inputs.dtype) else inputs.astype(cd)
+        self._check_sizes(x.shape)
+        return (x,) + self._axes(x.shape)
 
     def compute_output_shape(self, input_shape):
         shape = list(input_shape)
@@ -305,17 +317,8 @@ class Resizing(_Image):
                              f"or 'nearest'; interpolation='bilinear', height={self.height}, "
                              f"width={self.width})")
 
-    def build(self, input_shape):
-        self._check_sizes(input_shape)
-
-    def check_input_shape(self, shape):
-        self._check_sizes(shape)
-
     def call(self, inputs):
-        cd = self._compute_np()
-        x = inputs if inputs.dtype == cd else to_compute(inputs, cd) if is_floating(
-            inputs.dtype) else inputs.astype(cd)
-        ha, wa = self._axes(x.shape)
+        x, ha, wa = self._image(inputs)
         ih, iw = x.shape[ha], x.shape[wa]
         if self.interpolation == "nearest":
             rows = np.minimum(np.floor((np.arange(self.height) + 0.5) * ih / self.height),
@@ -323,8 +326,7 @@ class Resizing(_Image):
             cols = np.minimum(np.floor((np.arange(self.width) + 0.5) * iw / self.width),
                               iw - 1).astype(np.intp)
             return np.take(np.take(x, rows, axis=ha), cols, axis=wa)
-        self._check_sizes(x.shape)
-        w = work_dtype(cd)
+        w = work_dtype(x.dtype)
         xw = to_compute(x, w)
         for axis, out_size, in_size in ((ha, self.height, ih), (wa, self.width, iw)):
             src = np.clip(_source_coordinates(out_size, in_size), 0.0, in_size - 1)
@@ -336,7 +338,7 @@ class Resizing(_Image):
             frac = frac.reshape(shape)
             a, b = np.take(xw, lo, axis=axis), np.take(xw, hi, axis=axis)
             xw = a + (b - a) * frac
-        return to_compute(xw, cd)
+        return to_compute(xw, x.dtype)
 
     def get_config(self):
         config = super().get_config()
@@ -358,19 +360,9 @@ class CenterCrop(_Image):
                              f"the {self.height}x{self.width} window (height={self.height}, "
                              f"width={self.width}); only cropping is supported")
 
-    def build(self, input_shape):
-        self._check_sizes(input_shape)
-
-    def check_input_shape(self, shape):
-        self._check_sizes(shape)
-
     def call(self, inputs):
-        cd = self._compute_np()
-        x = inputs if inputs.dtype == cd else to_compute(inputs, cd) if is_floating(
-            inputs.dtype) else inputs.astype(cd)
-        ha, wa = self._axes(x.shape)
+        x, ha, wa = self._image(inputs)
         ih, iw = x.shape[ha], x.shape[wa]
-        self._check_sizes(x.shape)
         top, left = (ih - self.height) // 2, (iw - self.width) // 2
         index = [slice(None)] * x.ndim
         index[ha] = slice(top, top + self.height)
