@@ -49,8 +49,9 @@ def _case(keras, name, size, tmp_path_factory):
         return _CACHE[name, size]
     rng = np.random.default_rng(0)
     model = application(keras, name, size)
-    calibrate_batchnorm(keras, model, rng,
-                        rng.uniform(0, 255, (16, size, size, 3)).astype("float32"))
+    calibrate_batchnorm(keras, model, rng,           # 16 small images, or 4 large ones
+                        rng.uniform(0, 255, (16 if size <= 128 else 4, size, size, 3))
+                        .astype("float32"))
     where = tmp_path_factory.mktemp(f"{name}_{size}")
     model.save(where / f"{name}.keras")
     model.save(where / f"{name}.h5")
