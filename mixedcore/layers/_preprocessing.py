@@ -34,7 +34,7 @@ def _as_config_value(arr, original):
     return original if not isinstance(original, np.ndarray) else arr.tolist()
 
 
-class _Affine(Layer):
+class _ScaleShift(Layer):
     """y = x * scale + shift, per channel (last axis) or scalar, in the work dtype."""
 
     supports_masking = True
@@ -70,7 +70,7 @@ class _Affine(Layer):
         return to_compute(g, dy.dtype)
 
 
-class Rescaling(_Affine):
+class Rescaling(_ScaleShift):
     """``keras.layers.Rescaling``: ``x * scale + offset`` in the compute dtype (``scale`` and
     ``offset`` numbers or per-channel lists along the last axis)."""
 
@@ -99,7 +99,7 @@ class Rescaling(_Affine):
         return config
 
 
-class Normalization(_Affine):
+class Normalization(_ScaleShift):
     """``keras.layers.Normalization`` at inference: ``(x - mean) / max(sqrt(variance), 1e-7)``
     (``invert``: ``mean + x * max(sqrt(variance), 1e-7)``), per index of ``axis``.
 
@@ -170,43 +170,43 @@ class Normalization(_Affine):
                 raise ValueError(f"{owner}: mean of shape {m.shape} does not fit the kept axes "
                                  f"of size {kept}") from None
 
-    def _coefficients(self, ndim):
+    def _statistics(self, ndim):
+        """(mean, deviation) in the work dtype, shaped to broadcast against inputs of rank
+        ``ndim``: Keras rounds the statistics to the compute dtype, and floors the deviation at
+        1e-7."""
         if self._given is not None:
             mean, var = self._given
-            shape = [1] * ndim
-            for a, d in zip(self._keep[len(self._keep) - mean.ndim:], mean.shape):
-                shape[a] = d
+            axes = self._keep[len(self._keep) - mean.ndim:]
         else:
             mean = self._weight("mean").astype(np.float64)
             var = self._weight("variance").astype(np.float64)
-            shape = [1] * ndim
-            for a, d in zip(self._keep, mean.shape):
-                shape[a] = d
-        mean, var = mean.reshape(shape), var.reshape(shape)
-        # Keras rounds the statistics to the compute dtype, then divides by the deviation
+            axes = self._keep
+        shape = [1] * ndim
+        for a, d in zip(axes, mean.shape):
+            shape[a] = d
         cd = self._compute_np()
         w = work_dtype(cd)
-        mean = to_compute(to_compute(mean.astype(w), cd), w)
-        var = to_compute(to_compute(var.astype(w), cd), w)
-        dev = np.maximum(np.sqrt(var), w.type(_EPSILON))
+        mean = to_compute(to_compute(mean.reshape(shape).astype(w), cd), w)
+        var = to_compute(to_compute(var.reshape(shape).astype(w), cd), w)
+        return mean, np.maximum(np.sqrt(var), w.type(_EPSILON))
+
+    def _coefficients(self, ndim):
+        mean, dev = self._statistics(ndim)
         if self.invert:
             return dev, mean
         return 1.0 / dev, -mean / dev
 
     def call(self, inputs, training=False):
-        if not self.invert:
-            # (x - mean) / dev, as Keras orders it (not x * (1 / dev) - mean / dev)
-            cd = self._compute_np()
-            x = inputs if inputs.dtype == cd else to_compute(inputs, cd) if is_floating(
-                inputs.dtype) else inputs.astype(cd)
-            w = work_dtype(cd)
-            inv, shift = self._coefficients(x.ndim)
-            mean = -shift / inv
-            dev = 1.0 / inv
-            y = (to_compute(x, w) - mean.astype(w)) / dev.astype(w)
-            self._train_cache = (inv.astype(w), x.shape) if training else None
-            return to_compute(y, cd)
-        return super().call(inputs, training=training)
+        if self.invert:
+            return super().call(inputs, training=training)
+        # (x - mean) / dev, as Keras orders it (not x * (1 / dev) - mean / dev)
+        cd = self._compute_np()
+        x = inputs if inputs.dtype == cd else to_compute(inputs, cd) if is_floating(
+            inputs.dtype) else inputs.astype(cd)
+        mean, dev = self._statistics(x.ndim)
+        y = (to_compute(x, mean.dtype) - mean) / dev
+        self._train_cache = (1.0 / dev, x.shape) if training else None
+        return to_compute(y, cd)
 
     def get_config(self):
         config = super().get_config()
