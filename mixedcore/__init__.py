@@ -47,9 +47,9 @@ __all__ = [
 
 # The Keras-like inference and training layer (docs/user_guide.md, docs/api.md).
 from mixedcore import (callbacks, datasets, initializers, layers, losses, metrics, models,
-                       regularizers, utils)
+                       quantizers, regularizers, utils)
 from mixedcore.models import Model, Sequential
 from mixedcore import hub    # registers keras_hub's models and layers with the loader
 
 __all__ += ["layers", "models", "losses", "metrics", "initializers", "regularizers", "utils",
-            "datasets", "callbacks", "Model", "Sequential", "hub"]
+            "datasets", "callbacks", "quantizers", "Model", "Sequential", "hub"]

@@ -23,7 +23,8 @@ def _reset_global_policy():
 def test_round_trip_every_name(name):
     p = DTypePolicy(name)
     data = policies.serialize(p)
-    assert data == {"class_name": "DTypePolicy", "config": {"name": name}}
+    assert data == {"module": "keras", "class_name": "DTypePolicy", "config": {"name": name},
+                    "registered_name": None}
     assert policies.deserialize(data) == p
     assert policies.deserialize(json.loads(json.dumps(data))) == p
 

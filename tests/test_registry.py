@@ -446,7 +446,9 @@ def test_builtin_tables_are_the_registry():
     assert object_registration.builtin_objects("optimizer")["LossScaleOptimizer"] is \
         optimizers.LossScaleOptimizer
     assert list(object_registration.builtin_objects("dtype_policy")) == [
-        "DTypePolicy", "FloatDTypePolicy", "Policy", "PolicyV1"]
+        "DTypePolicy", "FloatDTypePolicy", "Policy", "PolicyV1", "QuantizedDTypePolicy",
+        "QuantizedFloat8DTypePolicy", "Int4DTypePolicy", "GPTQDTypePolicy", "AWQDTypePolicy",
+        "DTypePolicyMap"]
     assert object_registration.builtin_objects("activation")["relu"] is activations.relu
     assert object_registration.builtin_objects("regularizer")["L2"] is regularizers.L2
     assert object_registration.builtin_objects("initializer")["HeNormal"] == "he_normal"

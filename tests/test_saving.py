@@ -321,7 +321,7 @@ def test_policies_stored_as_names_or_dicts_are_honoured(tmp_path):
         assert_same_predictions(model, loaded, X6)
 
 
-def test_quantized_policy_is_refused(tmp_path):
+def test_malformed_quantized_policy_is_refused(tmp_path):
     model = mlp()
     model.save(tmp_path / "m.keras")
 
@@ -331,7 +331,7 @@ def test_quantized_policy_is_refused(tmp_path):
             "config": {"name": "int8_from_float32"}, "registered_name": None}
 
     rewrite_config(tmp_path / "m.keras", tmp_path / "q.keras", quantize)
-    with pytest.raises(ValueError, match=r"q\.keras.*QuantizedDTypePolicy.*quantized weights"):
+    with pytest.raises(ValueError, match=r"q\.keras.*QuantizedDTypePolicy.*'mode'"):
         models.load_model(tmp_path / "q.keras")
 
 

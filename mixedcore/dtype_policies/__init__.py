@@ -4,6 +4,8 @@
   (``set_policy`` and its Keras / tf.keras spellings, ``global_policy``, ``policy_scope``);
 - ``_serialization``: ``get`` (what a layer's ``dtype`` argument stands for), ``serialize`` and
   ``deserialize`` (Keras's dict form);
+- ``_quantized``: Keras 3's quantized policies ("int8_from_float32", ...) and
+  ``DTypePolicyMap`` (docs/quantization.md);
 - ``_experimental``: the deprecated tf.keras 1.15 - 2.4 ``Policy``, which carries a loss scale
   (public as ``mixedcore.experimental``).
 
@@ -23,8 +25,19 @@ from mixedcore.dtype_policies._policy import (
     set_global_policy,
     set_policy,
 )
+from mixedcore.dtype_policies._quantized import (
+    QUANTIZATION_MODES,
+    AWQDTypePolicy,
+    DTypePolicyMap,
+    GPTQDTypePolicy,
+    Int4DTypePolicy,
+    QuantizedDTypePolicy,
+    QuantizedFloat8DTypePolicy,
+)
 from mixedcore.dtype_policies._serialization import deserialize, get, serialize
 # for the layers: a layer's dtype argument checked and resolved, and its policy's config entry
 from mixedcore.dtype_policies._serialization import policy_config, resolve_policy  # noqa: F401
 
-__all__ = [*_policy.__all__, "get", "serialize", "deserialize"]
+__all__ = [*_policy.__all__, "get", "serialize", "deserialize", "QUANTIZATION_MODES",
+           "QuantizedDTypePolicy", "QuantizedFloat8DTypePolicy", "Int4DTypePolicy",
+           "GPTQDTypePolicy", "AWQDTypePolicy", "DTypePolicyMap"]

@@ -221,6 +221,12 @@ class DTypePolicy:
         return self._variable_dtype
 
     @property
+    def quantization_mode(self) -> str | None:
+        """None: a float policy's layers hold float weights (the quantized policies of
+        ``dtype_policies`` name their mode here)."""
+        return None
+
+    @property
     def should_cast_variables(self) -> bool:
         """True when the variable dtype differs from the compute dtype."""
         return self._compute_dtype != self._variable_dtype
@@ -324,7 +330,11 @@ def _as_global_policy(owner, policy):
         return _DEFAULT_POLICY
     if isinstance(policy, str):
         try:
-            policy = DTypePolicy(policy)
+            from mixedcore.dtype_policies._quantized import is_quantized_name, quantized_policy
+            if is_quantized_name(policy):
+                policy = quantized_policy("DTypePolicy", policy)
+            else:
+                policy = DTypePolicy(policy)
         except ValueError as exc:           # keep Keras's wording, say who was called
             message = str(exc)
             if message.startswith("DTypePolicy: "):

@@ -15,20 +15,31 @@ C. ``serialize`` of an experimental policy writes class "PolicyV1" with its loss
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 from mixedcore.dtype_policies import _policy
 from mixedcore.dtype_policies import _experimental
+from mixedcore.dtype_policies import _quantized
 from mixedcore.dtype_policies._policy import DTypePolicy
 from mixedcore.saving import object_registration as _registry
 
 __all__ = ["serialize", "deserialize", "get"]
 
-# class_name -> how it loads: every known class loads as a plain DTypePolicy (decision A).
+# what get / deserialize give: a policy, or a map of layer paths to policies
+AnyPolicy = Union[DTypePolicy, _quantized.DTypePolicyMap]
+
+# class_name -> how it loads: every float policy class loads as a plain DTypePolicy (decision
+# A); the quantized ones and the map as themselves.
 _registry.register_builtins("dtype_policy", {name: DTypePolicy for name in (
     "DTypePolicy", "FloatDTypePolicy", "Policy", "PolicyV1")})
+_registry.register_builtins("dtype_policy", {cls.__name__: cls for cls in (
+    _quantized.QuantizedDTypePolicy, _quantized.QuantizedFloat8DTypePolicy,
+    _quantized.Int4DTypePolicy, _quantized.GPTQDTypePolicy, _quantized.AWQDTypePolicy,
+    _quantized.DTypePolicyMap)})
+# what serialize writes as "module" for these (Keras's own module)
+_KERAS_MODULE = "keras.dtype_policies"
 _IGNORED_KEYS = ("module", "registered_name")
 
 
@@ -51,13 +62,18 @@ def serialize(policy: DTypePolicy) -> dict[str, Any]:
     TypeError
         If `policy` is not a DTypePolicy.
     """
+    if isinstance(policy, (_quantized.QuantizedDTypePolicy, _quantized.DTypePolicyMap)) \
+            and _registry.is_builtin("dtype_policy", type(policy)):
+        return {"module": _KERAS_MODULE, "class_name": type(policy).__name__,
+                "config": policy.get_config(), "registered_name": None}
     if not isinstance(policy, DTypePolicy):
         raise TypeError(f"serialize: expected a DTypePolicy, got {type(policy).__name__}: "
                         f"{policy!r}")
     if isinstance(policy, _experimental.Policy):
         return {"class_name": "PolicyV1", "config": policy.get_config()}
     if type(policy) is DTypePolicy:
-        return {"class_name": "DTypePolicy", "config": policy.get_config()}
+        return {"module": "keras", "class_name": "DTypePolicy", "config": policy.get_config(),
+                "registered_name": None}
     # a user's subclass: its own name, which deserialize finds in custom_objects (Keras 3
     # writes it as the registered name too)
     name = type(policy).__name__
@@ -66,7 +82,7 @@ def serialize(policy: DTypePolicy) -> dict[str, Any]:
 
 
 def deserialize(config: dict[str, Any] | str,
-                custom_objects: dict[str, Any] | None = None) -> DTypePolicy:
+                custom_objects: dict[str, Any] | None = None) -> AnyPolicy:
     """A policy from its dict form (or from a policy name).
 
     Parameters
@@ -92,7 +108,7 @@ def deserialize(config: dict[str, Any] | str,
         or its inner config is not a valid policy config.
     """
     if isinstance(config, str):
-        return DTypePolicy(config)
+        return _by_name("deserialize", config)
     if not isinstance(config, dict):
         raise TypeError(
             f"deserialize: expected a dict such as {{'class_name': 'DTypePolicy', 'config': "
@@ -114,14 +130,23 @@ def deserialize(config: dict[str, Any] | str,
     if found is None:
         raise ValueError(f"deserialize: unknown policy class {class_name!r}; expected one of "
                          f"{list(_registry.builtin_objects('dtype_policy'))}")
-    if not (isinstance(found.obj, type) and issubclass(found.obj, DTypePolicy)):
+    if not (isinstance(found.obj, type)
+            and issubclass(found.obj, (DTypePolicy, _quantized.DTypePolicyMap))):
         raise TypeError(f"deserialize: custom_objects[{found.key!r}] must be a subclass "
                         f"of DTypePolicy, got {found.obj!r}")
     # DTypePolicy.from_config checks the keys and drops "loss_scale" (decision A).
     return found.obj.from_config(inner)
 
 
-def get(identifier: Any) -> DTypePolicy:
+def _by_name(owner: str, name: str) -> DTypePolicy:
+    """A policy from its name: a quantized one for ``"<mode>_from_<policy>"`` names, else
+    ``DTypePolicy(name)`` (so "int8" and "float8_e4m3fn" stay dtype names)."""
+    if _quantized.is_quantized_name(name):
+        return _quantized.quantized_policy(owner, name)
+    return DTypePolicy(name)
+
+
+def get(identifier: Any) -> AnyPolicy:
     """The policy a layer's ``dtype`` argument stands for (docs/policies.md, 'Equality, hashing,
     configs').
 
@@ -144,7 +169,7 @@ def get(identifier: Any) -> DTypePolicy:
     """
     if identifier is None:
         return _policy.global_policy()
-    if isinstance(identifier, DTypePolicy):
+    if isinstance(identifier, (DTypePolicy, _quantized.DTypePolicyMap)):
         return identifier
     if isinstance(identifier, (str, dict)):
         return deserialize(identifier)
@@ -159,14 +184,18 @@ def get(identifier: Any) -> DTypePolicy:
 
 # --------------------------------------------------------------------------- a layer's dtype
 
-def resolve_policy(owner: str, dtype: Any) -> DTypePolicy:
+def resolve_policy(owner: str, dtype: Any, path: str | None = None) -> DTypePolicy:
     """The policy a layer's ``dtype`` argument stands for (docs/layers.md, 'Policies and
-    autocasting'): :func:`get`, after a type check whose error names the layer (`owner`)."""
+    autocasting'): :func:`get`, after a type check whose error names the layer (`owner`); a
+    ``DTypePolicyMap`` gives the policy of the layer's ``path`` (its name)."""
     if dtype is not None and not isinstance(dtype, (str, dict, np.dtype, type)) \
-            and not isinstance(dtype, DTypePolicy):
+            and not isinstance(dtype, (DTypePolicy, _quantized.DTypePolicyMap)):
         raise TypeError(f"{owner}: dtype must be None, a str, a policy, a numpy dtype or a "
                         f"serialized policy dict, got {type(dtype).__name__}: {dtype!r}")
-    return get(dtype)
+    policy = get(dtype)
+    if isinstance(policy, _quantized.DTypePolicyMap):
+        return policy[path] if path is not None else policy.default_policy
+    return policy
 
 
 def policy_config(policy: DTypePolicy) -> dict[str, Any] | str:

@@ -193,7 +193,7 @@ class Layer:
         self.name = name if name is not None else _unique_name(_snake(owner))
         self.trainable = bool(trainable)
         self.autocast = bool(autocast)
-        self._dtype_policy = resolve_policy(owner, dtype)
+        self._dtype_policy = resolve_policy(owner, dtype, self.name)
         self._input_shape_arg = None if input_shape is None else tuple(input_shape)
         self.built = False
         self._names = []          # weight names
@@ -222,7 +222,7 @@ class Layer:
         """Replace the policy (Keras 3): any policy before the layer is built; after, one whose
         variable dtype is that of the weights already made (the compute dtype may change)."""
         owner = f"{type(self).__name__} '{self.name}'.dtype_policy"
-        policy = resolve_policy(owner, value)
+        policy = resolve_policy(owner, value, self.name)
         if self._values and policy.variable_dtype != self._dtype_policy.variable_dtype:
             raise ValueError(f"{owner}: the layer's weights are {self._dtype_policy.variable_dtype}"
                              f"; a policy with variable dtype {policy.variable_dtype!r} "

@@ -4,6 +4,7 @@ import numpy as np
 from mixedcore import activations as _activations
 from mixedcore import initializers as _initializers
 from mixedcore import kernels
+from mixedcore import quantizers as _quantizers
 from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import (as_numeric_array, dtype_name, is_floating, np_dtype, to_compute,
                                work_dtype)
@@ -11,6 +12,7 @@ from mixedcore.layers import _args, _node
 from mixedcore.saving import object_registration as _registry
 from mixedcore.layers._affine import _Affine
 from mixedcore.layers._base import Layer, Weight
+from mixedcore.layers._quantized import QuantizedDense, QuantizedEmbedding
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
 
@@ -132,7 +134,7 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None, 
     return layer.output
 
 
-class Dense(_Affine):
+class Dense(QuantizedDense, _Affine):
     """Densely connected layer: ``activation(inputs @ kernel + bias)`` (``keras.layers.Dense``).
 
     Parameters
@@ -162,11 +164,13 @@ class Dense(_Affine):
 
     def __init__(self, units, activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
-                 kernel_regularizer=None, bias_regularizer=None, **kwargs):
+                 kernel_regularizer=None, bias_regularizer=None, quantization_config=None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.units = _check_positive_int("Dense", "units", units)
         self._init_affine("Dense", activation, use_bias, (kernel_initializer, bias_initializer),
                           (kernel_regularizer, bias_regularizer))
+        self._init_quantization("Dense", quantization_config)
         self._train_cache = None
 
     def build(self, input_shape):
@@ -176,7 +180,14 @@ class Dense(_Affine):
         if self.compute_dtype is not None and not is_floating(np_dtype(self.compute_dtype)):
             raise TypeError(f"Dense '{self.name}': compute dtype must be floating, got "
                             f"{self.compute_dtype}")
-        self._build_affine((int(input_shape[-1]), self.units), bias_shape=(self.units,))
+        shape = (int(input_shape[-1]), self.units)
+        if self.quantization_mode is None:
+            self._build_affine(shape, bias_shape=(self.units,))
+            return
+        # Keras's order: the quantized weights (float8: its scales, then the kernel), the bias
+        self._build_quantized(shape)
+        if self.use_bias:
+            self.add_weight("bias", (self.units,), self.bias_initializer, self.bias_regularizer)
 
     def check_input_shape(self, shape):
         features = self.kernel.shape[0]
@@ -203,6 +214,8 @@ class Dense(_Affine):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])
         cd = x.dtype
+        if self.quantization_mode is not None:
+            return self._call_quantized(x2, lead, cd, training)
         if not training and self._gemm_ok(x):
             y = self._infer(x2, *self._inference_operands(), self.activation, cd)
             return y.reshape(lead + (self.units,))
@@ -246,6 +259,22 @@ class Dense(_Affine):
             return None
         return self._train_cache[1]
 
+    def _call_quantized(self, x2, lead, cd, training):
+        if cd.name not in _GEMM_DTYPES:
+            raise TypeError(f"Dense '{self.name}': a quantized layer computes in float32, "
+                            f"bfloat16 or float16, not {cd.name}")
+        if not training:
+            return self._quantized_call(x2).reshape(lead + (self.units,))
+        if self.quantization_mode == "float8":
+            raise ValueError(f"Dense '{self.name}': float8 layers are inference-only in "
+                             f"mixedcore (float8 training's scale updates are not implemented)")
+        kernel = to_compute(self.dequantized_kernel(), cd)
+        bias = self._compute_weight("bias") if self.use_bias else None
+        z = self._affine(x2, kernel, bias)
+        y, y_work = self._finish(z, cd)
+        self._train_cache = (x2, z, y_work, lead, kernel)
+        return y.reshape(lead + (self.units,))
+
     def backward(self, dy, need_input_grad=True):
         x2, z, y_work, lead, kernel = self._train_cache
         dy2 = dy.reshape(-1, self.units)
@@ -279,7 +308,7 @@ class Dense(_Affine):
             dx = dzw @ to_compute(kernel, w).T if need_input_grad else None
             if dx is not None:
                 dx = to_compute(dx, x2.dtype)
-        grads = {"kernel": dk}
+        grads = {"kernel": dk} if self.quantization_mode is None else {}
         if self.use_bias:
             grads["bias"] = to_compute(dz, work_dtype(dz.dtype)).sum(axis=0)
         self._set_gradients(grads)
@@ -291,10 +320,11 @@ class Dense(_Affine):
         config = super().get_config()
         config["units"] = self.units
         config.update(self._affine_config(constraints=False))
+        config["quantization_config"] = _quantizers.serialize(self.quantization_config)
         return config
 
 
-class Embedding(Layer):
+class Embedding(QuantizedEmbedding):
     """Turns integer indices into dense vectors (``keras.layers.Embedding``).
 
     Parameters
@@ -319,8 +349,10 @@ class Embedding(Layer):
     some devices, return zeros).  The output is the table in the compute dtype (cast once per weight
     version, like every layer's weights), shape ``inputs.shape + (output_dim,)``.  The table's
     gradient accumulates the rows of the output gradient in float32 (float64 under float64) with
-    ``np.add.at``; there is no input gradient.  ``embeddings_constraint``, an activity regularizer,
-    quantization and LoRA are not supported (the None values Keras's configs hold are accepted).
+    ``np.add.at``; there is no input gradient.  ``embeddings_constraint``, an activity regularizer
+    and LoRA are not supported (the None values Keras's configs hold are accepted).
+    ``quantize("int8")`` / ``quantize("int4")`` quantize the table as Keras does
+    (docs/quantization.md); a quantized table is frozen.
     """
 
     embeddings = Weight()
@@ -331,9 +363,9 @@ class Embedding(Layer):
         owner = "Embedding"
         _args.keras_only(owner, {"embeddings_constraint": embeddings_constraint},
                          {"embeddings_constraint": None})
-        _args.keras_only(owner, kwargs, {"activity_regularizer": None,
-                                         "quantization_config": None, "lora_rank": None,
+        _args.keras_only(owner, kwargs, {"activity_regularizer": None, "lora_rank": None,
                                          "lora_alpha": None})
+        quantization_config = kwargs.pop("quantization_config", None)
         kwargs.pop("input_length", None)       # deprecated in Keras 3, ignored there too
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
@@ -342,6 +374,7 @@ class Embedding(Layer):
         self.embeddings_initializer = _initializers.check(owner, embeddings_initializer)
         self.embeddings_regularizer = _regularizers.get(embeddings_regularizer)
         self.mask_zero = _args.boolean(owner, "mask_zero", mask_zero)
+        self._init_quantization(owner, quantization_config)
         self._train_cache = None
         if weights is not None:
             self.build_from_shape((None,))
@@ -351,7 +384,10 @@ class Embedding(Layer):
         if self.compute_dtype is not None and not is_floating(np_dtype(self.compute_dtype)):
             raise TypeError(f"Embedding '{self.name}': compute dtype must be floating, got "
                             f"{self.compute_dtype}")
-        if self.embeddings is None:
+        if self.quantization_mode is not None:
+            if not self._names:
+                self._build_quantized((self.input_dim, self.output_dim))
+        elif self.embeddings is None:
             self.add_weight("embeddings", (self.input_dim, self.output_dim),
                             self.embeddings_initializer, self.embeddings_regularizer)
 
@@ -396,6 +432,11 @@ class Embedding(Layer):
 
     def call(self, inputs, training=False):
         idx = self._indices(inputs)
+        if self.quantization_mode is not None:
+            if training:
+                raise ValueError(f"Embedding '{self.name}': a quantized table is frozen; "
+                                 f"train the float model and quantize it afterwards")
+            return self._quantized_rows(idx)
         table = self._compute_weight("embeddings")
         y = np.take(table, idx, axis=0)
         if training:
@@ -420,7 +461,7 @@ class Embedding(Layer):
             "embeddings_regularizer": _regularizers.serialize(self.embeddings_regularizer),
             "mask_zero": self.mask_zero,
             "embeddings_constraint": None, "activity_regularizer": None,
-            "quantization_config": None,
+            "quantization_config": _quantizers.serialize(self.quantization_config),
         })
         config.pop("autocast", None)      # Keras's Embedding never autocasts, nor says so
         return config

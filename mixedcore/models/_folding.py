@@ -93,7 +93,8 @@ def find_folds(nodes, outputs, uses):
                                        id(norm_node.output_tensors[0]), norm_node.layer, None)
             continue
         if (not _plain_call(node) or not hasattr(layer, "call_folded")
-                or getattr(layer, "activation", None) != "linear"):
+                or getattr(layer, "activation", None) != "linear"
+                or getattr(layer, "quantization_mode", None) is not None):
             continue
         norm_node = sole_consumer(node.output_tensors[0])
         if norm_node is None:

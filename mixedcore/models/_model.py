@@ -18,12 +18,14 @@ Design:
 from __future__ import annotations
 
 import os
-from typing import Sequence
+import re
+from typing import Any, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from mixedcore import layers as _layers
+from mixedcore import quantizers as _quantizers
 from mixedcore._dtypes import as_numeric_array, is_floating, np_dtype, to_compute
 from mixedcore.layers._base import Layer, _unique_name
 from mixedcore.layers._core import InputLayer
@@ -146,6 +148,63 @@ class Model(Trainer, Layer):
                 return layer
         raise ValueError(f"get_layer: no layer named {name!r}; layers: "
                          f"{[layer.name for layer in layers]}")
+
+    def quantize(self, mode: str | None = None, config: Any = None, filters: Any = None) -> None:
+        """Quantize the weights of every layer that can be quantized, in place
+        (``keras.Model.quantize``; docs/quantization.md).
+
+        Parameters
+        ----------
+        mode : "int8", "int4" or "float8", optional
+            With ``config`` None, the mode's default config (int8: per-row activation
+            quantization; int4: weight-only, groups of 128 input rows; float8: unit scales).
+        config : QuantizationConfig, optional
+            ``mixedcore.quantizers.Int8QuantizationConfig`` / ``Int4QuantizationConfig`` /
+            ``Float8QuantizationConfig`` (or its dict).
+        filters : str, list of str or callable, optional
+            Only layers whose name matches a regular expression (``re.search``), or for which
+            the callable returns True.
+
+        Notes
+        -----
+        The layers that hold quantizable weights (Dense; Embedding for int8 / int4) are
+        quantized; layers already quantized and the others are left as they are, silently.
+        The weights are the bytes Keras's ``quantize`` gives.
+
+        Raises
+        ------
+        ValueError
+            An unknown mode; a config contradicting ``mode``; bad ``filters``; int8 under a
+            float16 policy; an unbuilt model.
+        """
+        owner = f"{type(self).__name__} '{self.name}'.quantize"
+        config = _quantizers.resolve_config(owner, mode, config)
+        if filters is not None and not (isinstance(filters, (str, list, tuple))
+                                        or callable(filters)):
+            raise ValueError(f"{owner}: The `filters` argument must be a regex string, a list "
+                             f"of regex strings, or a callable. Received: "
+                             f"{type(filters).__name__}")
+        if isinstance(filters, (list, tuple)) and not all(isinstance(f, str) for f in filters):
+            raise ValueError(f"{owner}: filters must be regular expressions (str), got "
+                             f"{filters!r}")
+        if not self.built:
+            raise ValueError(f"{owner}: the model is not built; build or call it first")
+
+        def wanted(layer):
+            if filters is None:
+                return True
+            if isinstance(filters, str):
+                return re.search(filters, layer.name) is not None
+            if isinstance(filters, (list, tuple)):
+                return any(re.search(f, layer.name) for f in filters)
+            return bool(filters(layer))
+
+        for layer in self._leaf_layers():
+            if not hasattr(layer, "quantize") or not wanted(layer):
+                continue
+            if layer.quantization_mode is not None or config.mode not in layer._MODES:
+                continue
+            layer.quantize(config.mode, config=config)
 
     def _leaf_layers(self):
         """Every layer with weights of its own, nested models expanded, each once."""

@@ -194,6 +194,8 @@ class InferencePlan:
         if kind in (Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D):
             return self._lower_conv(layer, single, fold, out, cd)
         if kind is Dense:
+            if layer.quantization_mode is not None:
+                return False
             return self._lower_dense(layer, single, fold, out, cd)
         if fold is not None:
             return False

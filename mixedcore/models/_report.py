@@ -18,6 +18,12 @@ Design:
   D. ``policy=`` reports a copy of the model under another policy (as
      ``load_model(dtype_policy=)`` replaces it) with the same weights; the model itself is not
      changed.
+  E. ``quantize=`` (a mode or a quantization config) measures, for each layer that mode would
+     quantize, the error its quantized form makes: a quantized copy of the layer (its weights
+     quantized as ``Model.quantize`` would) runs on the very inputs the float layer received,
+     and its output is compared with the float layer's.  Errors do not compound from layer to
+     layer, so each row is that layer's own share: the rows to keep in float with a
+     ``DTypePolicyMap`` or ``quantize(filters=...)`` are the large ones.
 """
 import numpy as np
 
@@ -69,15 +75,19 @@ class NumericsReport:
     would overflow float16.
     """
 
-    def __init__(self, model_name, policy, loss_scale, samples, rows):
+    def __init__(self, model_name, policy, loss_scale, samples, rows, quantization=None):
         self.model_name = model_name
         self.policy = policy
         self.loss_scale = loss_scale
         self.samples = samples
         self.rows = rows
+        # {layer: {"mode", "max_abs_error", "rms_error", "max_abs_output", "relative_error"}}
+        self.quantization = quantization or {}
 
     def as_dict(self):
         out = {}
+        for layer, stats in self.quantization.items():
+            out.setdefault(layer, {})["quantization error"] = dict(stats)
         for row in self.rows:
             stats = {k: v for k, v in row.items() if k not in ("layer", "tensor")}
             out.setdefault(row["layer"], {})[row["tensor"]] = stats
@@ -119,7 +129,16 @@ class NumericsReport:
         verdict = (("no NaN, Inf or float16 overflow" if self._what_if() else "no NaN or Inf")
                    if first is None else
                    f"first problem: {first[2]} in the {first[1]} of '{first[0]}'")
-        return "\n".join([title, line(head), rule] + [line(c) for c in body] + [rule, verdict])
+        lines = [title, line(head), rule] + [line(c) for c in body] + [rule, verdict]
+        if self.quantization:
+            lines += ["", "quantization error of each layer on its own float inputs "
+                          "(max |quantized - float|, relative to max |float|)"]
+            width = max(len(k) for k in self.quantization)
+            for layer, q in sorted(self.quantization.items(),
+                                   key=lambda kv: -kv[1]["relative_error"]):
+                lines.append(f"{layer.ljust(width)}  {q['mode']:<8} max {q['max_abs_error']:.4g}"
+                             f"  rms {q['rms_error']:.4g}  relative {q['relative_error']:.4g}")
+        return "\n".join(lines)
 
     __str__ = table
 
@@ -131,9 +150,10 @@ class NumericsReport:
 class _Observer:
     """Per-graph recorder (design A); ``tally`` is shared by a model and its nested models."""
 
-    def __init__(self, graph, prefix, tally):
+    def __init__(self, graph, prefix, tally, quantize=None):
         self.prefix = prefix
         self.tally = tally
+        self.quantize = quantize        # (config, {layer name: stats}, {id: copy}) or None
         counts = {}
         for node in graph.nodes:
             counts[id(node.layer)] = counts.get(id(node.layer), 0) + 1
@@ -156,11 +176,40 @@ class _Observer:
             total = _merge(total, kernels.numerics_stats(a))
         self.tally[key] = total
 
-    def forward(self, node, outputs):
+    def forward(self, node, outputs, first=None):
         from mixedcore.models._model import Model
         if isinstance(node.layer, Model):        # its own layers are recorded inside
             return
         self.record(node, "output", outputs)
+        if self.quantize is not None and first is not None and len(outputs) == 1:
+            self.quantization_error(node, outputs[0], first)
+
+    def quantization_error(self, node, output, first):
+        """Design E: the quantized copy of the node's layer on the same input."""
+        config, found, copies = self.quantize
+        layer = node.layer
+        if getattr(layer, "quantization_mode", "x") is not None or \
+                config.mode not in getattr(layer, "_MODES", ()):
+            return
+        copy = copies.get(id(layer))
+        if copy is None:
+            copy = type(layer).from_config(layer.get_config())
+            copy.build_from_shape((None,) + tuple(layer.input_shape))
+            copy.set_weights(layer.get_weights())
+            copy.quantize(config.mode, config=config)
+            copies[id(layer)] = copy
+        f64 = np.dtype(np.float64)
+        ref = np.asarray(output).astype(f64)
+        err = np.asarray(copy(first)).astype(f64) - ref
+        name = self.names[id(node)]
+        total = found.get(name, {"mode": config.mode, "max_abs_error": 0.0, "sq": 0.0,
+                                 "size": 0, "max_abs_output": 0.0})
+        if err.size:
+            total["max_abs_error"] = max(total["max_abs_error"], float(np.abs(err).max()))
+            total["max_abs_output"] = max(total["max_abs_output"], float(np.abs(ref).max()))
+        total["sq"] += float(np.square(err).sum())
+        total["size"] += err.size
+        found[name] = total
 
     def backward(self, node, output_grads, weight_grads):
         from mixedcore.models._model import Model
@@ -171,14 +220,14 @@ class _Observer:
             self.record(node, "weight gradient", weight_grads)
 
 
-def _attach(model, prefix, tally, attached):
+def _attach(model, prefix, tally, attached, quantize=None):
     from mixedcore.models._model import Model
     graph = model._graph
-    graph.observer = _Observer(graph, prefix, tally)
+    graph.observer = _Observer(graph, prefix, tally, quantize)
     attached.append(graph)
     for node in graph.nodes:
         if isinstance(node.layer, Model):
-            _attach(node.layer, f"{prefix}{node.layer.name}/", tally, attached)
+            _attach(node.layer, f"{prefix}{node.layer.name}/", tally, attached, quantize)
 
 
 def _loss_scale(owner, model, loss_scale):
@@ -194,7 +243,8 @@ def _loss_scale(owner, model, loss_scale):
     return 1.0
 
 
-def numerics_report(model, x, y=None, policy=None, batch_size=32, loss_scale=None):
+def numerics_report(model, x, y=None, policy=None, batch_size=32, loss_scale=None,
+                    quantize=None):
     """Where a model's values overflow, underflow or stop being finite, layer by layer.
 
     Parameters
@@ -213,6 +263,11 @@ def numerics_report(model, x, y=None, policy=None, batch_size=32, loss_scale=Non
     loss_scale : float, optional
         The factor the loss gradient is multiplied by before the backward pass; by default the
         current scale of the model's ``LossScaleOptimizer``, else 1.
+    quantize : str or QuantizationConfig, optional
+        A quantization mode ("int8", "int4", "float8") or config: the report adds, for each
+        float layer that ``model.quantize`` would quantize, the error of its quantized form on
+        the inputs the layer received (``report.quantization``; design E), largest first in the
+        table.
 
     Returns
     -------
@@ -254,9 +309,13 @@ def numerics_report(model, x, y=None, policy=None, batch_size=32, loss_scale=Non
     if ys is not None and any(t is not None and t.shape[0] != n for t in ys):
         raise ValueError(f"{owner}: x has {n} samples but y has "
                          f"{[None if t is None else t.shape[0] for t in ys]}")
+    quantizing = None
+    if quantize is not None:
+        from mixedcore import quantizers
+        quantizing = (quantizers.resolve_config(owner, None, quantize), {}, {})
     tally, attached = {}, []
     saved = target.get_weights() if y is not None else None
-    _attach(target, "", tally, attached)
+    _attach(target, "", tally, attached, quantizing)
     try:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for start in range(0, n, batch_size):
@@ -280,7 +339,14 @@ def numerics_report(model, x, y=None, policy=None, batch_size=32, loss_scale=Non
     keys = sorted(tally, key=lambda k: k[1] != "output")
     rows = [dict(layer=name, tensor=kind, **tally[(name, kind)]) for name, kind in keys]
     policy_name = _policy_name(target)
-    return NumericsReport(model.name, policy_name, scale, n, rows)
+    quantization = {}
+    for name, q in (quantizing[1] if quantizing else {}).items():
+        rms = float(np.sqrt(q["sq"] / q["size"])) if q["size"] else 0.0
+        top = q["max_abs_output"]
+        quantization[name] = {"mode": q["mode"], "max_abs_error": q["max_abs_error"],
+                              "rms_error": rms, "max_abs_output": top,
+                              "relative_error": q["max_abs_error"] / top if top else 0.0}
+    return NumericsReport(model.name, policy_name, scale, n, rows, quantization)
 
 
 def _policy_name(model):

@@ -186,7 +186,7 @@ class _Normalizer:
         if name != "InputLayer":
             self.check_policy(inner)
             if self.policy is not None and self.replaces(inner.get("dtype")):
-                inner["dtype"] = self.policy_config()
+                inner["dtype"] = self.policy_config(inner.get("dtype"))
         entry["config"] = inner
         return entry
 
@@ -198,8 +198,7 @@ class _Normalizer:
                 known = list(_registry.builtin_objects("dtype_policy"))
                 raise _fail(self.owner, self.source,
                             f"layer '{inner.get('name')}' has a dtype policy of class {cls} "
-                            f"({dtype.get('config')}); mixedcore knows {known} "
-                            f"(quantized weights are not supported)")
+                            f"({dtype.get('config')}); mixedcore knows {known}")
 
     def replaces(self, dtype):
         """Whether ``dtype_policy=`` replaces a stored policy (G)."""
@@ -220,7 +219,12 @@ class _Normalizer:
             return True
         return policy.compute_dtype in ("float16", "bfloat16", "float32", "float64")
 
-    def policy_config(self):
+    def policy_config(self, stored=None):
+        """The policy ``dtype_policy=`` puts in place of ``stored``: a quantized policy keeps its
+        mode and quantizes the new policy ("int8_from_float32" -> "int8_from_mixed_bfloat16")."""
+        if isinstance(stored, dict) and isinstance(stored.get("config"), dict) \
+                and "source_name" in stored["config"]:
+            return dict(stored, config=dict(stored["config"], source_name=self.policy.name))
         return {"module": "keras", "class_name": "DTypePolicy",
                 "config": {"name": self.policy.name}, "registered_name": None}
 
@@ -278,6 +282,8 @@ def _policy_name(dtype):
         inner = dtype.get("config")
         if isinstance(inner, dict) and isinstance(inner.get("name"), str):
             return inner["name"]
+        if isinstance(inner, dict) and isinstance(inner.get("source_name"), str):
+            return inner["source_name"]       # a quantized policy: the policy it quantizes
         return None
     if isinstance(dtype, str):
         try:
