@@ -78,12 +78,13 @@ cdef class PackedInt8Matrix(PackedMatrix):
     def stale(self):
         """True when ``pack`` would now make other panels (the level's panel width or K block
         differs): ``matmul_int8`` then refuses it if the width differs."""
-        return igemm_format() != self.format
+        return igemm_format() != self.format[2:]
 
     @property
     def format(self):
-        """(NR, KC): the panel width and K block depth."""
-        return (self.q.nr, self.q.kc)
+        """(pairs, element bytes, NR, KC) as for other packed matrices: (0, 1, NR, KC), int8
+        panels of NR columns, K blocks of KC."""
+        return (0, 1, self.q.nr, self.q.kc)
 
     def unpack(self):
         """The matrix again: a new (k, n) int8 array, bit for bit the packed values."""
@@ -98,7 +99,7 @@ cdef class PackedInt8Matrix(PackedMatrix):
                 f"nbytes={self.nbytes})")
 
 
-def igemm_pack(cnp.ndarray b, int64_t kc=0):
+def igemm_pack(cnp.ndarray b):
     """Pack the 2-D int8 array ``b`` (validated) at the current level."""
     cdef PackedInt8Matrix pm = PackedInt8Matrix.__new__(PackedInt8Matrix)
     cdef int r
@@ -107,7 +108,7 @@ def igemm_pack(cnp.ndarray b, int64_t kc=0):
     cdef int64_t k = cnp.PyArray_DIM(b, 0), n = cnp.PyArray_DIM(b, 1)
     pm.dtype = _np.dtype(_np.int8)
     with nogil:
-        r = mc_igemm_pack(data, rs, cs, k, n, kc, &pm.q)
+        r = mc_igemm_pack(data, rs, cs, k, n, 0, &pm.q)
     if r != MC_IGEMM_OK:
         raise MemoryError(f"pack: cannot allocate {pm.q.nbytes} bytes for the packed matrix")
     pm.p.k = k
@@ -120,8 +121,7 @@ def igemm_pack(cnp.ndarray b, int64_t kc=0):
 
 def igemm_run(cnp.ndarray a, object b, cnp.ndarray out, object a_scale, object b_scale,
               object bias, object offsets, int64_t m, int64_t n, int64_t k, tuple a_strides,
-              tuple b_strides, tuple o_strides, int64_t bias_stride, int out_type, int act,
-              int64_t kc=0):
+              tuple b_strides, tuple o_strides, int64_t bias_stride, int out_type, int act):
     """Runs the batched int8 GEMM (validated by the caller).  ``b`` is an int8 ndarray or a
     PackedInt8Matrix; ``offsets`` None or int64 (batch, 2): byte offsets of A and out per item;
     ``a_scale`` float32 (batch * m,) and ``b_scale`` float32 (n,), or both None.  Returns 0, or
@@ -151,7 +151,6 @@ def igemm_run(cnp.ndarray a, object b, cnp.ndarray out, object a_scale, object b
     else:
         call.b = <const signed char *>cnp.PyArray_DATA(<cnp.ndarray>b)
         call.b_rs, call.b_cs = b_strides
-    call.kc = kc
     call.batch = 1
     if offsets is not None:
         call.batch = (<cnp.ndarray>offsets).shape[0]

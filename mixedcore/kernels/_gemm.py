@@ -188,7 +188,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     """
     a = _operand("a", a)
     packed = isinstance(b, PackedMatrix)
-    if packed and b.dtype == _I8:
+    if isinstance(b, PackedMatrix) and b.dtype == _I8:
         raise TypeError("matmul: b is an int8 PackedMatrix; int8 products are "
                         "kernels.matmul_int8")
     if not isinstance(b, PackedMatrix):

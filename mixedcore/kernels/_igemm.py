@@ -84,7 +84,12 @@ def quantize_rows(x: np.ndarray, *, out: np.ndarray | None = None,
     if out is not None:
         check_out(fname, out, x.shape, _I8, [x])
     if scale_out is not None:
-        check_out(fname, scale_out, scale_shape, x.dtype, [x] + ([out] if out is not None else []))
+        try:
+            check_out(fname, scale_out, scale_shape, x.dtype,
+                      [x] + ([out] if out is not None else []))
+        except (TypeError, ValueError) as exc:   # the message names `out`: say which one
+            raise type(exc)(str(exc).replace(f"{fname}: out", f"{fname}: scale_out", 1)) \
+                from None
     rows = math.prod(x.shape[:-1])
     x2 = x.reshape(rows, k)
     q = out if out is not None and out.flags.c_contiguous else np.empty(x.shape, _I8)
@@ -232,8 +237,8 @@ def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarr
     inputs = [a] if packed else [a, b]
     a32 = b32 = None
     if scaled:
-        if isinstance(a_scale, np.ndarray) and a_scale.ndim == len(batch) + 2 and \
-                a_scale.shape[-1] == 1:
+        if isinstance(a_scale, np.ndarray) and a_scale.ndim >= 2 and \
+                a_scale.shape[-2:] == (m, 1) and (m != 1 or a_scale.ndim == len(batch) + 2):
             a_scale = a_scale[..., 0]              # (..., m, 1) -> (..., m)
         a32 = _scale32(fname, "a_scale", a_scale, batch + (m,))
         b32 = _scale32(fname, "b_scale", b_scale, (n,))
@@ -274,6 +279,6 @@ def _run(a, b, out, a32, b32, bias32, bias_stride, batch, m, n, k, target, act):
                        (out.strides[-2], out.strides[-1]), bias_stride, out_code, act)
     if r == _lib.IGEMM_FORMAT_ERROR:
         raise ValueError(
-            f"matmul_int8: b was packed at level {b.isa!r} in panels of {b.format[0]} "
+            f"matmul_int8: b was packed at level {b.isa!r} in panels of {b.format[2]} "
             f"columns; the current level {ISA_LEVELS[_lib.get_level()]!r} uses "
             f"{_lib.igemm_format()[0]}; pack it again with kernels.pack(b.unpack())")
