@@ -26,38 +26,32 @@
 #define MC_MR 14
 #define MC_NR 32
 
-/* a + 128 = a XOR 0x80; rows contiguous along k go 64 bytes (16 groups) at a time */
+/* a + 128 = a XOR 0x80.  Rows contiguous along k: 16 rows x 16 groups of 4 k loaded as rows of
+ * 32-bit words, transposed in registers (pure bit moves), the first mr words of each stored; k
+ * past kc is masked off at the load (0, then 128). */
 static void mc_pack_a_vnni_(const int8_t *a, int64_t rs, int64_t cs, int64_t rows, int64_t kc,
                             int mr, void *dst)
 {
-    uint8_t *d = (uint8_t *)dst;
-    const int64_t kq = (kc + 3) / 4;
     if (cs != 1) {
         mc_igemm_pack_a_scalar_(a, rs, cs, rows, kc, mr, -1, dst);
         return;
     }
-    /* rows contiguous along k: each row's 4-byte groups go to d[(q * mr + r) * 4] */
+    uint32_t *d = (uint32_t *)dst;
+    const int64_t kq = (kc + 3) / 4;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (int r = 0; r < mr; ++r) {
-        uint32_t *dr = (uint32_t *)d + r;
-        if (r >= rows) {
-            for (int64_t q = 0; q < kq; ++q)
-                dr[q * mr] = 0x80808080u;
-            continue;
-        }
-        const int8_t *src = a + r * rs;
-        for (int64_t q0 = 0; q0 < kq; q0 += 16) {
-            const int64_t left = kc - 4 * q0;
-            const __mmask64 m = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
-            /* bytes past kc read as 0 and become 128 */
-            const __m512i v = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + 4 * q0), flip);
-            const int64_t nq = kq - q0 < 16 ? kq - q0 : 16;
-            /* scatter the 16 words mr words apart */
-            const __m512i idx = _mm512_mullo_epi32(
-                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                _mm512_set1_epi32(mr));
-            _mm512_mask_i32scatter_epi32(dr + q0 * mr, mc_mask16_avx512(nq), idx, v, 4);
-        }
+    const __mmask16 mw = mc_mask16_avx512(mr);
+    for (int64_t q0 = 0; q0 < kq; q0 += 16) {
+        const int64_t left = kc - 4 * q0;
+        const __mmask64 m = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i)
+            r[i] = _mm512_castsi512_ps(_mm512_xor_si512(
+                i < rows ? _mm512_maskz_loadu_epi8(m, a + i * rs + 4 * q0) : _mm512_setzero_si512(),
+                flip));
+        mc_transpose16_avx512(r);
+        const int64_t nq = kq - q0 < 16 ? kq - q0 : 16;
+        for (int64_t j = 0; j < nq; ++j)
+            _mm512_mask_storeu_epi32(d + (q0 + j) * mr, mw, _mm512_castps_si512(r[j]));
     }
 }
 
