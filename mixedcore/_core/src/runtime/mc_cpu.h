@@ -1,8 +1,7 @@
 /* CPU feature detection for mixedcore's run-time dispatch.
  *
  * Design:
- *   a. Levels are totally ordered: generic < avx2 < avx512 < avx512bf16 (which needs
- *      AVX512_VNNI as well as AVX512_BF16: every CPU with the second has the first).  A level is usable when
+ *   a. Levels are totally ordered: generic < avx2 < avx512 < avx512bf16.  A level is usable when
  *      the CPU reports every instruction it needs AND the OS saves the registers it uses
  *      (XGETBV: XMM|YMM for avx2, plus opmask|ZMM_Hi256|Hi16_ZMM for the AVX-512 levels).
  *   b. A level is also "built" only when setup.py compiled its kernels; mc_cpu_best_level()
@@ -21,7 +20,7 @@ int mc_cpu_built_level(void);       /* highest level this build compiled kernels
 enum {
     MC_CPU_AVX2 = 1 << 0, MC_CPU_FMA = 1 << 1, MC_CPU_F16C = 1 << 2, MC_CPU_AVX512F = 1 << 3,
     MC_CPU_AVX512BW = 1 << 4, MC_CPU_AVX512VL = 1 << 5, MC_CPU_AVX512DQ = 1 << 6,
-    MC_CPU_AVX512BF16 = 1 << 7, MC_CPU_AVX512VNNI = 1 << 8
+    MC_CPU_AVX512BF16 = 1 << 7
 };
 unsigned mc_cpu_features(void);
 
