@@ -49,7 +49,7 @@ ISA_FLAGS = {
     "avx512": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl",
                "-mavx512dq"],
     "avx512bf16": ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl",
-                   "-mavx512dq", "-mavx512bf16"],
+                   "-mavx512dq", "-mavx512bf16", "-mavx512vnni"],
 }
 
 
@@ -85,7 +85,9 @@ ISA_PROBE = {
               "__m256i h=_mm512_cvtepi32_epi16(a);return _mm256_extract_epi16(h,0)!=1;}",
     "avx512bf16": "#include <immintrin.h>\nint main(void){__m512 a=_mm512_set1_ps(1.f);"
                   "__m512 c=_mm512_dpbf16_ps(a,(__m512bh)_mm512_cvtne2ps_pbh(a,a),"
-                  "(__m512bh)_mm512_cvtne2ps_pbh(a,a));return _mm512_reduce_add_ps(c)==0.f;}",
+                  "(__m512bh)_mm512_cvtne2ps_pbh(a,a));__m512i i=_mm512_set1_epi32(1);"
+                  "i=_mm512_dpbusd_epi32(i,i,i);"
+                  "return _mm512_reduce_add_ps(c)==0.f||_mm512_reduce_add_epi32(i)==0;}",
 }
 
 

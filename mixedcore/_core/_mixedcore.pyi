@@ -77,6 +77,22 @@ def gemm_run(a: np.ndarray, b: Any, out: np.ndarray, c: Optional[np.ndarray],
              c_strides: tuple[int, ...], bias_stride: int, a_type: int, b_type: int,
              out_type: int, alpha: float, beta: float, act: int) -> int: ...
 
+# --- int8 GEMM ---------------------------------------------------------------------------------
+IGEMM_I32: int
+IGEMM_MAX_K: int
+IGEMM_FORMAT_ERROR: int
+
+class PackedInt8Matrix(PackedMatrix):
+    """An int8 right-hand operand packed for matmul_int8 (panels of 4 k per column word)."""
+
+def igemm_format(level: int = ...) -> tuple[int, int]: ...
+def igemm_pack(b: np.ndarray) -> PackedInt8Matrix: ...
+def igemm_run(a: np.ndarray, b: Any, out: np.ndarray, a_scale: Optional[np.ndarray],
+              b_scale: Optional[np.ndarray], bias: Optional[np.ndarray], offsets: Any, m: int,
+              n: int, k: int, a_strides: tuple[int, ...], b_strides: tuple[int, ...],
+              o_strides: tuple[int, ...], bias_stride: int, out_type: int, act: int) -> int: ...
+def igemm_quantize(x: np.ndarray, type_code: int, q: np.ndarray, scale: np.ndarray) -> None: ...
+
 # --- convolution and pooling -------------------------------------------------------------------
 def conv_gemm(x: np.ndarray, packed: tuple[Any, ...], out: np.ndarray, bias: Optional[np.ndarray],
               geom: tuple[int, ...], groups: int, f: int, x_type: int, out_type: int,

@@ -17,6 +17,7 @@ from mixedcore.kernels._checks import as_native, bfloat16, check_out, float_code
 from mixedcore.kernels._runtime import ISA_LEVELS
 
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
+_I8 = np.dtype(np.int8)
 GEMM_CODES = {_F16: 0, _BF16: 1, _F32: 2}
 GEMM_NAMES = "float16, bfloat16, float32"
 ACTIVATIONS: dict[str | None, int] = {None: 0}
@@ -187,6 +188,9 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     """
     a = _operand("a", a)
     packed = isinstance(b, PackedMatrix)
+    if isinstance(b, PackedMatrix) and b.dtype == _I8:
+        raise TypeError("matmul: b is an int8 PackedMatrix; int8 products are "
+                        "kernels.matmul_int8")
     if not isinstance(b, PackedMatrix):
         b = _operand("b", b)
     if a.ndim == 0 or b.ndim == 0:
@@ -364,13 +368,22 @@ def _format_name(fmt):
     return f"{kind} of {nr} columns"
 
 
+def _is_int8(dtype):
+    try:
+        return np.dtype(dtype) == _I8
+    except TypeError:
+        return False
+
+
 def pack(b: ArrayLike, dtype: DTypeLike | None = None) -> PackedMatrix:
     """Pack a matrix once for ``matmul``, in the current level's panel layout.
 
     Parameters
     ----------
     b : array_like of shape (k, n)
-        float16, bfloat16, float32 or float64; any strides.
+        float16, bfloat16, float32 or float64; any strides.  An int8 ``b`` gives an int8
+        PackedMatrix for ``matmul_int8`` (panels of 4 k per column word, with the column sums;
+        k at most 131071).
     dtype : dtype-like, optional
         The dtype the product takes ``b`` in: float16, bfloat16 or float32.  Defaults to
         ``b``'s dtype (which must then be one of those three).  ``b`` is converted to it first,
@@ -404,6 +417,14 @@ def pack(b: ArrayLike, dtype: DTypeLike | None = None) -> PackedMatrix:
         b = np.asarray(b)
     if b.ndim != 2:
         raise ValueError(f"pack: b must be 2-D (k, n), got shape {b.shape}")
+    if b.dtype == _I8 and (dtype is None or _is_int8(dtype)):
+        if b.shape[0] > _lib.IGEMM_MAX_K:
+            raise ValueError(f"pack: an int8 b has at most {_lib.IGEMM_MAX_K} rows (k), got "
+                             f"{b.shape[0]}")
+        return _lib.igemm_pack(b)
+    if dtype is not None and _is_int8(dtype):
+        raise TypeError(f"pack: dtype int8 needs an int8 b (got {b.dtype}); quantize first "
+                        f"(kernels.quantize_rows)")
     if dtype is None:
         if _code(b) is None:
             raise TypeError(f"pack: unsupported dtype {b.dtype}; supported: {GEMM_NAMES} "

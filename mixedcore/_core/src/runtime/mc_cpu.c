@@ -33,8 +33,10 @@ int mc_cpu_supported_level(void)
         return MC_ISA_AVX2;
     unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
     __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
-    const int bf16 = (a1 >> 5) & 1;
-    return bf16 ? MC_ISA_AVX512BF16 : MC_ISA_AVX512;
+    /* avx512bf16 also needs AVX512_VNNI (c: leaf 7 sub-leaf 0), for the int8 GEMM's VPDPBUSD;
+     * every CPU with AVX512_BF16 has it */
+    const int bf16 = (a1 >> 5) & 1, vnni = (c >> 11) & 1;
+    return bf16 && vnni ? MC_ISA_AVX512BF16 : MC_ISA_AVX512;
 }
 
 unsigned mc_cpu_features(void)

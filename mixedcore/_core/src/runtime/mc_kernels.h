@@ -3,13 +3,14 @@
  * Design:
  *   a. Each level's files export one table per kernel family (mc_convert_table_<isa>,
  *      mc_scan_table_<isa>, mc_gemm_table_<isa>, mc_act_table_<isa>, mc_conv_table_<isa>,
- *      mc_pool_table_<isa>, mc_attn_table_<isa>, mc_norm_table_<isa>), from the family's level
+ *      mc_pool_table_<isa>, mc_attn_table_<isa>, mc_norm_table_<isa>,
+ *      mc_igemm_table_<isa>), from the family's level
  *      files (<family>/mc_<family>_generic.c and mc_<family>_<isa>.c), declared with the
  *      kernels' types in <family>/mc_<family>_kernels.h.  The generic tables are complete; a
  *      SIMD table holds what its level speeds up and leaves the rest empty.
  *   b. mc_kernels_init() resolves one record per level, lowest first: an empty entry takes the
- *      resolved entry of the level below; GEMM kernels are taken whole (their parts share a
- *      panel format), and a pair kernel without an epilogue takes its level's float32 one.  A
+ *      resolved entry of the level below; GEMM kernels (float and int8) are taken whole (their
+ *      parts share a panel format), and a pair kernel without an epilogue takes its level's float32 one.  A
  *      level that was not built resolves to the one below it (it is never selected:
  *      mc_cpu_built_level()).
  *   c. This is the one place that knows which levels were compiled (MC_HAVE_<ISA>); the drivers
@@ -24,6 +25,7 @@
 #include "mc_conv_kernels.h"
 #include "mc_convert_kernels.h"
 #include "mc_gemm_kernels.h"
+#include "mc_igemm_kernels.h"
 #include "mc_norm_kernels.h"
 #include "mc_pool_kernels.h"
 #include "mc_scan_kernels.h"
@@ -37,6 +39,7 @@ typedef struct {
     mc_pool_table pool;
     mc_attn_table attn;
     mc_norm_table norm;
+    mc_igemm_table igemm;
 } mc_level_kernels;
 
 void mc_kernels_init(void);

@@ -1,0 +1,284 @@
+"""int8 matrix products with exact int32 sums, scaled back to floats as Keras's int8 Dense
+layer does, and the dynamic row quantization that feeds them."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from mixedcore._core import _mixedcore as _lib
+from mixedcore._core._mixedcore import PackedInt8Matrix, PackedMatrix
+from mixedcore.kernels._checks import as_native, bfloat16, check_out
+from mixedcore.kernels._gemm import ACTIVATIONS, _batch_offsets
+from mixedcore.kernels._runtime import ISA_LEVELS
+
+_I8, _I32 = np.dtype(np.int8), np.dtype(np.int32)
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+_FLOAT_CODES = {_F16: 0, bfloat16: 1, _F32: 2}
+_FLOAT_NAMES = "float32, bfloat16, float16"
+_OUT_NAMES = {"float16": _F16, "bfloat16": bfloat16, "float32": _F32, "int32": _I32}
+MAX_K = _lib.IGEMM_MAX_K
+
+
+def _float_array(fname, name, x):
+    """``x`` as a native, aligned float32 / bfloat16 / float16 ndarray, or TypeError."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{fname}: {name} must be a numpy.ndarray, got {type(x).__name__}")
+    native = x.dtype.newbyteorder("=") if x.dtype.byteorder not in "=|" else x.dtype
+    if native not in _FLOAT_CODES:
+        raise TypeError(f"{fname}: unsupported dtype {x.dtype} for {name}; supported: "
+                        f"{_FLOAT_NAMES}")
+    return as_native(x)
+
+
+def quantize_rows(x: np.ndarray, *, out: np.ndarray | None = None,
+                  scale_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Keras's dynamic int8 quantization of each row (last axis) of ``x``.
+
+    ``scale = 127 / (max(|x|, axis=-1, keepdims=True) + 1e-7)`` and
+    ``q = clip(round_half_even(x * scale), -127, 127)`` as int8, computed as torch computes
+    that expression in ``x``'s dtype: float32 operations for float32; for bfloat16 and float16
+    each operation in float32 rounded to the dtype (1e-7 converted to the dtype first, as torch
+    converts the Python scalar; the division is one rounding, ``torch.divide``).
+
+    Parameters
+    ----------
+    x : ndarray of shape (..., k)
+        float32, bfloat16 or float16; any strides.
+    out : ndarray, optional
+        int8 of ``x``'s shape, writable, not overlapping ``x``.
+    scale_out : ndarray, optional
+        ``x``'s dtype, shape ``x.shape[:-1] + (1,)``.
+
+    Returns
+    -------
+    (q, scale)
+        int8 of ``x``'s shape and the scales, of ``x``'s dtype, shape ``(..., 1)``.
+
+    Raises
+    ------
+    TypeError
+        ``x`` not an ndarray or of another dtype; ``out`` / ``scale_out`` not ndarrays.
+    ValueError
+        0-d ``x``; ``out`` / ``scale_out`` of the wrong shape or dtype, read-only or
+        overlapping ``x``.
+
+    Notes
+    -----
+    A row of zeros gives the scale ``127 / 1e-7`` rounded to the dtype and zeros.  As in
+    torch: a NaN in a row makes its scale NaN and its values 0; an infinity makes the scale 0
+    and every value 0 (``inf * 0`` is NaN, which torch's conversion to int8 makes 0 on
+    x86-64); in float16 a row with ``max|x|`` below about 0.00194 overflows the scale to inf,
+    its zeros become 0 and its other values +-127.  The scale then carries the problem into
+    ``matmul_int8``'s result (NaN or inf) rather than hiding it.
+    """
+    fname = "quantize_rows"
+    x = _float_array(fname, "x", x)
+    if x.ndim == 0:
+        raise ValueError(f"{fname}: x is 0-d; it needs a last axis to quantize along")
+    code = _FLOAT_CODES[x.dtype]
+    k = x.shape[-1]
+    scale_shape = x.shape[:-1] + (1,)
+    if out is not None:
+        check_out(fname, out, x.shape, _I8, [x])
+    if scale_out is not None:
+        try:
+            check_out(fname, scale_out, scale_shape, x.dtype,
+                      [x] + ([out] if out is not None else []))
+        except (TypeError, ValueError) as exc:   # the message names `out`: say which one
+            raise type(exc)(str(exc).replace(f"{fname}: out", f"{fname}: scale_out", 1)) \
+                from None
+    rows = math.prod(x.shape[:-1])
+    x2 = x.reshape(rows, k)
+    q = out if out is not None and out.flags.c_contiguous else np.empty(x.shape, _I8)
+    s = (scale_out if scale_out is not None and scale_out.flags.c_contiguous
+         and scale_out.dtype.isnative else np.empty(scale_shape, x.dtype))
+    if rows:
+        _lib.igemm_quantize(x2, code, q.reshape(rows, k), s.reshape(rows))
+    if out is not None and q is not out:
+        out[...] = q
+        q = out
+    if scale_out is not None and s is not scale_out:
+        scale_out[...] = s
+        s = scale_out
+    return q, s
+
+
+def _int8_operand(fname, name, x):
+    if isinstance(x, PackedMatrix):
+        raise TypeError(f"{fname}: {name} must be a numpy.ndarray (only b may be a "
+                        f"PackedMatrix), got PackedMatrix")
+    if not isinstance(x, np.ndarray):
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{fname}: {name} must be an array, got {type(x).__name__} "
+                            f"({exc})") from None
+    if x.dtype != _I8:
+        raise TypeError(f"{fname}: {name} must be int8, got {x.dtype}")
+    return x
+
+
+def _scale32(fname, name, s, shape):
+    s = _float_array(fname, name, s)
+    try:
+        s = np.broadcast_to(s, shape)
+    except ValueError:
+        raise ValueError(f"{fname}: {name} has shape {s.shape}, expected {shape}") from None
+    return np.ascontiguousarray(s, dtype=np.float32).reshape(-1)
+
+
+def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarray | None = None,
+                b_scale: np.ndarray | None = None, bias: np.ndarray | None = None,
+                activation: str | None = None, out_dtype: DTypeLike | None = None,
+                out: np.ndarray | None = None) -> Any:
+    """``a @ b`` of int8 operands with exact int32 sums, optionally scaled back to floats.
+
+    Parameters
+    ----------
+    a : ndarray of shape (..., m, k), int8
+        Any strides (transposed, reversed, sliced views are read in place).
+    b : ndarray of shape (k, n), int8, or a PackedMatrix of int8 (``kernels.pack``)
+    a_scale : ndarray of shape (..., m, 1) or (..., m), optional
+        One scale per row of ``a`` (float32, bfloat16 or float16: taken exactly as float32);
+        the batch dimensions as ``a``'s or broadcasting to them.
+    b_scale : ndarray of shape (n,), optional
+        One scale per column of ``b``.  Both scales or neither.
+    bias : ndarray of shape (n,), optional
+        float32 / bfloat16 / float16 (shape () or (1,) broadcasts); only with the scales.
+    activation : None or a name of ``activation`` ("relu", "gelu", ...), optional
+        Only with the scales.
+    out_dtype : dtype-like, optional
+        Without scales: int32 (the default, and the only choice).  With scales: float32
+        (default), bfloat16 or float16.
+    out : ndarray, optional
+        The result's shape and dtype (``out_dtype``, or its own dtype when ``out_dtype`` is
+        None), writable, not overlapping an input; any strides.
+
+    Returns
+    -------
+    ndarray
+        Without scales, the exact int32 product.  With scales,
+        ``activation(float32(a @ b) / (b_scale[j] * a_scale[i]) + bias)``: each operation in
+        float32 rounded once, in that order (bit-identical to that float32 formula in numpy),
+        the activation as ``kernels.activation`` computes it, then rounded once to nearest
+        even to ``out_dtype``.
+
+    Raises
+    ------
+    TypeError
+        Operands that are not int8 (or not arrays), a PackedMatrix of another dtype, scales or
+        bias of another dtype, an unsupported ``out_dtype``.
+    ValueError
+        Shapes that do not match (inner dimensions, scales, bias), ``b`` not 2-D, k above
+        131071 (the largest k whose int32 sums cannot overflow, -128 included), one scale
+        without the other, bias / activation / a float ``out_dtype`` without scales, an unknown
+        activation, a bad ``out``, a PackedMatrix packed at a level with another panel width.
+
+    Notes
+    -----
+    The sums are exact, so the result is the same bits at every level, thread count and
+    block size, packed or not.
+    """
+    fname = "matmul_int8"
+    a = _int8_operand(fname, "a", a)
+    packed = isinstance(b, PackedMatrix)
+    if packed and not isinstance(b, PackedInt8Matrix):
+        raise TypeError(f"{fname}: b is a PackedMatrix of {b.dtype}; pack an int8 matrix "
+                        f"(kernels.pack(b) with b of dtype int8)")
+    if not packed:
+        b = _int8_operand(fname, "b", b)
+    if a.ndim < 2:
+        raise ValueError(f"{fname}: a must have shape (..., m, k), got {a.shape}")
+    if b.ndim != 2:
+        raise ValueError(f"{fname}: b must be 2-D (k, n), got shape {b.shape}")
+    m, k = a.shape[-2:]
+    k2, n = b.shape
+    if k != k2:
+        raise ValueError(f"{fname}: inner dimensions differ: {a.shape} @ {b.shape}")
+    if k > MAX_K:
+        raise ValueError(f"{fname}: k = {k} is above {MAX_K}, the largest k whose int32 sums "
+                         f"cannot overflow for int8 inputs")
+    batch = a.shape[:-2]
+    out_shape = batch + (m, n)
+    if (a_scale is None) != (b_scale is None):
+        raise ValueError(f"{fname}: a_scale and b_scale go together; got only "
+                         f"{'a_scale' if a_scale is not None else 'b_scale'}")
+    scaled = a_scale is not None
+    if isinstance(activation, str) or activation is None:
+        act = ACTIVATIONS.get(activation)
+    else:
+        act = None
+    if act is None:
+        raise ValueError(f"{fname}: unknown activation {activation!r}; expected one of "
+                         f"{[x for x in ACTIVATIONS if x is not None]} or None")
+    if out_dtype is None:
+        target = out.dtype if isinstance(out, np.ndarray) else (_F32 if scaled else _I32)
+    else:
+        target = _OUT_NAMES.get(out_dtype) if isinstance(out_dtype, str) else None
+        if target is None:
+            try:
+                target = np.dtype(out_dtype)
+            except TypeError as exc:
+                raise TypeError(f"{fname}: cannot interpret {out_dtype!r} as a dtype "
+                                f"({exc})") from None
+    if scaled and target not in _FLOAT_CODES:
+        raise TypeError(f"{fname}: unsupported out dtype {target} with scales; supported: "
+                        f"{_FLOAT_NAMES}")
+    if not scaled:
+        if target != _I32:
+            raise ValueError(f"{fname}: out dtype {target} needs a_scale and b_scale; the "
+                             f"unscaled product is int32")
+        if bias is not None or act:
+            raise ValueError(f"{fname}: bias and activation apply to the scaled product; "
+                             f"pass a_scale and b_scale")
+    inputs = [a] if packed else [a, b]
+    a32 = b32 = None
+    if scaled:
+        if isinstance(a_scale, np.ndarray) and a_scale.ndim >= 2 and \
+                a_scale.shape[-2:] == (m, 1) and (m != 1 or a_scale.ndim == len(batch) + 2):
+            a_scale = a_scale[..., 0]              # (..., m, 1) -> (..., m)
+        a32 = _scale32(fname, "a_scale", a_scale, batch + (m,))
+        b32 = _scale32(fname, "b_scale", b_scale, (n,))
+        inputs += [a_scale, b_scale]
+    bias32, bias_stride = None, 0
+    if bias is not None:
+        bias = _float_array(fname, "bias", bias)
+        if bias.shape not in ((), (1,), (n,)):
+            raise ValueError(f"{fname}: bias has shape {bias.shape}, expected ({n},)")
+        inputs.append(bias)
+        bias32 = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
+        bias_stride = 4 if bias32.shape[0] == n and n > 1 else 0
+    if out is None:
+        result = work = np.empty(out_shape, dtype=target)
+    else:
+        check_out(fname, out, out_shape, target, inputs)
+        result = out
+        work = out if out.flags.aligned and out.dtype.isnative else np.empty(
+            out_shape, dtype=target.newbyteorder("="))
+    if result.size:
+        _run(a, b, work, a32, b32, bias32, bias_stride, batch, m, n, k, target, act)
+        if work is not result:
+            result[...] = work
+    return result
+
+
+def _run(a, b, out, a32, b32, bias32, bias_stride, batch, m, n, k, target, act):
+    packed = isinstance(b, PackedMatrix)
+    offsets = None
+    if batch:
+        offsets = np.zeros((math.prod(batch), 2), dtype=np.int64)
+        offsets[:, 0] = _batch_offsets(a, batch)
+        offsets[:, 1] = _batch_offsets(out, batch)
+    out_code = _lib.IGEMM_I32 if target == _I32 else _FLOAT_CODES[target.newbyteorder("=")]
+    r = _lib.igemm_run(a, b, out, a32, b32, bias32, offsets, m, n, k,
+                       (a.strides[-2], a.strides[-1]),
+                       (0, 0) if packed else (b.strides[0], b.strides[1]),
+                       (out.strides[-2], out.strides[-1]), bias_stride, out_code, act)
+    if r == _lib.IGEMM_FORMAT_ERROR:
+        raise ValueError(
+            f"matmul_int8: b was packed at level {b.isa!r} in panels of {b.format[2]} "
+            f"columns; the current level {ISA_LEVELS[_lib.get_level()]!r} uses "
+            f"{_lib.igemm_format()[0]}; pack it again with kernels.pack(b.unpack())")
