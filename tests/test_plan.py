@@ -343,6 +343,9 @@ def test_plan_bad_input():
                                          r"\(1, 5, 5, 4\) and dtype float32, got \(1, 5, 5, 4\) "
                                          r"float64"):
         plan.run([np.ones((1, 5, 5, 4)), np.ones((1, 5, 5, 3))])
+    other = kernels.Plan()
+    with pytest.raises(TypeError, match="Plan.matmul: b is an int8 PackedMatrix"):
+        other.matmul(other.input((2, 8), F32), kernels.pack(np.ones((8, 4), np.int8)))
 
 
 def test_runs_in_several_threads_at_once_give_each_its_own_result():

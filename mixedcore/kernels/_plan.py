@@ -154,6 +154,9 @@ class Plan:
         buf = self._gemm_operand(fname, src)
         if not isinstance(b, PackedMatrix):
             raise TypeError(f"{fname}: b must be a PackedMatrix, got {type(b).__name__}")
+        if b.dtype == np.dtype(np.int8):
+            raise TypeError(f"{fname}: b is an int8 PackedMatrix, which matmul_int8 takes; a "
+                            f"plan's products take float16, bfloat16 or float32 ones")
         k, n = b.shape
         if not buf.shape or buf.shape[-1] != k:
             raise ValueError(f"{fname}: buffer {src} of shape {buf.shape} cannot multiply b of "
