@@ -215,6 +215,7 @@ def extents_overlap(cnp.ndarray a, cnp.ndarray b):
 include "_cast.pxi"
 include "_scan.pxi"
 include "_gemm.pxi"
+include "_wgemm.pxi"
 include "_act.pxi"
 include "_conv.pxi"
 include "_pool.pxi"

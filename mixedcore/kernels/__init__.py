@@ -10,8 +10,8 @@ variable ``MIXEDCORE_ISA`` (``generic``, ``avx2``, ``avx512`` or ``avx512bf16``)
 
 Layout: ``_runtime`` (instruction-set level, threads, floating-point environment, build and CPU
 information), ``_checks`` (the argument checks every family shares), then one module per kernel
-family: ``_cast``, ``_scan``, ``_gemm``, ``_act``, ``_attn``, ``_norm``, ``_conv``, ``_pool``
-(``_window``: the image window geometry convolution and pooling share), and ``_plan``, inference
+family: ``_cast``, ``_scan``, ``_gemm``, ``_wgemm`` (weight-only quantized products), ``_act``,
+``_attn``, ``_norm``, ``_conv``, ``_pool`` (``_window``: the image window geometry convolution and pooling share), and ``_plan``, inference
 plans made of those families' calls.
 """
 from mixedcore.kernels._runtime import (ISA_LEVELS, available_isas, get_num_threads, isa,
@@ -19,6 +19,7 @@ from mixedcore.kernels._runtime import (ISA_LEVELS, available_isas, get_num_thre
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._scan import all_finite, numerics_stats, unscale_and_check
 from mixedcore.kernels._gemm import PackedMatrix, matmul, pack, set_gemm_blocks
+from mixedcore.kernels._wgemm import PackedQuantized, matmul_quantized, pack_quantized
 from mixedcore.kernels._act import activation, activation_grad, add, softmax
 from mixedcore.kernels._attn import attention
 from mixedcore.kernels._norm import layer_norm
@@ -36,6 +37,9 @@ __all__ = [
     "pack",
     "PackedMatrix",
     "set_gemm_blocks",
+    "matmul_quantized",
+    "pack_quantized",
+    "PackedQuantized",
     "activation",
     "activation_grad",
     "softmax",
