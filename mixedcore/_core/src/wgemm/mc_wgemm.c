@@ -90,6 +90,9 @@ int mc_wgemm_pack(const int8_t *kernel, int bits, int64_t k, int64_t n, const fl
                     out->off[at] = (float)(bias8 + zero[g * n + j]);
             }
         }
+    out->pairs_ok = bits == 4;
+    for (int64_t x = 0; x < out->groups * cols; ++x)
+        out->pairs_ok &= out->off[x] >= 0.0f && out->off[x] <= 16.0f;
     for (int64_t r = 0; r < k; ++r) {
         const int64_t g = r / out->block, R = g * out->kg + (r - g * out->block);
         for (int64_t j = 0; j < n; ++j) {
@@ -370,8 +373,7 @@ int mc_wgemm(const mc_wgemm_call *call)
         job.kern = &lk->gemm.f32;
         r = mc_wgemm_large_(&job, nthreads);
     } else {
-        const int pairs = job.wk->dot_bf16 != NULL && call->a_type == MC_BF16 && w->bits == 4 &&
-                          !w->grouped;
+        const int pairs = job.wk->dot_bf16 != NULL && call->a_type == MC_BF16 && w->pairs_ok;
         r = mc_wgemm_small_(&job, nthreads, pairs);
     }
     mc_fpenv_leave(&saved);

@@ -27,8 +27,9 @@
  *      weights is widened to a float32 gemm panel in cache (`widen`), gemm's float32
  *      micro-kernel computes the group sums, and `combine` applies the scale step.  gemm's
  *      float32 micro-kernels sum with one FMA per row, from zero, so these are the bits of (a).
- *   e. At the avx512bf16 level, bfloat16 a and int4 per-channel weights go through VDPBF16PS:
- *      the codes become bfloat16 weights by a table lookup in registers (exact), and a's rows
+ *   e. At the avx512bf16 level, bfloat16 a and int4 weights (per channel, or grouped with zero
+ *      points in [-8, 8], Keras's range) go through VDPBF16PS on the small-M path: the codes
+ *      become bfloat16 weights by a table lookup in registers (exact), and a's rows
  *      are stored as pairs with the odd row in the low half, so that VDPBF16PS, which adds the
  *      high product first, adds the rows in order; the products are exact, so every step is
  *      the rounding of an FMA.  Subnormal bfloat16 values of a (read as zero by VDPBF16PS)

@@ -26,6 +26,8 @@ typedef struct {
     float *scale;              /* groups x panels * 16 (1 in the padded columns) */
     float *off;                /* groups x panels * 16: code - off is the weight (int4: the
                                   code is q + 8 and off 8 + zero; int8: q and zero) */
+    int pairs_ok;              /* int4 with every off in [0, 16]: the bfloat16-pair kernel
+                                  takes it (mc_wgemm.h, design e) */
     int64_t nbytes;            /* bytes of q, scale and off */
     void *mem;                 /* the one allocation, NULL when empty */
 } mc_wpacked;
@@ -53,7 +55,7 @@ enum { MC_WGEMM_DIV = 0, MC_WGEMM_FIRST = 1, MC_WGEMM_NEXT = 2 };
 
 typedef struct {
     mc_wgemm_dot_fn dot;       /* float32 rows, every format */
-    mc_wgemm_dot_fn dot_bf16;  /* bfloat16-pair rows, int4 per channel; NULL when none */
+    mc_wgemm_dot_fn dot_bf16;  /* bfloat16-pair rows, int4 with pairs_ok; NULL when none */
     mc_wgemm_widen_fn widen;
     mc_wgemm_combine_fn combine;
 } mc_wgemm_table;
