@@ -88,9 +88,12 @@ CASES = [
     (5, 250, 47, 4, 128),
     (20, 200, 50, 4, None),
     (33, 300, 65, 4, 32),
+    (70, 530, 40, 4, None),
+    (300, 64, 20, 4, 32),
     (1, 100, 20, 8, None),
     (2, 513, 130, 8, None),
     (30, 64, 40, 8, None),
+    (90, 100, 36, 8, None),
 ]
 
 
@@ -380,3 +383,18 @@ def test_against_keras(keras):
     x = rng.standard_normal((3, 300)).astype(np.float32)
     w64, groups = exact_weights(qk, sk, zk, 128)
     check_bound(kernels.matmul_quantized(x, pw), x, w64, groups)
+
+
+def test_zero_points_outside_keras_range():
+    """Zero points beyond [-8, 8] (not Keras's, but accepted) take the FMA kernel at the
+    avx512bf16 level: the same bits as every other level."""
+    rng = np.random.default_rng(9)
+    q, kernel, scale, _ = make_weights(rng, 96, 40, 4, 32)
+    zero = rng.integers(-100, 100, size=(3, 40)).astype(np.int8)
+    pw = kernels.pack_quantized(kernel, bits=4, scale=scale, zero=zero, block_size=32, n=40)
+    a = rng.standard_normal((3, 96)).astype(BF16)
+    w64, groups = exact_weights(q, scale, zero, 32)
+    ys = [at_level(level, kernels.matmul_quantized, a, pw) for level in kernels.available_isas()]
+    check_bound(ys[0], a, w64, groups)
+    for y in ys[1:]:
+        np.testing.assert_array_equal(bits_of(y), bits_of(ys[0]))

@@ -3,8 +3,8 @@
  * the activation's twin and the output rounding): int4 per channel and grouped (block sizes
  * that do and do not divide K), int8; every input and output type; small M (the streaming
  * kernels, the bfloat16-pair kernel at avx512bf16, and the FMA kernel for zero points outside
- * its range) and larger M (gemm's micro-kernel on widened
- * panels); strided a and out; a size above the threading threshold.  mc_wgemm_unpack must give
+ * its range; more than 256 rows, converted in chunks) and larger M (gemm's micro-kernel on
+ * widened rows, K in chunks); strided a and out; a size above the threading threshold.  mc_wgemm_unpack must give
  * the q values back, and the bytes past every output stay unchanged. */
 #include <math.h>
 
@@ -168,6 +168,10 @@ int main(int argc, char **argv)
         {30, 64, 40, 8, 0, MC_F16, MC_BF16, MC_ACT_SIGMOID, 1, 1},
         {9, 90, 31, 8, 16, MC_F32, MC_F32, MC_ACT_NONE, 1, 1},
         {24, 90, 31, 8, 16, MC_F32, MC_F32, MC_ACT_NONE, 1, 1},
+        {70, 300, 70, 4, 64, MC_F32, MC_F32, MC_ACT_NONE, 1, 2},
+        {100, 200, 50, 8, 0, MC_F16, MC_BF16, MC_ACT_RELU, 1, 1},
+        {80, 530, 40, 4, 0, MC_BF16, MC_F32, MC_ACT_NONE, 0, 1},
+        {300, 64, 20, 4, 32, MC_BF16, MC_F32, MC_ACT_NONE, 1, 1},
         {0, 10, 10, 4, 0, MC_F32, MC_F32, MC_ACT_NONE, 0, 1},
     };
     for (int level = 0; level < ct_levels(); ++level) {

@@ -26,6 +26,8 @@
 /* most panels per small-M unit, and units per thread aimed at */
 #define MC_WGEMM_UNIT_PANELS 8
 #define MC_WGEMM_UNITS_PER_THREAD 4
+/* rows of W widened and multiplied at a time on the larger-M path (a multiple of 8) */
+#define MC_WGEMM_KCHUNK 256
 
 static int64_t mc_min_(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t mc_ceil_div_(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -215,7 +217,9 @@ static void mc_unit_small_(void *ctx, int64_t u)
     }
 }
 
-/* Larger M (mc_wgemm.h, design d): rows [r0, r1) x strips of NR columns. */
+/* Larger M (mc_wgemm.h, design d): rows [r0, r1) x strips of NR columns.  Each group's rows
+ * go through gemm's in-place micro-kernel in chunks of MC_WGEMM_KCHUNK, each chunk adding to the
+ * tile of the chunk before (one FMA chain per element, as in one call). */
 static void mc_unit_large_(void *ctx, int64_t u)
 {
     mc_wjob_ *job = (mc_wjob_ *)ctx;
@@ -231,15 +235,16 @@ static void mc_unit_large_(void *ctx, int64_t u)
     const int64_t s0 = (u % job->cbands) * job->band_strips;
     const int64_t s1 = mc_min_(s0 + job->band_strips, nstrips);
     const int64_t tiles = mc_ceil_div_(r1 - r0, mr);
+    const int64_t kchunk = mc_min_(w->kg, MC_WGEMM_KCHUNK);
     const int64_t abytes = mc_round64_(tiles * mr * job->kp * 4);
-    const int64_t bbytes = mc_round64_(w->kg * nr * 4);
-    const int64_t tbytes = mc_round64_((int64_t)mr * nr * 4);
-    char *ws = (char *)mc_workspace(MC_WS_WORK, abytes + bbytes + tbytes + tiles * mr * nr * 4);
+    const int64_t bbytes = mc_round64_(kchunk * nr * 4);
+    const int64_t tbytes = mc_round64_(tiles * mr * nr * 4);
+    char *ws = (char *)mc_workspace(MC_WS_WORK, abytes + bbytes + 2 * tbytes);
     if (ws == NULL) {
         mc_wjob_fail_(job);
         return;
     }
-    float *ap = (float *)ws, *bp = (float *)(ws + abytes), *tile = (float *)(ws + abytes + bbytes);
+    float *ap = (float *)ws, *bp = (float *)(ws + abytes), *sums = (float *)(ws + abytes + bbytes);
     float *tot = (float *)(ws + abytes + bbytes + tbytes);
     for (int64_t t = 0; t < tiles; ++t) {
         const int64_t i = r0 + t * mr, rows = mc_min_(r1 - i, mr);
@@ -258,13 +263,22 @@ static void mc_unit_large_(void *ctx, int64_t u)
         const int np = (int)mc_min_(nr / MC_WGEMM_NW, w->panels - p0);
         const int nc = (int)mc_min_(w->n - p0 * MC_WGEMM_NW, nr);
         for (int64_t g = 0; g < w->groups; ++g) {
-            job->wk->widen(w, g, p0, np, nr, bp);
+            for (int64_t c0 = 0; c0 < w->kg; c0 += kchunk) {
+                const int64_t kc = mc_min_(w->kg - c0, kchunk);
+                job->wk->widen(w, g, g * w->kg + c0, kc, p0, np, nr, bp);
+                for (int64_t t = 0; t < tiles; ++t) {
+                    const int rows = (int)mc_min_(r1 - (r0 + t * mr), mr);
+                    kern->ukr_direct(kc, ap + t * mr * job->kp + (g * w->kg + c0) * mr,
+                                     (const char *)bp, (int64_t)nr * 4, (int64_t)nr * 4, MC_F32,
+                                     nr, sums + t * mr * nr, nr, rows, c0 > 0);
+                }
+            }
             const float *sc = w->scale + g * cols + p0 * MC_WGEMM_NW;
             const int mode = !w->grouped ? MC_WGEMM_DIV : g == 0 ? MC_WGEMM_FIRST : MC_WGEMM_NEXT;
             for (int64_t t = 0; t < tiles; ++t) {
                 const int rows = (int)mc_min_(r1 - (r0 + t * mr), mr);
-                kern->ukr(w->kg, ap + t * mr * job->kp + g * w->kg * mr, bp, tile, rows);
-                job->wk->combine(tile, nr, rows, np * MC_WGEMM_NW, sc, tot + t * mr * nr, nr, mode);
+                job->wk->combine(sums + t * mr * nr, nr, rows, np * MC_WGEMM_NW, sc,
+                                 tot + t * mr * nr, nr, mode);
             }
         }
         for (int64_t t = 0; t < tiles; ++t) {
@@ -318,9 +332,9 @@ static int mc_wgemm_large_(mc_wjob_ *job, int nthreads)
     int64_t bytes;
     if (!mc_mul_(4 * (int64_t)mr, job->kp, &bytes) || !mc_mul_(bytes, 4, &bytes))
         return MC_WGEMM_TOOBIG;
-    /* bands of up to 4 tiles of rows; the columns cut too when the bands are fewer than the
+    /* bands of up to 8 tiles of rows; the columns cut too when the bands are fewer than the
      * units wanted */
-    const int64_t tpb = tiles < 4 ? tiles : 4;
+    const int64_t tpb = tiles < 8 ? tiles : 8;
     job->band_rows = tpb * mr;
     const int64_t rbands = mc_ceil_div_(tiles, tpb);
     int64_t cb = mc_ceil_div_((int64_t)nthreads * MC_WGEMM_UNITS_PER_THREAD, rbands);
@@ -368,12 +382,15 @@ int mc_wgemm(const mc_wgemm_call *call)
     if (!mc_mul_(work, w->n, &work) || !mc_mul_(work, w->k, &work))
         work = INT64_MAX;
     const int nthreads = mc_rt_threads_for(work, MC_WGEMM_PARALLEL_MIN);
-    /* gemm's float32 micro-kernels sum with FMAs from the avx2 level up (design d) */
-    if (call->m > MC_WGEMM_SMALL_M && level >= MC_ISA_AVX2 && lk->gemm.f32.nr % MC_WGEMM_NW == 0) {
+    /* the bfloat16-pair kernel streams the weights faster than gemm's float32 micro-kernel
+     * computes at every M (design e); gemm's float32 micro-kernels sum with FMAs from the avx2
+     * level up (design d), the generic one multiplies, then adds */
+    const int pairs = job.wk->dot_bf16 != NULL && call->a_type == MC_BF16 && w->pairs_ok;
+    if (!pairs && call->m > MC_WGEMM_SMALL_M && level >= MC_ISA_AVX2 &&
+        lk->gemm.f32.ukr_direct != NULL && lk->gemm.f32.nr % MC_WGEMM_NW == 0) {
         job.kern = &lk->gemm.f32;
         r = mc_wgemm_large_(&job, nthreads);
     } else {
-        const int pairs = job.wk->dot_bf16 != NULL && call->a_type == MC_BF16 && w->pairs_ok;
         r = mc_wgemm_small_(&job, nthreads, pairs);
     }
     mc_fpenv_leave(&saved);

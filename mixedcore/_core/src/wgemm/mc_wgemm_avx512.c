@@ -152,29 +152,28 @@ static void mc_wgemm_dot_avx512_(const mc_wpacked *w, const void *ap, int64_t ld
             mc_dots_[mr - 1][lg](w, a, lda, p, tile + (p - p0) * MC_WGEMM_NW, ldt);
 }
 
-static void mc_wgemm_widen_avx512_(const mc_wpacked *w, int64_t g, int64_t p0, int np, int nr,
-                                   float *dst)
+static void mc_wgemm_widen_avx512_(const mc_wpacked *w, int64_t g, int64_t r0, int64_t rows,
+                                   int64_t p0, int np, int nr, float *dst)
 {
     const int64_t cols = w->panels * MC_WGEMM_NW;
     const __m512 lut = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
     for (int j = 0; j < nr / MC_WGEMM_NW; ++j) {
         float *d = dst + j * MC_WGEMM_NW;
         if (j >= np) {
-            for (int64_t r = 0; r < w->kg; ++r)
+            for (int64_t r = 0; r < rows; ++r)
                 _mm512_storeu_ps(d + r * nr, _mm512_setzero_ps());
             continue;
         }
         const uint8_t *q = w->q + (p0 + j) * w->pbytes;
         const __m512 off = _mm512_loadu_ps(w->off + g * cols + (p0 + j) * MC_WGEMM_NW);
-        const int64_t R0 = g * w->kg;
         if (w->bits == 8) {
-            for (int64_t r = 0; r < w->kg; ++r)
-                _mm512_storeu_ps(d + r * nr, mc_w8_(q + (R0 + r) * MC_WGEMM_NW, 1, off));
+            for (int64_t r = 0; r < rows; ++r)
+                _mm512_storeu_ps(d + r * nr, mc_w8_(q + (r0 + r) * MC_WGEMM_NW, 1, off));
             continue;
         }
         const __m512 moff = _mm512_add_ps(off, _mm512_set1_ps(MC_MAGIC_F_));
-        for (int64_t r = 0; r < w->kg; r += MC_WGEMM_KB) {
-            const __m512i dv = _mm512_load_si512((const void *)(q + ((R0 + r) / MC_WGEMM_KB) * 64));
+        for (int64_t r = 0; r < rows; r += MC_WGEMM_KB) {
+            const __m512i dv = _mm512_load_si512((const void *)(q + ((r0 + r) / MC_WGEMM_KB) * 64));
 #pragma GCC unroll 8
             for (int pos = 0; pos < MC_WGEMM_KB; ++pos)
                 _mm512_storeu_ps(d + (r + pos) * nr, w->grouped ? mc_w4_(dv, pos, 1, lut, moff)

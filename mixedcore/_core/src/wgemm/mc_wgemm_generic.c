@@ -33,11 +33,11 @@ static void mc_wgemm_dot_generic_(const mc_wpacked *w, const void *ap, int64_t l
         }
 }
 
-static void mc_wgemm_widen_generic_(const mc_wpacked *w, int64_t g, int64_t p0, int np, int nr,
-                                    float *dst)
+static void mc_wgemm_widen_generic_(const mc_wpacked *w, int64_t g, int64_t r0, int64_t rows,
+                                    int64_t p0, int np, int nr, float *dst)
 {
-    for (int64_t R = g * w->kg; R < (g + 1) * w->kg; ++R) {
-        float *d = dst + (R - g * w->kg) * nr;
+    for (int64_t R = r0; R < r0 + rows; ++R) {
+        float *d = dst + (R - r0) * nr;
         for (int j = 0; j < nr; ++j)
             d[j] = j < np * MC_WGEMM_NW
                        ? mc_wgemm_weight_(w, g, p0 + j / MC_WGEMM_NW, R, j % MC_WGEMM_NW)

@@ -38,10 +38,11 @@ typedef struct {
  * float32 for `dot`, bfloat16 pairs for `dot_bf16` (design e). */
 typedef void (*mc_wgemm_dot_fn)(const mc_wpacked *w, const void *a, int64_t lda, int mr,
                                 int64_t p0, int64_t np, float *tile, int64_t ldt);
-/* The weights of group g, panels [p0, p0 + np), as a float32 panel kg rows deep and nr columns
- * wide (k-major, the format of gemm's float32 micro-kernels), columns past np * 16 zero. */
-typedef void (*mc_wgemm_widen_fn)(const mc_wpacked *w, int64_t g, int64_t p0, int np, int nr,
-                                  float *dst);
+/* Padded rows [r0, r0 + rows) (a multiple of 8, inside one group g) of panels [p0, p0 + np)
+ * as float32 rows of nr values (k-major, as gemm's micro-kernels read B), the columns past
+ * np * 16 zero. */
+typedef void (*mc_wgemm_widen_fn)(const mc_wpacked *w, int64_t g, int64_t r0, int64_t rows,
+                                  int64_t p0, int np, int nr, float *dst);
 
 /* The scale step of rows [0, mr) x columns [0, nc) of a tile of group sums (row length ldt)
  * into the totals `tot` (row length ldo), with scale[c] the group's scales of those columns:
