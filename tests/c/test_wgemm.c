@@ -4,8 +4,9 @@
  * that do and do not divide K), int8; every input and output type; small M (the streaming
  * kernels, the bfloat16-pair kernel at avx512bf16, and the FMA kernel for zero points outside
  * its range; more than 256 rows, converted in chunks) and larger M (gemm's micro-kernel on
- * widened rows, K in chunks); strided a and out; a size above the threading threshold.  mc_wgemm_unpack must give
- * the q values back, and the bytes past every output stay unchanged. */
+ * widened rows, K in chunks); strided a and out; a size above the threading threshold.
+ * mc_wgemm_unpack must give the q values back, and the bytes past every output stay
+ * unchanged. */
 #include <math.h>
 
 #include "ctest.h"
@@ -143,7 +144,8 @@ static void run_case(const wcase *c)
         CT_CHECK(ct_marks_intact(out, obytes), "bytes past out changed");
     }
     mc_wgemm_packed_free(&w);
-    free(a); free(out); free(q); free(kernel); free(scale); free(zero); free(back); free(af); free(bias); free(want);
+    free(a); free(out); free(q); free(kernel); free(scale); free(zero); free(back); free(af);
+    free(bias); free(want);
 }
 
 int main(int argc, char **argv)

@@ -44,7 +44,7 @@ static int mc_add_(int64_t a, int64_t b, int64_t *r)
     return a >= 0 && b >= 0 && !__builtin_add_overflow(a, b, r);
 }
 
-/* --- packing (mc_wgemm.h, design b) ------------------------------------------------------------ */
+/* --- packing (mc_wgemm.h, design b) ------------------------------------------------------- */
 
 int mc_wgemm_pack(const int8_t *kernel, int bits, int64_t k, int64_t n, const float *scale,
                   const int8_t *zero, int64_t block, mc_wpacked *out)
@@ -132,7 +132,7 @@ void mc_wgemm_unpack(const mc_wpacked *p, int8_t *q)
     }
 }
 
-/* --- the call ------------------------------------------------------------------------------------ */
+/* --- the call ------------------------------------------------------------------------------- */
 
 typedef struct {
     const mc_wgemm_call *call;
@@ -161,38 +161,47 @@ static int mc_convert_rows_(const mc_wgemm_call *call, int64_t r0, int64_t r1, i
                             char *dst, int64_t lda)
 {
     const mc_wpacked *w = call->w;
-    int sub = 0;
+    uint16_t any = 0xFFFF;           /* the least (h & 0x7FFF) - 1 met (mc_gemm_scalar.h, b) */
     for (int64_t i = r0; i < r1; ++i) {
         const char *src = call->a + i * call->a_rs;
         if (pairs) {
             uint16_t *d = (uint16_t *)dst + (i - r0) * lda;
             memset(d, 0, (size_t)lda * 2);
-            for (int64_t r = 0; r < w->k; ++r) {
-                const int64_t g = r / w->block, R = g * w->kg + (r - g * w->block);
-                uint16_t h;
-                memcpy(&h, src + r * call->a_cs, 2);
-                sub |= (uint16_t)((h & 0x7FFFu) - 1u) < 0x7Fu;
-                d[R ^ 1] = h;
+            for (int64_t g = 0, k0 = 0; k0 < w->k; ++g, k0 += w->block) {
+                const int64_t kc = mc_min_(w->k - k0, w->block);
+                uint16_t *dg = d + g * w->kg;
+                const char *sg = src + k0 * call->a_cs;
+                for (int64_t r = 0; r < kc; ++r) {
+                    uint16_t h;
+                    memcpy(&h, sg + r * call->a_cs, 2);
+                    const uint16_t t = (uint16_t)((h & 0x7FFFu) - 1u);
+                    any = t < any ? t : any;
+                    dg[r ^ 1] = h;
+                }
             }
         } else {
             float *d = (float *)dst + (i - r0) * lda;
             memset(d, 0, (size_t)lda * 4);
-            for (int64_t r = 0; r < w->k; ++r) {
-                const int64_t g = r / w->block, R = g * w->kg + (r - g * w->block);
-                const char *p = src + r * call->a_cs;
+            for (int64_t g = 0, k0 = 0; k0 < w->k; ++g, k0 += w->block) {
+                const int64_t kc = mc_min_(w->k - k0, w->block);
+                float *dg = d + g * w->kg;
+                const char *sg = src + k0 * call->a_cs;
                 if (call->a_type == MC_F32) {
-                    memcpy(&d[R], p, 4);
+                    for (int64_t r = 0; r < kc; ++r)
+                        memcpy(&dg[r], sg + r * call->a_cs, 4);
                 } else {
-                    uint16_t h;
-                    memcpy(&h, p, 2);
-                    const uint32_t u = call->a_type == MC_F16 ? mc_f16_to_f32_bits(h)
-                                                              : mc_bf16_to_f32_bits(h);
-                    memcpy(&d[R], &u, 4);
+                    for (int64_t r = 0; r < kc; ++r) {
+                        uint16_t h;
+                        memcpy(&h, sg + r * call->a_cs, 2);
+                        const uint32_t u = call->a_type == MC_F16 ? mc_f16_to_f32_bits(h)
+                                                                  : mc_bf16_to_f32_bits(h);
+                        memcpy(&dg[r], &u, 4);
+                    }
                 }
             }
         }
     }
-    return sub;
+    return any < 0x7Fu;
 }
 
 /* Small M (mc_wgemm.h, design c): panels [p0, p0 + unit_panels) for every row of the chunk. */

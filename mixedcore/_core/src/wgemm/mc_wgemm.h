@@ -59,7 +59,7 @@ typedef struct {
     int64_t m;                                          /* rows of a and out */
     const char *a; int64_t a_rs, a_cs; int a_type;      /* m x k, byte strides */
     char *out; int64_t o_rs, o_cs; int out_type;        /* m x n, byte strides */
-    const float *bias; int64_t bias_s;                  /* float32 along n (stride 0: one), or NULL */
+    const float *bias; int64_t bias_s;                  /* float32 along n (stride 0: one) */
     int act;
 } mc_wgemm_call;
 

@@ -58,8 +58,8 @@ MC_INLINE_ void mc_dot_body_(const mc_wpacked *w, const float *a, int64_t lda, c
                 __m256i d[8];
 #pragma GCC unroll 8
                 for (int v = 0; v < 2 * NP; ++v)
-                    d[v] = _mm256_load_si256((const __m256i *)(w->q + (p + v / 2) * w->pbytes +
-                                                               (R / MC_WGEMM_KB) * 64 + 32 * (v % 2)));
+                    d[v] = _mm256_load_si256((const __m256i *)(
+                        w->q + (p + v / 2) * w->pbytes + (R / MC_WGEMM_KB) * 64 + 32 * (v % 2)));
 #pragma GCC unroll 8
                 for (int pos = 0; pos < MC_WGEMM_KB; ++pos)
 #pragma GCC unroll 8
@@ -90,7 +90,8 @@ MC_INLINE_ void mc_dot_body_(const mc_wpacked *w, const float *a, int64_t lda, c
 #pragma GCC unroll 4
             for (int i = 0; i < MR; ++i) {
                 float *t = tile + i * ldt + 8 * v;
-                const __m256 prev = mode == MC_WGEMM_NEXT ? _mm256_loadu_ps(t) : _mm256_setzero_ps();
+                const __m256 prev =
+                    mode == MC_WGEMM_NEXT ? _mm256_loadu_ps(t) : _mm256_setzero_ps();
                 _mm256_storeu_ps(t, mc_scale_(s[i][v], sc, prev, mode));
             }
         }

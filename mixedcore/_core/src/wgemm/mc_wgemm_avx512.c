@@ -107,7 +107,8 @@ MC_INLINE_ void mc_dot_body_(const mc_wpacked *w, const float *a, int64_t lda, c
             for (int i = 0; i < MR; ++i) {
                 float *t = tile + i * ldt + j * MC_WGEMM_NW;
                 const int mode = !grouped ? MC_WGEMM_DIV : g == 0 ? MC_WGEMM_FIRST : MC_WGEMM_NEXT;
-                const __m512 prev = mode == MC_WGEMM_NEXT ? _mm512_loadu_ps(t) : _mm512_setzero_ps();
+                const __m512 prev =
+                    mode == MC_WGEMM_NEXT ? _mm512_loadu_ps(t) : _mm512_setzero_ps();
                 _mm512_storeu_ps(t, mc_scale_(s[i][j], sc, prev, mode));
             }
         }

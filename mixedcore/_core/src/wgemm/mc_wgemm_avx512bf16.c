@@ -8,8 +8,9 @@
  * the bit above the code does not matter); grouped, the code is masked and 16 - off of its
  * column added, and the table holds t - 16 for t = 0 .. 31, so the weight code - off comes out
  * for every offset in [0, 16] (zero points in [-8, 8]: mc_wpacked.pairs_ok).  a's rows come as
- * pairs in the same order (the driver's conversion), so VDPBF16PS adds the even row's product, then the odd row's: the rows in order,
- * each product exact, each addition rounded once, as the FMAs of the scalar twin.
+ * pairs in the same order (the driver's conversion), so VDPBF16PS adds the even row's product,
+ * then the odd row's: the rows in order, each product exact, each addition rounded once, as
+ * the FMAs of the scalar twin.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -50,7 +51,7 @@ MC_INLINE_ void mc_dot_bf16_body_(const mc_wpacked *w, const uint16_t *a, int64_
         __m512i bias[8];
 #pragma GCC unroll 8
         for (int j = 0; j < NP; ++j) {
-            if (grouped) {     /* 16 - off in both halves of each lane: code - off = lut[code + it] */
+            if (grouped) {     /* 16 - off in both halves: code - off = lut[code + it] */
                 const __m512i c = _mm512_cvtps_epi32(_mm512_sub_ps(
                     _mm512_set1_ps(16.0f),
                     _mm512_loadu_ps(w->off + g * cols + (p + j) * MC_WGEMM_NW)));
