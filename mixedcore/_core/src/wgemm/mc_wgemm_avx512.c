@@ -76,7 +76,7 @@ MC_INLINE_ void mc_dot_body_(const mc_wpacked *w, const float *a, int64_t lda, c
 #pragma GCC unroll 8
                 for (int j = 0; j < NP; ++j) {
                     const uint8_t *src = qp[j] + (R / MC_WGEMM_KB) * 64;
-                    _mm_prefetch((const char *)src + 1024, _MM_HINT_T0);
+                    _mm_prefetch((const char *)src + 2048, _MM_HINT_T0);
                     d[j] = _mm512_load_si512((const void *)src);
                 }
 #pragma GCC unroll 8
@@ -94,6 +94,9 @@ MC_INLINE_ void mc_dot_body_(const mc_wpacked *w, const float *a, int64_t lda, c
             for (int64_t R = R0; R < R1; ++R)
 #pragma GCC unroll 8
                 for (int j = 0; j < NP; ++j) {
+                    if ((R & 3) == 0)                /* one line per panel every 4 rows */
+                        _mm_prefetch((const char *)(qp[j] + R * MC_WGEMM_NW) + 2048,
+                                     _MM_HINT_T0);
                     const __m512 wv = mc_w8_(qp[j] + R * MC_WGEMM_NW, grouped, moff[j]);
 #pragma GCC unroll 4
                     for (int i = 0; i < MR; ++i)

@@ -67,7 +67,7 @@ MC_INLINE_ void mc_dot_bf16_body_(const mc_wpacked *w, const uint16_t *a, int64_
 #pragma GCC unroll 8
             for (int j = 0; j < NP; ++j) {
                 const uint8_t *src = qp[j] + (R / MC_WGEMM_KB) * 64;
-                _mm_prefetch((const char *)src + 1024, _MM_HINT_T0);
+                _mm_prefetch((const char *)src + 2048, _MM_HINT_T0);
                 d[j] = _mm512_load_si512((const void *)src);
             }
 #pragma GCC unroll 4
