@@ -5,7 +5,7 @@ bfloat16 weights packed by kernels.pack + matmul.  Interleaved rounds in one pro
 best and median per chain and the ratios (above 1: the quantized chain is faster).
 
     python bench/compare_quantized.py                  # 2 threads, 15 rounds of 20 calls
-    python bench/compare_quantized.py --threads 1 --rounds 30 --size 4096 --m 1
+    python bench/compare_quantized.py --threads 1 --rounds 30 --size 4096 --m 1 --isa avx512
 """
 import argparse
 import os
@@ -58,7 +58,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--isa", default=None, help="a lower dispatch level (kernels.set_isa)")
     args = ap.parse_args()
+    if args.isa:
+        kernels.set_isa(args.isa)
     rng = np.random.default_rng(0)
     d = args.size
     ws = [(rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
