@@ -398,3 +398,23 @@ def test_zero_points_outside_keras_range():
     check_bound(ys[0], a, w64, groups)
     for y in ys[1:]:
         np.testing.assert_array_equal(bits_of(y), bits_of(ys[0]))
+
+
+def test_docs_example():
+    """The example of docs/gemm.md runs as written on Keras-shaped arrays."""
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "gemm.md").read_text()
+    start = text.index("\n## Weight-only quantized products")
+    block = re.findall(r"```python\n(.*?)```", text[start:], flags=re.S)[0]
+    rng = np.random.default_rng(10)
+    k, units = 300, 45
+    q4, kernel4, scale, _ = make_weights(rng, k, units, 4, None)
+    _, _, group_scale, group_zero = make_weights(rng, k, units, 4, 128)
+    q8, kernel8, _, _ = make_weights(rng, k, units, 8, None)
+    ns = dict(kernels=kernels, kernel4=kernel4, kernel8=kernel8, scale=scale,
+              group_scale=group_scale, group_zero=group_zero, units=units,
+              x=rng.standard_normal((2, k)).astype(BF16), b=np.zeros(units, np.float32))
+    exec(block, ns)
+    assert ns["y"].shape == (2, units) and ns["y"].dtype == BF16
+    assert ns["p8"].shape == (k, units) and ns["w"].dtype == np.float32
