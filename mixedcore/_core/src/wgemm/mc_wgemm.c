@@ -28,6 +28,8 @@
 #define MC_WGEMM_UNITS_PER_THREAD 4
 /* rows of W widened and multiplied at a time on the larger-M path (a multiple of 8) */
 #define MC_WGEMM_KCHUNK 256
+/* tiles of rows per larger-M unit */
+#define MC_WGEMM_BAND_TILES 8
 
 static int64_t mc_min_(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t mc_ceil_div_(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -338,12 +340,13 @@ static int mc_wgemm_large_(mc_wjob_ *job, int nthreads)
     const int mr = job->kern->mr, nr = job->kern->nr;
     const int64_t nstrips = mc_ceil_div_(call->w->n, nr);
     const int64_t tiles = mc_ceil_div_(call->m, mr);
+    /* bands of up to MC_WGEMM_BAND_TILES tiles of rows; the columns cut too when the bands are
+     * fewer than the units wanted.  A unit's A panels take band rows x kp floats. */
     int64_t bytes;
-    if (!mc_mul_(4 * (int64_t)mr, job->kp, &bytes) || !mc_mul_(bytes, 4, &bytes))
+    if (!mc_mul_((int64_t)MC_WGEMM_BAND_TILES * mr, job->kp, &bytes) ||
+        !mc_mul_(bytes, 4, &bytes) || bytes > INT64_MAX / 2)
         return MC_WGEMM_TOOBIG;
-    /* bands of up to 8 tiles of rows; the columns cut too when the bands are fewer than the
-     * units wanted */
-    const int64_t tpb = tiles < 8 ? tiles : 8;
+    const int64_t tpb = tiles < MC_WGEMM_BAND_TILES ? tiles : MC_WGEMM_BAND_TILES;
     job->band_rows = tpb * mr;
     const int64_t rbands = mc_ceil_div_(tiles, tpb);
     int64_t cb = mc_ceil_div_((int64_t)nthreads * MC_WGEMM_UNITS_PER_THREAD, rbands);
