@@ -77,32 +77,32 @@ def pack_quantized(kernel: ArrayLike, *, bits: int, scale: ArrayLike,
     bits = _int_arg(fname, "bits", bits)
     if bits not in (4, 8):
         raise ValueError(f"{fname}: bits must be 4 or 8, got {bits}")
-    kernel = _array(fname, "kernel", kernel)
-    if kernel.dtype != _I8:
-        raise TypeError(f"{fname}: kernel must be int8 (Keras's storage), got {kernel.dtype}")
-    if kernel.ndim != 2:
+    kern = _array(fname, "kernel", kernel)
+    if kern.dtype != _I8:
+        raise TypeError(f"{fname}: kernel must be int8 (Keras's storage), got {kern.dtype}")
+    if kern.ndim != 2:
         raise ValueError(f"{fname}: kernel must be 2-D (k, n{' / 2' if bits == 4 else ''}), "
-                         f"got shape {kernel.shape}")
-    k, cols = kernel.shape
+                         f"got shape {kern.shape}")
+    k, cols = kern.shape
     if bits == 8:
         if n is not None and _int_arg(fname, "n", n) != cols:
             raise ValueError(f"{fname}: n = {n} does not match the int8 kernel's shape "
-                             f"{kernel.shape}")
+                             f"{kern.shape}")
         n = cols
     else:
         if n is None:
             raise ValueError(f"{fname}: n (the number of columns) is required for bits=4; "
-                             f"the kernel of shape {kernel.shape} holds two per byte")
+                             f"the kernel of shape {kern.shape} holds two per byte")
         n = _int_arg(fname, "n", n)
         if n < 1 or cols != (n + 1) // 2:
             raise ValueError(f"{fname}: an int4 kernel of n = {n} columns has shape (k, "
-                             f"{(n + 1) // 2 if n >= 1 else 'ceil(n / 2)'}), got {kernel.shape}")
+                             f"{(n + 1) // 2 if n >= 1 else 'ceil(n / 2)'}), got {kern.shape}")
     if k < 1 or n < 1:
         raise ValueError(f"{fname}: kernel must have at least one row and column, got shape "
-                         f"{kernel.shape}")
-    kernel = np.ascontiguousarray(kernel)
+                         f"{kern.shape}")
+    kern = np.ascontiguousarray(kern)
     if bits == 4 and n % 2:
-        high = kernel[:, -1].view(np.uint8) >> 4
+        high = kern[:, -1].view(np.uint8) >> 4
         bad = np.flatnonzero(high)
         if bad.size:
             raise ValueError(f"{fname}: n = {n} is odd, so the high nibble of the last byte of "
@@ -120,36 +120,37 @@ def pack_quantized(kernel: ArrayLike, *, bits: int, scale: ArrayLike,
                              f"one scale per column, got {block}")
     groups = -(-k // block) if block else 0
 
-    scale = _array(fname, "scale", scale)
-    if scale.dtype.kind != "f" or scale.dtype.itemsize != 4:
-        raise TypeError(f"{fname}: scale must be float32, got {scale.dtype}")
+    sc = _array(fname, "scale", scale)
+    if sc.dtype.kind != "f" or sc.dtype.itemsize != 4:
+        raise TypeError(f"{fname}: scale must be float32, got {sc.dtype}")
     want = (groups, n) if block else (n,)
-    if scale.shape != want:
+    if sc.shape != want:
         what = (f"({groups}, {n}): ceil(k / block_size) = ceil({k} / {block}) groups"
                 if block else f"({n},): one per column")
-        raise ValueError(f"{fname}: scale has shape {scale.shape}, expected {what}")
-    scale = np.ascontiguousarray(scale, dtype=_F32)
-    bad = np.flatnonzero(~np.isfinite(scale) | ((scale == 0) if not block else False))
+        raise ValueError(f"{fname}: scale has shape {sc.shape}, expected {what}")
+    sc = np.ascontiguousarray(sc, dtype=_F32)
+    bad = np.flatnonzero(~np.isfinite(sc) | ((sc == 0) if not block else False))
     if bad.size:
-        at = np.unravel_index(bad[0], scale.shape)
+        at = np.unravel_index(bad[0], sc.shape)
         raise ValueError(f"{fname}: scale must be finite{' and nonzero' if not block else ''}"
                          f"{'' if block else ' (the weights are q / scale)'}; "
-                         f"scale[{', '.join(str(int(i)) for i in at)}] = {float(scale[at])!r}")
+                         f"scale[{', '.join(str(int(i)) for i in at)}] = {float(sc[at])!r}")
 
+    zp = None
     if zero is not None:
         if not block:
             raise ValueError(f"{fname}: zero points come with block_size (grouped scales); "
                              f"one scale per column has none")
-        zero = _array(fname, "zero", zero)
-        if zero.dtype != _I8:
-            raise TypeError(f"{fname}: zero must be int8, got {zero.dtype}")
-        if zero.shape != (groups, n):
-            raise ValueError(f"{fname}: zero has shape {zero.shape}, expected ({groups}, {n}) "
+        zp = _array(fname, "zero", zero)
+        if zp.dtype != _I8:
+            raise TypeError(f"{fname}: zero must be int8, got {zp.dtype}")
+        if zp.shape != (groups, n):
+            raise ValueError(f"{fname}: zero has shape {zp.shape}, expected ({groups}, {n}) "
                              f"like scale")
-        zero = np.ascontiguousarray(zero)
+        zp = np.ascontiguousarray(zp)
     elif block:
-        zero = np.zeros((groups, n), dtype=_I8)
-    return _lib.wgemm_pack(kernel, bits, k, n, scale, zero, block)
+        zp = np.zeros((groups, n), dtype=_I8)
+    return _lib.wgemm_pack(kern, bits, k, n, sc, zp, block)
 
 
 def _code(x):
@@ -194,23 +195,24 @@ def matmul_quantized(a: ArrayLike, packed: PackedQuantized, *, bias: ArrayLike |
     if not isinstance(packed, PackedQuantized):
         raise TypeError(f"{fname}: packed must be a PackedQuantized (from pack_quantized), got "
                         f"{type(packed).__name__}")
-    a = _array(fname, "a", a)
-    if a.ndim == 0:
+    x = _array(fname, "a", a)
+    if x.ndim == 0:
         raise ValueError(f"{fname}: a is 0-d; it needs at least 1 dimension (k,)")
-    if _code(a) is None:
-        raise TypeError(f"{fname}: unsupported dtype {a.dtype} for a; supported: {GEMM_NAMES}")
-    a = as_native(a)
+    if _code(x) is None:
+        raise TypeError(f"{fname}: unsupported dtype {x.dtype} for a; supported: {GEMM_NAMES}")
+    x = as_native(x)
     k, n = packed.shape
-    if a.shape[-1] != k:
-        raise ValueError(f"{fname}: a has shape {a.shape}, whose last dimension is not the "
+    if x.shape[-1] != k:
+        raise ValueError(f"{fname}: a has shape {x.shape}, whose last dimension is not the "
                          f"packed matrix's k = {k} (shape {packed.shape})")
-    out_shape = a.shape[:-1] + (n,)
+    out_shape = x.shape[:-1] + (n,)
 
     act = ACTIVATIONS.get(activation) if activation is None or isinstance(activation, str) \
         else None
     if act is None:
         raise ValueError(f"{fname}: unknown activation {activation!r}; expected one of "
-                         f"{[x for x in ACTIVATIONS if x is not None]} or None")
+                         f"{[name for name in ACTIVATIONS if name is not None]} or None")
+    target: Any
     if out_dtype is None:
         target = out.dtype if isinstance(out, np.ndarray) else _F32
         if isinstance(out, np.ndarray) and _code(out) is None:
@@ -228,18 +230,18 @@ def matmul_quantized(a: ArrayLike, packed: PackedQuantized, *, bias: ArrayLike |
                 raise TypeError(f"{fname}: unsupported out_dtype {target}; supported: "
                                 f"{GEMM_NAMES}")
 
-    inputs = [a]
+    inputs = [x]
     bias32 = None
     bias_stride = 0
     if bias is not None:
-        bias = _array(fname, "bias", bias)
-        if _code(bias) is None:
-            raise TypeError(f"{fname}: unsupported bias dtype {bias.dtype}; supported: "
+        b = _array(fname, "bias", bias)
+        if _code(b) is None:
+            raise TypeError(f"{fname}: unsupported bias dtype {b.dtype}; supported: "
                             f"{GEMM_NAMES}")
-        if bias.shape not in ((), (1,), (n,)):
-            raise ValueError(f"{fname}: bias has shape {bias.shape}, expected ({n},)")
-        inputs.append(bias)
-        bias32 = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
+        if b.shape not in ((), (1,), (n,)):
+            raise ValueError(f"{fname}: bias has shape {b.shape}, expected ({n},)")
+        inputs.append(b)
+        bias32 = np.ascontiguousarray(b, dtype=np.float32).reshape(-1)
         bias_stride = 4 if bias32.shape[0] == n and n > 1 else 0
 
     if out is None:
@@ -247,7 +249,7 @@ def matmul_quantized(a: ArrayLike, packed: PackedQuantized, *, bias: ArrayLike |
     else:
         check_out(fname, out, out_shape, target, inputs)
         result = out
-        target = target.newbyteorder("=")
+        target = np.dtype(target).newbyteorder("=")
     work = result if result.flags.aligned and result.dtype.isnative else \
         np.empty(out_shape, dtype=target)
     o2 = work.view()
@@ -256,7 +258,7 @@ def matmul_quantized(a: ArrayLike, packed: PackedQuantized, *, bias: ArrayLike |
     except AttributeError:                  # rows that no single stride reaches: a copy
         work = np.empty(out_shape, dtype=target)
         o2 = work.reshape(-1, n)
-    a2 = a.reshape(-1, k)
+    a2 = x.reshape(-1, k)
     m = a2.shape[0]
     if m:
         _lib.wgemm_run(a2, packed, o2, bias32, m, a2.strides, o2.strides, bias_stride,
