@@ -4,7 +4,7 @@ packed by kernels.pack, batch 1 and 32, one 4096 x 4096 layer, bfloat16 activati
     python -m pytest bench/bench_quantized.py --benchmark-only --benchmark-group-by=group
 
 For the three-layer chain in interleaved rounds (the figures of docs/benchmarks.md), run
-``python bench/compare_quantized.py``.
+``python bench/compare_quantized_chain.py``.
 """
 import ml_dtypes
 import numpy as np

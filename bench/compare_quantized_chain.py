@@ -4,8 +4,8 @@ points) or int8 (kernels.pack_quantized + matmul_quantized), against the same ch
 bfloat16 weights packed by kernels.pack + matmul.  Interleaved rounds in one process; prints
 best and median per chain and the ratios (above 1: the quantized chain is faster).
 
-    python bench/compare_quantized.py                  # 2 threads, 15 rounds of 20 calls
-    python bench/compare_quantized.py --threads 1 --rounds 30 --size 4096 --m 1 --isa avx512
+    python bench/compare_quantized_chain.py                  # 2 threads, 15 rounds of 20 calls
+    python bench/compare_quantized_chain.py --threads 1 --rounds 30 --size 4096 --m 1 --isa avx512
 """
 import argparse
 import os
