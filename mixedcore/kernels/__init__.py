@@ -10,7 +10,8 @@ variable ``MIXEDCORE_ISA`` (``generic``, ``avx2``, ``avx512`` or ``avx512bf16``)
 
 Layout: ``_runtime`` (instruction-set level, threads, floating-point environment, build and CPU
 information), ``_checks`` (the argument checks every family shares), then one module per kernel
-family: ``_cast``, ``_scan``, ``_gemm``, ``_igemm``, ``_act``, ``_attn``, ``_norm``, ``_conv``, ``_pool``
+family: ``_cast``, ``_scan``, ``_gemm``, ``_igemm`` (int8 x int8 products), ``_wgemm``
+(weight-only quantized products), ``_act``, ``_attn``, ``_norm``, ``_conv``, ``_pool``
 (``_window``: the image window geometry convolution and pooling share), and ``_plan``, inference
 plans made of those families' calls.
 """
@@ -20,6 +21,7 @@ from mixedcore.kernels._cast import cast
 from mixedcore.kernels._scan import all_finite, numerics_stats, unscale_and_check
 from mixedcore.kernels._gemm import PackedMatrix, matmul, pack, set_gemm_blocks
 from mixedcore.kernels._igemm import matmul_int8, quantize_rows
+from mixedcore.kernels._wgemm import PackedQuantized, matmul_quantized, pack_quantized
 from mixedcore.kernels._act import activation, activation_grad, add, softmax
 from mixedcore.kernels._attn import attention
 from mixedcore.kernels._norm import layer_norm
@@ -39,6 +41,9 @@ __all__ = [
     "set_gemm_blocks",
     "matmul_int8",
     "quantize_rows",
+    "matmul_quantized",
+    "pack_quantized",
+    "PackedQuantized",
     "activation",
     "activation_grad",
     "softmax",

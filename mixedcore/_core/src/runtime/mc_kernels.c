@@ -34,6 +34,14 @@ static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
         k->igemm.gemm = below->igemm.gemm;
     if (k->igemm.quant == NULL)
         k->igemm.quant = below->igemm.quant;
+    if (k->wgemm.dot == NULL)
+        k->wgemm.dot = below->wgemm.dot;
+    if (k->wgemm.dot_bf16 == NULL)
+        k->wgemm.dot_bf16 = below->wgemm.dot_bf16;
+    if (k->wgemm.widen == NULL)
+        k->wgemm.widen = below->wgemm.widen;
+    if (k->wgemm.combine == NULL)
+        k->wgemm.combine = below->wgemm.combine;
     if (k->gemm.f32.pack == NULL) {
         k->gemm.f32 = below->gemm.f32;
         /* a level's own epilogue serves the float32 kernel it inherits too */
@@ -50,7 +58,7 @@ static void mc_level_(int level, const mc_convert_table *convert, const mc_scan_
                       const mc_gemm_table *gemm, const mc_act_table *act,
                       const mc_conv_table *conv, const mc_pool_table *pool,
                       const mc_attn_table *attn, const mc_norm_table *norm,
-                      const mc_igemm_table *igemm)
+                      const mc_igemm_table *igemm, const mc_wgemm_table *wgemm)
 {
     mc_level_kernels *k = &mc_resolved_[level];
     memset(k, 0, sizeof *k);
@@ -72,6 +80,8 @@ static void mc_level_(int level, const mc_convert_table *convert, const mc_scan_
         k->norm = *norm;
     if (igemm != NULL)
         k->igemm = *igemm;
+    if (wgemm != NULL)
+        k->wgemm = *wgemm;
     if (level > 0)
         mc_inherit_(k, &mc_resolved_[level - 1]);
 }
@@ -81,27 +91,28 @@ void mc_kernels_init(void)
     mc_level_(MC_ISA_GENERIC, &mc_convert_table_generic, &mc_scan_table_generic,
               &mc_gemm_table_generic, &mc_act_table_generic, &mc_conv_table_generic,
               &mc_pool_table_generic, &mc_attn_table_generic, &mc_norm_table_generic,
-              &mc_igemm_table_generic);
+              &mc_igemm_table_generic, &mc_wgemm_table_generic);
 #if defined(MC_HAVE_AVX2)
     mc_level_(MC_ISA_AVX2, &mc_convert_table_avx2, &mc_scan_table_avx2, &mc_gemm_table_avx2,
               &mc_act_table_avx2, &mc_conv_table_avx2, &mc_pool_table_avx2, &mc_attn_table_avx2,
-              &mc_norm_table_avx2, &mc_igemm_table_avx2);
+              &mc_norm_table_avx2, &mc_igemm_table_avx2, &mc_wgemm_table_avx2);
 #else
-    mc_level_(MC_ISA_AVX2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    mc_level_(MC_ISA_AVX2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 #endif
 #if defined(MC_HAVE_AVX512)
     mc_level_(MC_ISA_AVX512, &mc_convert_table_avx512, &mc_scan_table_avx512,
               &mc_gemm_table_avx512, &mc_act_table_avx512, &mc_conv_table_avx512,
               &mc_pool_table_avx512, &mc_attn_table_avx512, &mc_norm_table_avx512,
-              &mc_igemm_table_avx512);
+              &mc_igemm_table_avx512, &mc_wgemm_table_avx512);
 #else
-    mc_level_(MC_ISA_AVX512, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    mc_level_(MC_ISA_AVX512, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 #endif
 #if defined(MC_HAVE_AVX512BF16)
     mc_level_(MC_ISA_AVX512BF16, NULL, &mc_scan_table_avx512bf16, &mc_gemm_table_avx512bf16,
-              NULL, NULL, NULL, NULL, NULL, &mc_igemm_table_avx512bf16);
+              NULL, NULL, NULL, NULL, NULL, &mc_igemm_table_avx512bf16,
+              &mc_wgemm_table_avx512bf16);
 #else
-    mc_level_(MC_ISA_AVX512BF16, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    mc_level_(MC_ISA_AVX512BF16, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 #endif
 }
 

@@ -4,7 +4,7 @@
  *   a. Each level's files export one table per kernel family (mc_convert_table_<isa>,
  *      mc_scan_table_<isa>, mc_gemm_table_<isa>, mc_act_table_<isa>, mc_conv_table_<isa>,
  *      mc_pool_table_<isa>, mc_attn_table_<isa>, mc_norm_table_<isa>,
- *      mc_igemm_table_<isa>), from the family's level
+ *      mc_igemm_table_<isa>, mc_wgemm_table_<isa>), from the family's level
  *      files (<family>/mc_<family>_generic.c and mc_<family>_<isa>.c), declared with the
  *      kernels' types in <family>/mc_<family>_kernels.h.  The generic tables are complete; a
  *      SIMD table holds what its level speeds up and leaves the rest empty.
@@ -29,6 +29,7 @@
 #include "mc_norm_kernels.h"
 #include "mc_pool_kernels.h"
 #include "mc_scan_kernels.h"
+#include "mc_wgemm_kernels.h"
 
 typedef struct {
     mc_convert_table convert;
@@ -40,6 +41,7 @@ typedef struct {
     mc_attn_table attn;
     mc_norm_table norm;
     mc_igemm_table igemm;
+    mc_wgemm_table wgemm;
 } mc_level_kernels;
 
 void mc_kernels_init(void);

@@ -1,0 +1,410 @@
+/* Weight-only quantized GEMM: packing, the plan, the work units (the design is in
+ * mc_wgemm.h; the kernels in mc_wgemm_generic.c and mc_wgemm_<isa>.c).
+ *
+ * Design:
+ *   a. The driver uses gemm's driver API and kernels the way conv's driver does: gemm's
+ *      float32 pack and micro-kernel for larger M (mc_wgemm.h, design d) and gemm's epilogue
+ *      (the level's vector epilogue, or mc_gemm_epi_scalar) for the bias, the activation and
+ *      the output rounding.
+ *   b. Work units are columns (small M: a few panels each) or rows x columns (larger M), taken
+ *      dynamically by the team; no unit waits for another.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "mc_convert_scalar.h"
+#include "mc_cpu.h"
+#include "mc_gemm.h"
+#include "mc_kernels.h"
+#include "mc_runtime.h"
+#include "mc_wgemm.h"
+#include "mc_wgemm_scalar.h"
+
+/* multiply-adds below which a call stays on the calling thread (as gemm's) */
+#define MC_WGEMM_PARALLEL_MIN ((int64_t)1 << 19)
+/* rows of a converted at a time on the small-M path at the generic level (design c) */
+#define MC_WGEMM_CHUNK_ROWS 256
+/* most panels per small-M unit, and units per thread aimed at */
+#define MC_WGEMM_UNIT_PANELS 8
+#define MC_WGEMM_UNITS_PER_THREAD 4
+/* rows of W widened and multiplied at a time on the larger-M path (a multiple of 8) */
+#define MC_WGEMM_KCHUNK 256
+/* tiles of rows per larger-M unit */
+#define MC_WGEMM_BAND_TILES 8
+
+static int64_t mc_min_(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t mc_ceil_div_(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t mc_round64_(int64_t x) { return (x + 63) & ~(int64_t)63; }
+
+/* a * b into *r; 0 on overflow (or a negative operand). */
+static int mc_mul_(int64_t a, int64_t b, int64_t *r)
+{
+    return a >= 0 && b >= 0 && !__builtin_mul_overflow(a, b, r);
+}
+
+static int mc_add_(int64_t a, int64_t b, int64_t *r)
+{
+    return a >= 0 && b >= 0 && !__builtin_add_overflow(a, b, r);
+}
+
+/* --- packing (mc_wgemm.h, design b) ------------------------------------------------------- */
+
+int mc_wgemm_pack(const int8_t *kernel, int bits, int64_t k, int64_t n, const float *scale,
+                  const int8_t *zero, int64_t block, mc_wpacked *out)
+{
+    memset(out, 0, sizeof *out);
+    out->k = k;
+    out->n = n;
+    out->bits = bits;
+    out->grouped = block > 0;
+    out->block = block > 0 ? block : k;
+    out->nbytes = -1;
+    if (k <= 0 || n <= 0 || (bits != 4 && bits != 8) || out->block > INT64_MAX - 8)
+        return MC_WGEMM_TOOBIG;
+    out->groups = mc_ceil_div_(k, out->block);
+    out->kg = (out->block + MC_WGEMM_KB - 1) / MC_WGEMM_KB * MC_WGEMM_KB;
+    out->panels = mc_ceil_div_(n, MC_WGEMM_NW);
+    int64_t rows, pbytes, qbytes, cols, sbytes, total;
+    if (!mc_mul_(out->groups, out->kg, &rows) || !mc_mul_(rows, MC_WGEMM_NW * bits / 8, &pbytes) ||
+        !mc_mul_(pbytes, out->panels, &qbytes) || qbytes > INT64_MAX / 2 ||
+        !mc_mul_(out->panels, MC_WGEMM_NW, &cols) || !mc_mul_(cols, out->groups, &sbytes) ||
+        !mc_mul_(sbytes, 4, &sbytes) || sbytes > INT64_MAX / 4 ||
+        !mc_add_(mc_round64_(qbytes), 2 * mc_round64_(sbytes), &total) ||
+        (uint64_t)total > (uint64_t)SIZE_MAX)
+        return MC_WGEMM_TOOBIG;
+    out->pbytes = pbytes;
+    out->nbytes = total;
+    char *mem = NULL;
+    if (posix_memalign((void **)&mem, 64, (size_t)total) != 0)
+        return MC_WGEMM_NOMEM;
+    memset(mem, 0, (size_t)total);
+    out->mem = mem;
+    out->q = (uint8_t *)mem;
+    out->scale = (float *)(mem + mc_round64_(qbytes));
+    out->off = (float *)(mem + mc_round64_(qbytes) + mc_round64_(sbytes));
+    const int bias8 = bits == 4 ? 8 : 0;
+    const int64_t ld = bits == 4 ? (n + 1) / 2 : n;
+    for (int64_t g = 0; g < out->groups; ++g)
+        for (int64_t j = 0; j < cols; ++j) {
+            const int64_t at = g * cols + j;
+            out->scale[at] = 1.0f;
+            out->off[at] = (float)bias8;
+            if (j < n) {
+                out->scale[at] = scale[out->grouped ? g * n + j : j];
+                if (out->grouped && zero != NULL)
+                    out->off[at] = (float)(bias8 + zero[g * n + j]);
+            }
+        }
+    out->pairs_ok = bits == 4;
+    for (int64_t x = 0; x < out->groups * cols; ++x)
+        out->pairs_ok &= out->off[x] >= 0.0f && out->off[x] <= 16.0f;
+    for (int64_t r = 0; r < k; ++r) {
+        const int64_t g = r / out->block, R = g * out->kg + (r - g * out->block);
+        for (int64_t j = 0; j < n; ++j) {
+            const int q = mc_wgemm_q_keras_(kernel, bits, ld, r, j);
+            uint8_t *base = out->q + (j / MC_WGEMM_NW) * pbytes;
+            const int c = (int)(j % MC_WGEMM_NW);
+            if (bits == 8) {
+                base[R * MC_WGEMM_NW + c] = (uint8_t)(int8_t)q;
+            } else {
+                const int sh = mc_wgemm_shift_(R);
+                uint8_t *wp = base + (R / MC_WGEMM_KB) * 4 * MC_WGEMM_NW + 4 * c + sh / 8;
+                *wp |= (uint8_t)((unsigned)(q + 8) << (sh % 8));
+            }
+        }
+    }
+    return MC_WGEMM_OK;
+}
+
+void mc_wgemm_packed_free(mc_wpacked *p)
+{
+    free(p->mem);
+    p->mem = NULL;
+    p->q = NULL;
+    p->scale = p->off = NULL;
+}
+
+void mc_wgemm_unpack(const mc_wpacked *p, int8_t *q)
+{
+    const int bias8 = p->bits == 4 ? 8 : 0;
+    for (int64_t r = 0; r < p->k; ++r) {
+        const int64_t g = r / p->block, R = g * p->kg + (r - g * p->block);
+        for (int64_t j = 0; j < p->n; ++j)
+            q[r * p->n + j] = (int8_t)(mc_wgemm_code_(p, j / MC_WGEMM_NW, R,
+                                                      (int)(j % MC_WGEMM_NW)) - bias8);
+    }
+}
+
+/* --- the call ------------------------------------------------------------------------------- */
+
+typedef struct {
+    const mc_wgemm_call *call;
+    const mc_wgemm_table *wk;
+    const mc_gemm_kernel *kern;   /* gemm's float32 kernel (larger M), or NULL */
+    mc_gemm_epi_fn epi;
+    mc_gemm_args ga;              /* the epilogue's arguments */
+    mc_wgemm_dot_fn dot;
+    const char *abuf;             /* small M: padded rows of a (float32 or bfloat16 pairs) */
+    int64_t lda, aes, kp;         /* elements per row, bytes per element, padded rows of W */
+    int64_t row0, rows;           /* small M: the chunk of rows in abuf */
+    int64_t unit_panels;          /* small M: panels per unit */
+    int64_t band_rows, band_strips, cbands;   /* larger M: rows and strips per unit */
+    int status;
+} mc_wjob_;
+
+static void mc_wjob_fail_(mc_wjob_ *job)
+{
+    int expected = 0;
+    __atomic_compare_exchange_n(&job->status, &expected, -1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/* Rows [r0, r1) of a converted to padded float32 rows (or bfloat16 pairs, the odd row in the
+ * low half: mc_wgemm.h, design e) at dst; returns 1 when a bfloat16 value is subnormal. */
+static int mc_convert_rows_(const mc_wgemm_call *call, int64_t r0, int64_t r1, int pairs,
+                            char *dst, int64_t lda)
+{
+    const mc_wpacked *w = call->w;
+    uint16_t any = 0xFFFF;           /* the least (h & 0x7FFF) - 1 met (mc_gemm_scalar.h, b) */
+    for (int64_t i = r0; i < r1; ++i) {
+        const char *src = call->a + i * call->a_rs;
+        if (pairs) {
+            uint16_t *d = (uint16_t *)dst + (i - r0) * lda;
+            memset(d, 0, (size_t)lda * 2);
+            for (int64_t g = 0, k0 = 0; k0 < w->k; ++g, k0 += w->block) {
+                const int64_t kc = mc_min_(w->k - k0, w->block);
+                uint16_t *dg = d + g * w->kg;
+                const char *sg = src + k0 * call->a_cs;
+                for (int64_t r = 0; r < kc; ++r) {
+                    uint16_t h;
+                    memcpy(&h, sg + r * call->a_cs, 2);
+                    const uint16_t t = (uint16_t)((h & 0x7FFFu) - 1u);
+                    any = t < any ? t : any;
+                    dg[r ^ 1] = h;
+                }
+            }
+        } else {
+            float *d = (float *)dst + (i - r0) * lda;
+            memset(d, 0, (size_t)lda * 4);
+            for (int64_t g = 0, k0 = 0; k0 < w->k; ++g, k0 += w->block) {
+                const int64_t kc = mc_min_(w->k - k0, w->block);
+                float *dg = d + g * w->kg;
+                const char *sg = src + k0 * call->a_cs;
+                if (call->a_type == MC_F32) {
+                    for (int64_t r = 0; r < kc; ++r)
+                        memcpy(&dg[r], sg + r * call->a_cs, 4);
+                } else {
+                    for (int64_t r = 0; r < kc; ++r) {
+                        uint16_t h;
+                        memcpy(&h, sg + r * call->a_cs, 2);
+                        const uint32_t u = call->a_type == MC_F16 ? mc_f16_to_f32_bits(h)
+                                                                  : mc_bf16_to_f32_bits(h);
+                        memcpy(&dg[r], &u, 4);
+                    }
+                }
+            }
+        }
+    }
+    return any < 0x7Fu;
+}
+
+/* Small M (mc_wgemm.h, design c): panels [p0, p0 + unit_panels) for every row of the chunk. */
+static void mc_unit_small_(void *ctx, int64_t u)
+{
+    mc_wjob_ *job = (mc_wjob_ *)ctx;
+    if (__atomic_load_n(&job->status, __ATOMIC_RELAXED))
+        return;
+    const mc_wpacked *w = job->call->w;
+    const int64_t p0 = u * job->unit_panels, np = mc_min_(job->unit_panels, w->panels - p0);
+    const int64_t ldt = np * MC_WGEMM_NW;
+    float *tile = (float *)mc_workspace(MC_WS_WORK, MC_WGEMM_MR * ldt * 4);
+    if (tile == NULL) {
+        mc_wjob_fail_(job);
+        return;
+    }
+    const int nc = (int)(mc_min_(w->n, (p0 + np) * MC_WGEMM_NW) - p0 * MC_WGEMM_NW);
+    for (int64_t i = 0; i < job->rows; i += MC_WGEMM_MR) {
+        const int mr = (int)mc_min_(job->rows - i, MC_WGEMM_MR);
+        job->dot(w, job->abuf + i * job->lda * job->aes, job->lda, mr, p0, np, tile, ldt);
+        job->epi(&job->ga, tile, (int)ldt, mr, nc, job->row0 + i, p0 * MC_WGEMM_NW, 1, 1);
+    }
+}
+
+/* Larger M (mc_wgemm.h, design d): rows [r0, r1) x strips of NR columns.  Each group's rows
+ * go through gemm's in-place micro-kernel in chunks of MC_WGEMM_KCHUNK, each chunk adding to the
+ * tile of the chunk before (one FMA chain per element, as in one call). */
+static void mc_unit_large_(void *ctx, int64_t u)
+{
+    mc_wjob_ *job = (mc_wjob_ *)ctx;
+    if (__atomic_load_n(&job->status, __ATOMIC_RELAXED))
+        return;
+    const mc_wgemm_call *call = job->call;
+    const mc_wpacked *w = call->w;
+    const mc_gemm_kernel *kern = job->kern;
+    const int mr = kern->mr, nr = kern->nr;
+    const int64_t r0 = (u / job->cbands) * job->band_rows;
+    const int64_t r1 = mc_min_(r0 + job->band_rows, call->m);
+    const int64_t nstrips = mc_ceil_div_(w->n, nr);
+    const int64_t s0 = (u % job->cbands) * job->band_strips;
+    const int64_t s1 = mc_min_(s0 + job->band_strips, nstrips);
+    const int64_t tiles = mc_ceil_div_(r1 - r0, mr);
+    const int64_t kchunk = mc_min_(w->kg, MC_WGEMM_KCHUNK);
+    const int64_t abytes = mc_round64_(tiles * mr * job->kp * 4);
+    const int64_t bbytes = mc_round64_(kchunk * nr * 4);
+    const int64_t tbytes = mc_round64_(tiles * mr * nr * 4);
+    char *ws = (char *)mc_workspace(MC_WS_WORK, abytes + bbytes + 2 * tbytes);
+    if (ws == NULL) {
+        mc_wjob_fail_(job);
+        return;
+    }
+    float *ap = (float *)ws, *bp = (float *)(ws + abytes), *sums = (float *)(ws + abytes + bbytes);
+    float *tot = (float *)(ws + abytes + bbytes + tbytes);
+    for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t i = r0 + t * mr, rows = mc_min_(r1 - i, mr);
+        float *at = ap + t * mr * job->kp;
+        for (int64_t g = 0; g < w->groups; ++g) {
+            const int64_t k0 = g * w->block, kc = mc_min_(w->k - k0, w->block);
+            float *dst = at + g * w->kg * mr;
+            kern->pack(call->a + i * call->a_rs + k0 * call->a_cs, call->a_type, call->a_rs,
+                       call->a_cs, rows, kc, mr, dst);
+            memset(dst + kc * mr, 0, (size_t)((w->kg - kc) * mr) * 4);
+        }
+    }
+    const int64_t cols = w->panels * MC_WGEMM_NW;
+    for (int64_t s = s0; s < s1; ++s) {
+        const int64_t p0 = s * (nr / MC_WGEMM_NW);
+        const int np = (int)mc_min_(nr / MC_WGEMM_NW, w->panels - p0);
+        const int nc = (int)mc_min_(w->n - p0 * MC_WGEMM_NW, nr);
+        for (int64_t g = 0; g < w->groups; ++g) {
+            for (int64_t c0 = 0; c0 < w->kg; c0 += kchunk) {
+                const int64_t kc = mc_min_(w->kg - c0, kchunk);
+                job->wk->widen(w, g, g * w->kg + c0, kc, p0, np, nr, bp);
+                for (int64_t t = 0; t < tiles; ++t) {
+                    const int rows = (int)mc_min_(r1 - (r0 + t * mr), mr);
+                    kern->ukr_direct(kc, ap + t * mr * job->kp + (g * w->kg + c0) * mr,
+                                     (const char *)bp, (int64_t)nr * 4, (int64_t)nr * 4, MC_F32,
+                                     nr, sums + t * mr * nr, nr, rows, c0 > 0);
+                }
+            }
+            const float *sc = w->scale + g * cols + p0 * MC_WGEMM_NW;
+            const int mode = !w->grouped ? MC_WGEMM_DIV : g == 0 ? MC_WGEMM_FIRST : MC_WGEMM_NEXT;
+            for (int64_t t = 0; t < tiles; ++t) {
+                const int rows = (int)mc_min_(r1 - (r0 + t * mr), mr);
+                job->wk->combine(sums + t * mr * nr, nr, rows, np * MC_WGEMM_NW, sc,
+                                 tot + t * mr * nr, nr, mode);
+            }
+        }
+        for (int64_t t = 0; t < tiles; ++t) {
+            const int rows = (int)mc_min_(r1 - (r0 + t * mr), mr);
+            job->epi(&job->ga, tot + t * mr * nr, nr, rows, nc, r0 + t * mr, p0 * MC_WGEMM_NW,
+                     1, 1);
+        }
+    }
+}
+
+static int mc_wgemm_small_(mc_wjob_ *job, int nthreads, int try_pairs)
+{
+    const mc_wgemm_call *call = job->call;
+    const mc_wpacked *w = call->w;
+    const int64_t chunk = mc_min_(call->m, MC_WGEMM_CHUNK_ROWS);
+    int pairs = try_pairs;
+    job->lda = job->kp;
+    int64_t bytes;
+    if (!mc_mul_(chunk, job->kp, &bytes) || !mc_mul_(bytes, 4, &bytes))
+        return MC_WGEMM_TOOBIG;
+    char *abuf = (char *)mc_workspace(MC_WS_SHARED, bytes);
+    if (abuf == NULL)
+        return MC_WGEMM_NOMEM;
+    job->abuf = abuf;
+    const int64_t want = mc_ceil_div_(w->panels, (int64_t)nthreads * MC_WGEMM_UNITS_PER_THREAD);
+    job->unit_panels = want < 1 ? 1 : want > MC_WGEMM_UNIT_PANELS ? MC_WGEMM_UNIT_PANELS : want;
+    const int64_t nunits = mc_ceil_div_(w->panels, job->unit_panels);
+    for (int64_t r0 = 0; r0 < call->m; r0 += chunk) {
+        const int64_t r1 = mc_min_(r0 + chunk, call->m);
+        if (pairs && mc_convert_rows_(call, r0, r1, 1, abuf, job->lda))
+            pairs = 0;                                  /* design e: subnormal a */
+        if (!pairs)
+            mc_convert_rows_(call, r0, r1, 0, abuf, job->lda);
+        job->dot = pairs ? job->wk->dot_bf16 : job->wk->dot;
+        job->aes = pairs ? 2 : 4;
+        job->row0 = r0;
+        job->rows = r1 - r0;
+        mc_run(mc_unit_small_, job, nunits, nthreads);
+        if (job->status)
+            return MC_WGEMM_NOMEM;
+    }
+    return MC_WGEMM_OK;
+}
+
+static int mc_wgemm_large_(mc_wjob_ *job, int nthreads)
+{
+    const mc_wgemm_call *call = job->call;
+    const int mr = job->kern->mr, nr = job->kern->nr;
+    const int64_t nstrips = mc_ceil_div_(call->w->n, nr);
+    const int64_t tiles = mc_ceil_div_(call->m, mr);
+    /* bands of up to MC_WGEMM_BAND_TILES tiles of rows; the columns cut too when the bands are
+     * fewer than the units wanted.  A unit's A panels take band rows x kp floats. */
+    int64_t bytes;
+    if (!mc_mul_((int64_t)MC_WGEMM_BAND_TILES * mr, job->kp, &bytes) ||
+        !mc_mul_(bytes, 4, &bytes) || bytes > INT64_MAX / 2)
+        return MC_WGEMM_TOOBIG;
+    const int64_t tpb = tiles < MC_WGEMM_BAND_TILES ? tiles : MC_WGEMM_BAND_TILES;
+    job->band_rows = tpb * mr;
+    const int64_t rbands = mc_ceil_div_(tiles, tpb);
+    int64_t cb = mc_ceil_div_((int64_t)nthreads * MC_WGEMM_UNITS_PER_THREAD, rbands);
+    cb = cb < 1 ? 1 : cb > nstrips ? nstrips : cb;
+    job->band_strips = mc_ceil_div_(nstrips, cb);
+    job->cbands = mc_ceil_div_(nstrips, job->band_strips);
+    mc_run(mc_unit_large_, job, rbands * job->cbands, nthreads);
+    return job->status ? MC_WGEMM_NOMEM : MC_WGEMM_OK;
+}
+
+int mc_wgemm(const mc_wgemm_call *call)
+{
+    const mc_wpacked *w = call->w;
+    if (call->m == 0)
+        return MC_WGEMM_OK;
+    mc_fpenv saved;
+    mc_fpenv_enter(&saved);
+    const int level = mc_rt_level();
+    const mc_level_kernels *lk = mc_kernels(level);
+    mc_wjob_ job;
+    memset(&job, 0, sizeof job);
+    job.call = call;
+    job.wk = &lk->wgemm;
+    job.kp = w->groups * w->kg;
+    mc_gemm_args *g = &job.ga;
+    g->m = call->m;
+    g->n = w->n;
+    g->k = w->k;
+    g->out = call->out;
+    g->o_rs = call->o_rs;
+    g->o_cs = call->o_cs;
+    g->out_type = call->out_type;
+    g->bias = call->bias;
+    g->bias_s = call->bias_s;
+    g->alpha = 1.0f;
+    g->beta = 0.0f;
+    g->act = call->act;
+    g->act_row = lk->act.forward;
+    const int64_t es = call->out_type == MC_F32 ? 4 : 2;
+    const int contiguous = call->o_cs == es &&
+                           (call->bias == NULL || call->bias_s == 0 || call->bias_s == 4);
+    job.epi = contiguous && lk->gemm.f32.epi != NULL ? lk->gemm.f32.epi : mc_gemm_epi_scalar;
+    int64_t work = call->m;
+    int r;
+    if (!mc_mul_(work, w->n, &work) || !mc_mul_(work, w->k, &work))
+        work = INT64_MAX;
+    const int nthreads = mc_rt_threads_for(work, MC_WGEMM_PARALLEL_MIN);
+    /* the bfloat16-pair kernel streams the weights faster than gemm's float32 micro-kernel
+     * computes at every M (design e); gemm's float32 micro-kernels sum with FMAs from the avx2
+     * level up (design d), the generic one multiplies, then adds */
+    const int pairs = job.wk->dot_bf16 != NULL && call->a_type == MC_BF16 && w->pairs_ok;
+    if (!pairs && call->m > MC_WGEMM_SMALL_M && level >= MC_ISA_AVX2 &&
+        lk->gemm.f32.ukr_direct != NULL && lk->gemm.f32.nr % MC_WGEMM_NW == 0) {
+        job.kern = &lk->gemm.f32;
+        r = mc_wgemm_large_(&job, nthreads);
+    } else {
+        r = mc_wgemm_small_(&job, nthreads, pairs);
+    }
+    mc_fpenv_leave(&saved);
+    return r;
+}
