@@ -18,7 +18,7 @@
 
 /* --- the driver (mc_convert.c) ------------------------------------------------------------------ */
 
-/* Bytes per element of a type code. */
+/* Bytes per element of a type code (float8 included). */
 int mc_dtype_size(int type);
 
 enum { MC_CAST_OK = 0, MC_CAST_EINVAL = -1, MC_CAST_MAXDIMS = 64 };
@@ -26,9 +26,12 @@ enum { MC_CAST_OK = 0, MC_CAST_EINVAL = -1, MC_CAST_MAXDIMS = 64 };
 /* Converts the nd-dimensional array at src (type code src_type, byte strides src_strides) into
  * the one at dst (dst_type, dst_strides) of the same shape, at the current level, on the team
  * when it is large; the arrays must not overlap and must be aligned to their item size.  Any
- * strides (negative, zero for the source) are taken.  MC_CAST_EINVAL (nothing written): a type
- * code out of range, nd outside [0, MC_CAST_MAXDIMS], or a negative length. */
+ * strides (negative, zero for the source) are taken.  Type codes are those below MC_NCASTTYPES
+ * (mc_types.h: the float8 formats included).  saturate = 1 clips to the float8 destination's
+ * largest finite value before rounding (mc_convert_scalar.h, design d).  MC_CAST_EINVAL
+ * (nothing written): a type code out of range, nd outside [0, MC_CAST_MAXDIMS], a negative
+ * length, or saturate other than 0 / 1 or set for a destination that is not float8. */
 int mc_cast(const char *src, int src_type, const int64_t *src_strides, char *dst, int dst_type,
-            const int64_t *dst_strides, int nd, const int64_t *shape);
+            const int64_t *dst_strides, int nd, const int64_t *shape, int saturate);
 
 #endif

@@ -224,4 +224,4 @@ MC_INLINE_ void f64_f32_block_(const uint64_t *s, uint32_t *d)
 
 MC_ENTRY_(f64_f32, uint64_t, uint32_t, 8, f64_f32_block_, mc_f64_to_f32_bits)
 
-const mc_convert_table mc_convert_table_avx2 = MC_CONVERT_TABLE_(avx2);
+const mc_convert_table mc_convert_table_avx2 = {MC_CONVERT_WIDE_(avx2)};

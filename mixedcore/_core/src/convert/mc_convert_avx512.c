@@ -203,4 +203,4 @@ MC_INLINE_ void f64_f32_block_(const uint64_t *s, uint32_t *d, __mmask8 m)
 
 MC_ENTRY_(f64_f32, uint64_t, uint32_t, 8, __mmask8, f64_f32_block_)
 
-const mc_convert_table mc_convert_table_avx512 = MC_CONVERT_TABLE_(avx512);
+const mc_convert_table mc_convert_table_avx512 = {MC_CONVERT_WIDE_(avx512)};
