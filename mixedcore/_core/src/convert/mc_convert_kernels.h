@@ -38,4 +38,19 @@ void mc_cast_strided(int src_type, int dst_type, int saturate, const char *src, 
     .cast[MC_F64][MC_BF16] = mc_cast_f64_bf16_##isa,                                            \
     .cast[MC_F64][MC_F32] = mc_cast_f64_f32_##isa
 
+/* The float8 entries every vector level has: float16, bfloat16 and float32 to float8 (plain and
+ * saturating) and float8 to them, named mc_cast_<src>_<dst>[_sat]_<isa>. */
+#define MC_CONVERT_F8_(isa)                                                                     \
+    .cast[MC_F16][MC_E4M3] = mc_cast_f16_e4m3_##isa, .cast[MC_F16][MC_E5M2] = mc_cast_f16_e5m2_##isa, \
+    .cast[MC_BF16][MC_E4M3] = mc_cast_bf16_e4m3_##isa,                                          \
+    .cast[MC_BF16][MC_E5M2] = mc_cast_bf16_e5m2_##isa,                                          \
+    .cast[MC_F32][MC_E4M3] = mc_cast_f32_e4m3_##isa, .cast[MC_F32][MC_E5M2] = mc_cast_f32_e5m2_##isa, \
+    .cast_sat[MC_F16] = {mc_cast_f16_e4m3_sat_##isa, mc_cast_f16_e5m2_sat_##isa},                \
+    .cast_sat[MC_BF16] = {mc_cast_bf16_e4m3_sat_##isa, mc_cast_bf16_e5m2_sat_##isa},             \
+    .cast_sat[MC_F32] = {mc_cast_f32_e4m3_sat_##isa, mc_cast_f32_e5m2_sat_##isa},                \
+    .cast[MC_E4M3][MC_F16] = mc_cast_e4m3_f16_##isa, .cast[MC_E4M3][MC_BF16] = mc_cast_e4m3_bf16_##isa, \
+    .cast[MC_E4M3][MC_F32] = mc_cast_e4m3_f32_##isa, .cast[MC_E5M2][MC_F16] = mc_cast_e5m2_f16_##isa, \
+    .cast[MC_E5M2][MC_BF16] = mc_cast_e5m2_bf16_##isa,                                          \
+    .cast[MC_E5M2][MC_F32] = mc_cast_e5m2_f32_##isa
+
 #endif
