@@ -1,6 +1,8 @@
 """kernels.cast with the float8 formats (ml_dtypes' float8_e4m3fn and float8_e5m2): bit-exactness
 against numpy + ml_dtypes ``astype`` at every ISA level, saturate against ``numpy.clip`` followed
 by ``astype``, layouts, ``out=``, threads, and every bad input."""
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fpenv
+from levels import at_level
 from mixedcore import kernels
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -380,3 +383,30 @@ def test_out_errors():
     with pytest.raises(ValueError, match="cast: out overlaps an input"):
         kernels.cast(raw[:32].view(np.float32), E4M3, out=raw[8:16].view(E4M3))
     assert not raw.any()     # nothing was written
+
+
+# --- no access outside the operands --------------------------------------------------------------
+
+@pytest.mark.skipif(sys.platform != "linux", reason="mmap guard pages need Linux")
+@pytest.mark.parametrize("src, dst", PAIRS, ids=PAIR_IDS)
+def test_against_guard_pages(src, dst):
+    """Every float8 pair at every level with each operand against a PROT_NONE page (its last
+    byte the last before the page, or its first the first after one), for every length up to
+    70 and a few more: the aligned first block and the masked last one must stay inside (a stray
+    access faults and kills the run); the bytes around the output stay unchanged."""
+    from test_guard_pages import Guarded
+    sizes = list(range(1, 71)) + [127, 128, 129, 255, 256, 257, 1000]
+    inp, outp = Guarded(1000 * 8), Guarded(1000 * 8)
+    pool = value_pool(1000)
+    for level in kernels.available_isas():
+        for n in sizes:
+            for at_end in (True, False):
+                inp.raw[:] = outp.raw[:] = 0xA5
+                x = inp.array(n, src, at_end)
+                with np.errstate(all="ignore"):
+                    x[:] = pool[:n].astype(src)
+                for saturate in ([False, True] if dst in F8 else [False]):
+                    out = outp.array(n, dst, at_end)
+                    at_level(level, kernels.cast, x, dst, out=out, saturate=saturate)
+                    assert_bits_equal(out, reference(np.array(x), dst, saturate))
+                    assert outp.untouched_outside(n, dst, at_end), (level, n, at_end)
