@@ -11,20 +11,23 @@ from mixedcore.kernels._checks import (FLOAT_CODES, SUPPORTED_NAMES, as_native, 
                                        float_code, resolve_dtype)
 
 # The float8 formats only the cast family takes (type codes after the four of FLOAT_CODES,
-# src/mc_types.h); their largest finite values, to which saturate=True clips.
+# src/mc_types.h).
 FLOAT8_CODES = {
     np.dtype(ml_dtypes.float8_e4m3fn): 4,
     np.dtype(ml_dtypes.float8_e5m2): 5,
 }
-FLOAT8_MAX = {
-    np.dtype(ml_dtypes.float8_e4m3fn): 448.0,
-    np.dtype(ml_dtypes.float8_e5m2): 57344.0,
-}
 CAST_NAMES = SUPPORTED_NAMES + ", float8_e4m3fn, float8_e5m2"
+
+
+_float8_targets: dict = {}
 
 
 def _target(dtype):
     """The native dtype ``cast`` converts to, or the TypeError naming every supported one."""
+    try:
+        return _float8_targets[dtype]
+    except (KeyError, TypeError):
+        pass
     try:
         return resolve_dtype("cast", dtype)
     except TypeError as exc:
@@ -33,9 +36,13 @@ def _target(dtype):
         dt = np.dtype(dtype)
     except TypeError:
         raise error from None
-    if dt in FLOAT8_CODES:
-        return dt
-    raise TypeError(f"cast: unsupported target dtype {dt}; supported: {CAST_NAMES}") from None
+    if dt not in FLOAT8_CODES:
+        raise TypeError(f"cast: unsupported target dtype {dt}; supported: {CAST_NAMES}") from None
+    try:
+        _float8_targets[dtype] = dt
+    except TypeError:   # an unhashable dtype-like
+        pass
+    return dt
 
 
 def cast(x: ArrayLike, dtype: DTypeLike, *, out: np.ndarray | None = None,

@@ -3,10 +3,14 @@
  * Design:
  *   a. A contiguous kernel converts n elements from src to dst (no overlap).  Each level's file
  *      (mc_convert_generic.c, mc_convert_<isa>.c) exports one table, indexed
- *      [source type][destination type]; the generic table is complete (same-type entries are
- *      copies), a SIMD table holds the directions it speeds up and leaves the rest empty, to be
- *      inherited from the level below (mc_kernels.c).
- *   b. Strided data goes through mc_cast_strided(), the scalar twins in a loop: the reference.
+ *      [source type][destination type] over the six type codes below MC_NCASTTYPES (the four
+ *      wider types and the two float8 formats), plus the saturating float8 casts indexed
+ *      [source type][float8 destination - MC_E4M3]; the generic table is complete (same-type
+ *      entries are copies), a SIMD table holds the directions it speeds up and leaves the rest
+ *      empty, to be inherited from the level below (mc_kernels.c).
+ *   b. Strided data goes through mc_cast_strided(), the scalar twins in a loop: the reference
+ *      (typed loops among the four wider types, the one-element twin mc_cast_bits when a side
+ *      is float8).
  *   c. Kernels may raise floating-point flags inside; the engine restores the caller's
  *      environment after every call (mc_runtime.h).
  */

@@ -3,7 +3,8 @@
  *
  * Design:
  *   a. The generic kernels are the scalar twins of mc_convert_scalar.h in a loop; compilers may
- *      auto-vectorise them for the platform's baseline, never beyond it.
+ *      auto-vectorise them for the platform's baseline, never beyond it.  That holds for the
+ *      float8 directions and the saturating ones too: the generic table is complete.
  *   b. avx512bf16 has no conversion table of its own: it inherits the avx512 conversions, whose
  *      integer rounding is exact (VCVTNEPS2BF16 would need fix-ups for subnormals and NaNs and
  *      is no faster here).
