@@ -133,8 +133,10 @@ static void check_f8_boundaries(int d, int sat)
     uint64_t *src64 = (uint64_t *)ct_alloc_marked(N * 2 * 8);
     int64_t n = 0;
     for (uint32_t m = 0; m < 128; ++m) {
-        const uint32_t lo = mc_cast_bits(d, MC_F32, 0, m), hi = mc_cast_bits(d, MC_F32, 0, m + 1);
-        const double a = (double)ct_f32(lo), prev = m ? (double)ct_f32(mc_cast_bits(d, MC_F32, 0, m - 1)) : 0;
+        const uint32_t lo = (uint32_t)mc_cast_bits(d, MC_F32, 0, m);
+        const uint32_t hi = (uint32_t)mc_cast_bits(d, MC_F32, 0, m + 1);
+        const double a = (double)ct_f32(lo);
+        const double prev = m ? (double)ct_f32((uint32_t)mc_cast_bits(d, MC_F32, 0, m - 1)) : 0;
         double b = (double)ct_f32(hi);
         if (!(b == b) || b > 1e30)    /* above the largest finite value: its spacing continued */
             b = a + (a - prev);

@@ -346,9 +346,11 @@ MC_INLINE_ __m512i f32_bits_of_f32_(const uint32_t *s, __mmask16 m)
  * is canonical anyway). */
 MC_INLINE_ __m512i f32_bits_of_f64_(const uint64_t *s, __mmask16 m)
 {
-    const __m256 lo = _mm512_cvt_roundpd_ps(_mm512_castsi512_pd(_mm512_maskz_loadu_epi64((__mmask8)m, s)), MC_RNE_SAE_);
-    const __m256 hi = _mm512_cvt_roundpd_ps(_mm512_castsi512_pd(_mm512_maskz_loadu_epi64((__mmask8)(m >> 8), s + 8)), MC_RNE_SAE_);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(lo)), _mm256_castps_si256(hi), 1);
+    const __m512d x0 = _mm512_castsi512_pd(_mm512_maskz_loadu_epi64((__mmask8)m, s));
+    const __m512d x1 = _mm512_castsi512_pd(_mm512_maskz_loadu_epi64((__mmask8)(m >> 8), s + 8));
+    const __m256i lo = _mm256_castps_si256(_mm512_cvt_roundpd_ps(x0, MC_RNE_SAE_));
+    const __m256i hi = _mm256_castps_si256(_mm512_cvt_roundpd_ps(x1, MC_RNE_SAE_));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
 #define MC_TO_F8_(src, STYPE, f8, e5m2, sat)                                          \
@@ -411,8 +413,9 @@ MC_FROM_F8_(e5m2, 1)
     MC_INLINE_ void name##_block_(const uint8_t *s, uint8_t *d, __mmask32 m)          \
     {                                                                                 \
         const __m512i w = f8_decode_(f8_load32_(s, m), se5m2, 0);                     \
-        store_codes16_(d, (__mmask16)m, f8_encode_(bf16_half_to_f32_(w, 0), de5m2, sat)); \
-        store_codes16_(d + 16, (__mmask16)(m >> 16), f8_encode_(bf16_half_to_f32_(w, 1), de5m2, sat)); \
+        store_codes16_(d, (__mmask16)m, f8_encode_(bf16_half_to_f32_(w, 0), de5m2, sat));   \
+        store_codes16_(d + 16, (__mmask16)(m >> 16),                                  \
+                       f8_encode_(bf16_half_to_f32_(w, 1), de5m2, sat));              \
     }                                                                                 \
     MC_ENTRY_ALIGNED_(name, uint8_t, uint8_t, 32, __mmask32, name##_block_)
 
