@@ -348,7 +348,7 @@ def test_unsupported_source_dtype(x):
 
 
 @pytest.mark.parametrize("dtype", [np.int32, "int8", complex, np.float128 if hasattr(np, "float128") else "U3",
-                                   "float8_e4m3fn"])
+                                   "float8_e4m3fnuz", "float8_e4m3b11fnuz"])
 def test_unsupported_target_dtype(dtype):
     with pytest.raises(TypeError, match="cast: unsupported target dtype"):
         kernels.cast(np.ones(3, np.float32), dtype)

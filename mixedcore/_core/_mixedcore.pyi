@@ -42,7 +42,8 @@ def act_softmax(x: np.ndarray, y: np.ndarray, rows: int, n: int, log_: bool) -> 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: Optional[np.ndarray],
               out: np.ndarray, type_code: int, out_code: int, scale: float,
               causal: bool) -> None: ...
-def cast_into(src: np.ndarray, dst: np.ndarray, src_type: int, dst_type: int) -> None: ...
+def cast_into(src: np.ndarray, dst: np.ndarray, src_type: int, dst_type: int,
+              saturate: bool = ...) -> None: ...
 def layer_norm(x: np.ndarray, x_type: int, res: Optional[np.ndarray], res_type: int,
                gamma: Optional[np.ndarray], beta: Optional[np.ndarray], y: np.ndarray,
                y_type: int, mean: Optional[np.ndarray], rstd: Optional[np.ndarray], rows: int,

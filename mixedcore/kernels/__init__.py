@@ -14,6 +14,10 @@ family: ``_cast``, ``_scan``, ``_gemm``, ``_igemm`` (int8 x int8 products), ``_w
 (weight-only quantized products), ``_act``, ``_attn``, ``_norm``, ``_conv``, ``_pool``
 (``_window``: the image window geometry convolution and pooling share), and ``_plan``, inference
 plans made of those families' calls.
+
+``cast`` converts among float16, bfloat16, float32 and float64 and ml_dtypes' float8 formats
+float8_e4m3fn and float8_e5m2 (``saturate=True`` clips to a float8 type's range first), bit for
+bit as numpy and ml_dtypes do (docs/conversions.md).
 """
 from mixedcore.kernels._runtime import (ISA_LEVELS, available_isas, get_num_threads, isa,
                                         set_isa, set_num_threads, threads)

@@ -25,7 +25,7 @@
 
 int mc_dtype_size(int type)
 {
-    return type == MC_F64 ? 8 : type == MC_F32 ? 4 : 2;
+    return type == MC_F64 ? 8 : type == MC_F32 ? 4 : type < MC_NDTYPES ? 2 : 1;
 }
 
 static inline int64_t mc_abs64_(int64_t v) { return v < 0 ? -v : v; }
@@ -69,7 +69,7 @@ static int mc_coalesce_(int nd, const int64_t *shape, const int64_t *ss, const i
 }
 
 typedef struct {
-    int src_type, dst_type;
+    int src_type, dst_type, saturate;
     mc_cast_fn fn;
     int contiguous;
     const char *s;
@@ -102,7 +102,8 @@ static void mc_cast_unit_(void *ctx, int64_t u)
         if (job->contiguous)
             job->fn(job->s + soff, job->d + doff, cnt);
         else
-            mc_cast_strided(job->src_type, job->dst_type, job->s + soff, job->ss[nd - 1],
+            mc_cast_strided(job->src_type, job->dst_type, job->saturate, job->s + soff,
+                            job->ss[nd - 1],
                             job->d + doff, job->ds[nd - 1], cnt);
         e += cnt;
         ++row;
@@ -111,11 +112,12 @@ static void mc_cast_unit_(void *ctx, int64_t u)
 }
 
 int mc_cast(const char *src, int src_type, const int64_t *src_strides, char *dst, int dst_type,
-            const int64_t *dst_strides, int nd, const int64_t *shape)
+            const int64_t *dst_strides, int nd, const int64_t *shape, int saturate)
 {
     int64_t cshape[MC_CAST_MAXDIMS], css[MC_CAST_MAXDIMS], cds[MC_CAST_MAXDIMS];
-    if (src_type < 0 || src_type >= MC_NDTYPES || dst_type < 0 || dst_type >= MC_NDTYPES ||
-        nd < 0 || nd > MC_CAST_MAXDIMS)
+    if (src_type < 0 || src_type >= MC_NCASTTYPES || dst_type < 0 || dst_type >= MC_NCASTTYPES ||
+        nd < 0 || nd > MC_CAST_MAXDIMS || (saturate != 0 && saturate != 1) ||
+        (saturate && dst_type < MC_E4M3))
         return MC_CAST_EINVAL;
     int64_t total = 1;
     for (int i = 0; i < nd; ++i) {
@@ -135,7 +137,9 @@ int mc_cast(const char *src, int src_type, const int64_t *src_strides, char *dst
     mc_cast_job_ job;
     job.src_type = src_type;
     job.dst_type = dst_type;
-    job.fn = mc_kernels(mc_rt_level())->convert.cast[src_type][dst_type];
+    job.saturate = saturate;
+    const mc_convert_table *t = &mc_kernels(mc_rt_level())->convert;
+    job.fn = saturate ? t->cast_sat[src_type][dst_type - MC_E4M3] : t->cast[src_type][dst_type];
     job.contiguous = css[cnd - 1] == mc_dtype_size(src_type) &&
                      cds[cnd - 1] == mc_dtype_size(dst_type);
     job.s = src;

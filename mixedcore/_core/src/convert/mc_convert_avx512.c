@@ -18,6 +18,23 @@
  *      (float16) or the float32 subnormal still carries 16 more bits than the bfloat16 one.
  *      Above FLT_MAX truncation gives FLT_MAX with the odd bit set, which rounds to infinity.
  *   e. Conversions use {sae} forms where they exist; the driver restores the caller's flags.
+ *   f. float8 is integer arithmetic on 16 float32 lanes (to float8) or 32 16-bit lanes (from
+ *      float8), the scalar twins' algorithms (mc_convert_scalar.h, design d) lane by lane:
+ *      rebias and round the float32 bits (the subnormal lanes as design g says); decoding
+ *      shifts a normal code into place and rebiases it, takes the eight or four subnormal codes
+ *      from a table of 16-bit results (VPERMW) and blends the specials.  Every other source and
+ *      destination goes through the exact float32 value, float64 by the nearest-even VCVTPD2PS
+ *      as ml_dtypes does.  The codes are narrowed in registers (VPMOVDB) and stored plainly:
+ *      the masked VPMOVDB store is slow, so only partial blocks use a masked store.  The first
+ *      block is cut short so that the wider side's accesses are 64-byte aligned: a 64-byte
+ *      access across two cache lines costs two (large numpy arrays start 16 bytes into a line).
+ *   g. A float8 subnormal result is |x| rounded to a multiple of 2**-k (k = 9 for e4m3fn, 16
+ *      for e5m2).  Adding the float 2**(23 - k) does exactly that in one instruction: the sum
+ *      lies in [2**(23 - k), 2**(24 - k)), whose spacing is 2**-k, and the addition rounds to
+ *      nearest even (embedded rounding, no flags); the sum's bits minus those of 2**(23 - k) are
+ *      the code, 2**(mantissa bits) when it rounds up to the smallest normal.  Inputs below the
+ *      smallest normal only reach this path; float32 subnormals are inputs like any other
+ *      (every call runs without denormals-are-zero, mc_fpenv.h).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -43,6 +60,25 @@
         const STYPE *s = (const STYPE *)src;                                          \
         DTYPE *d = (DTYPE *)dst;                                                      \
         int64_t i = 0;                                                                \
+        for (; i + (W) <= n; i += (W))                                                \
+            block(s + i, d + i, (MASK_T)~(MASK_T)0);                                  \
+        if (i < n)                                                                    \
+            block(s + i, d + i, (MASK_T)mc_lanes_avx512(n - i));                       \
+    }
+
+/* The same, the first block cut short so that the wider side's main-loop accesses are 64-byte
+ * aligned (or aligned to a whole block, when that is less; design f). */
+#define MC_ENTRY_ALIGNED_(name, STYPE, DTYPE, W, MASK_T, block)                       \
+    static void mc_cast_##name##_avx512(const void *src, void *dst, int64_t n)               \
+    {                                                                                 \
+        const STYPE *s = (const STYPE *)src;                                          \
+        DTYPE *d = (DTYPE *)dst;                                                      \
+        const unsigned wide = sizeof(DTYPE) >= sizeof(STYPE) ? sizeof(DTYPE) : sizeof(STYPE); \
+        const unsigned align = (W) * wide < 64 ? (W) * wide : 64;  /* a head below W */ \
+        int64_t i = sizeof(DTYPE) >= sizeof(STYPE) ? mc_aligned_head(d, align, wide, n)  \
+                                                   : mc_aligned_head(s, align, wide, n); \
+        if (i > 0)                                                                    \
+            block(s, d, (MASK_T)mc_lanes_avx512(i));                                  \
         for (; i + (W) <= n; i += (W))                                                \
             block(s + i, d + i, (MASK_T)~(MASK_T)0);                                  \
         if (i < n)                                                                    \
@@ -203,4 +239,196 @@ MC_INLINE_ void f64_f32_block_(const uint64_t *s, uint32_t *d, __mmask8 m)
 
 MC_ENTRY_(f64_f32, uint64_t, uint32_t, 8, __mmask8, f64_f32_block_)
 
-const mc_convert_table mc_convert_table_avx512 = MC_CONVERT_TABLE_(avx512);
+
+/* --- float8 (design f) ------------------------------------------------------------------------ */
+
+/* float32 bits -> float8 codes in the low byte of each lane: mc_f32_to_e4m3_bits,
+ * mc_f32_to_e5m2_bits or their saturating forms (e5m2 and sat are constants once inlined). */
+MC_INLINE_ __m512i f8_encode_(__m512i f, int e5m2, int sat)
+{
+    const int sh = e5m2 ? 21 : 20, k = e5m2 ? 16 : 9;
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i a = _mm512_and_si512(f, _mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(f, 24), _mm512_set1_epi32(0x80));
+    /* normal results: rebias, then round sh bits away to nearest even */
+    const __m512i b = _mm512_sub_epi32(a, _mm512_set1_epi32((e5m2 ? 112 : 120) << 23));
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, sh), one);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32((1 << (sh - 1)) - 1)), lsb), sh);
+    /* subnormal results (design g): |x| + 2**(23 - k) rounds |x| to a multiple of 2**-k, the
+     * float8 subnormal unit, to nearest even; the low bits of the sum are the code */
+    const __m512i magic = _mm512_set1_epi32((127 + 23 - k) << 23);
+    const __m512i q = _mm512_sub_epi32(
+        _mm512_castps_si512(_mm512_add_round_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(magic),
+                                                MC_RNE_SAE_)), magic);
+    const __mmask16 sub = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(e5m2 ? 0x38800000 : 0x3C800000));
+    r = _mm512_mask_mov_epi32(r, sub, q);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
+    if (e5m2)
+        r = _mm512_mask_mov_epi32(_mm512_min_epu32(r, _mm512_set1_epi32(sat ? 0x7B : 0x7C)), nan,
+                                  _mm512_set1_epi32(0x7E));
+    else if (sat)
+        r = _mm512_mask_mov_epi32(_mm512_min_epu32(r, _mm512_set1_epi32(0x7E)), nan,
+                                  _mm512_set1_epi32(0x7F));
+    else
+        r = _mm512_min_epu32(r, _mm512_set1_epi32(0x7F));   /* overflow, infinity and NaN */
+    return _mm512_or_si512(r, sign);
+}
+
+/* 16 codes (one per 32-bit lane) -> the bytes at d named by m (design f). */
+MC_INLINE_ void store_codes16_(uint8_t *d, __mmask16 m, __m512i r)
+{
+    const __m128i b = _mm512_cvtepi32_epi8(r);
+    if (m == (__mmask16)0xFFFF)
+        _mm_storeu_si128((__m128i *)d, b);
+    else
+        _mm_mask_storeu_epi8(d, m, b);
+}
+
+/* 32 float8 codes (one per 16-bit lane) -> bfloat16 bits (f16 = 0) or float16 bits (f16 = 1),
+ * exact: the normal codes shifted into place and rebiased, the subnormal codes from a table,
+ * infinity and NaN blended in, the sign put back. */
+MC_INLINE_ __m512i f8_decode_(__m512i w, int e5m2, int f16)
+{
+    static const uint16_t sub_table[2][2][32] = {
+        {{0x0000, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60},     /* e4m3 -> bf16 */
+         {0x0000, 0x1800, 0x1C00, 0x1E00, 0x2000, 0x2100, 0x2200, 0x2300}},    /* e4m3 -> f16 */
+        {{0x0000, 0x3780, 0x3800, 0x3840},                                     /* e5m2 -> bf16 */
+         {0x0000, 0x0100, 0x0200, 0x0300}}};                                   /* e5m2 -> f16 */
+    const __m512i mag = _mm512_and_si512(w, _mm512_set1_epi16(0x7F));
+    const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(w, _mm512_set1_epi16(0x80)), 8);
+    const int shift = f16 ? (e5m2 ? 8 : 7) : (e5m2 ? 5 : 4);
+    const int rebias = f16 ? (e5m2 ? 0 : 8 << 10) : (e5m2 ? 112 << 7 : 120 << 7);
+    __m512i r = _mm512_add_epi16(_mm512_slli_epi16(mag, shift), _mm512_set1_epi16((short)rebias));
+    const __m512i table = _mm512_loadu_si512(sub_table[e5m2][f16]);
+    r = _mm512_mask_mov_epi16(r, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(e5m2 ? 4 : 8)),
+                              _mm512_permutexvar_epi16(mag, table));
+    const short qnan = f16 ? 0x7E00 : 0x7FC0;
+    if (e5m2) {
+        r = _mm512_mask_mov_epi16(r, _mm512_cmpeq_epu16_mask(mag, _mm512_set1_epi16(0x7C)),
+                                  _mm512_set1_epi16(f16 ? 0x7C00 : 0x7F80));
+        r = _mm512_mask_mov_epi16(r, _mm512_cmpgt_epu16_mask(mag, _mm512_set1_epi16(0x7C)),
+                                  _mm512_set1_epi16(qnan));
+    } else {
+        r = _mm512_mask_mov_epi16(r, _mm512_cmpeq_epu16_mask(mag, _mm512_set1_epi16(0x7F)),
+                                  _mm512_set1_epi16(qnan));
+    }
+    return _mm512_or_si512(r, sign);
+}
+
+/* 32 float8 codes loaded (the lanes of m) into 16-bit lanes. */
+MC_INLINE_ __m512i f8_load32_(const uint8_t *s, __mmask32 m)
+{
+    return _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, s));
+}
+
+/* The 16 float32 lanes of bfloat16 bits held in 16-bit lanes (half 0 or 1 of w). */
+MC_INLINE_ __m512i bf16_half_to_f32_(__m512i w, int half)
+{
+    const __m256i h = half ? _mm512_extracti64x4_epi64(w, 1) : _mm512_castsi512_si256(w);
+    return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
+}
+
+/* Sources to float8: 16 lanes of float32 bits, then f8_encode_. */
+MC_INLINE_ __m512i f32_bits_of_f16_(const uint16_t *s, __mmask16 m)
+{
+    return _mm512_castps_si512(_mm512_cvt_roundph_ps(_mm256_maskz_loadu_epi16(m, s), _MM_FROUND_NO_EXC));
+}
+MC_INLINE_ __m512i f32_bits_of_bf16_(const uint16_t *s, __mmask16 m)
+{
+    return _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, s)), 16);
+}
+MC_INLINE_ __m512i f32_bits_of_f32_(const uint32_t *s, __mmask16 m)
+{
+    return _mm512_maskz_loadu_epi32(m, s);
+}
+/* ml_dtypes rounds a double to float first (to nearest even; NaN quieted, as every float8 NaN
+ * is canonical anyway). */
+MC_INLINE_ __m512i f32_bits_of_f64_(const uint64_t *s, __mmask16 m)
+{
+    const __m512d x0 = _mm512_castsi512_pd(_mm512_maskz_loadu_epi64((__mmask8)m, s));
+    const __m512d x1 = _mm512_castsi512_pd(_mm512_maskz_loadu_epi64((__mmask8)(m >> 8), s + 8));
+    const __m256i lo = _mm256_castps_si256(_mm512_cvt_roundpd_ps(x0, MC_RNE_SAE_));
+    const __m256i hi = _mm256_castps_si256(_mm512_cvt_roundpd_ps(x1, MC_RNE_SAE_));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+#define MC_TO_F8_(src, STYPE, f8, e5m2, sat)                                          \
+    MC_INLINE_ void src##_##f8##_block_(const STYPE *s, uint8_t *d, __mmask16 m)      \
+    {                                                                                 \
+        store_codes16_(d, m, f8_encode_(f32_bits_of_##src##_(s, m), e5m2, sat));      \
+    }                                                                                 \
+    MC_ENTRY_ALIGNED_(src##_##f8, STYPE, uint8_t, 16, __mmask16, src##_##f8##_block_)
+
+#define MC_TO_F8_ALL_(src, STYPE)                                                     \
+    MC_TO_F8_(src, STYPE, e4m3, 0, 0)                                                 \
+    MC_TO_F8_(src, STYPE, e5m2, 1, 0)                                                 \
+    MC_TO_F8_(src, STYPE, e4m3_sat, 0, 1)                                             \
+    MC_TO_F8_(src, STYPE, e5m2_sat, 1, 1)
+
+MC_TO_F8_ALL_(f16, uint16_t)
+MC_TO_F8_ALL_(bf16, uint16_t)
+MC_TO_F8_ALL_(f32, uint32_t)
+MC_TO_F8_ALL_(f64, uint64_t)
+
+/* float8 to the other types, 32 elements a block. */
+#define MC_FROM_F8_(f8, e5m2)                                                         \
+    MC_INLINE_ void f8##_bf16_block_(const uint8_t *s, uint16_t *d, __mmask32 m)      \
+    {                                                                                 \
+        _mm512_mask_storeu_epi16(d, m, f8_decode_(f8_load32_(s, m), e5m2, 0));        \
+    }                                                                                 \
+    MC_ENTRY_ALIGNED_(f8##_bf16, uint8_t, uint16_t, 32, __mmask32, f8##_bf16_block_)          \
+    MC_INLINE_ void f8##_f16_block_(const uint8_t *s, uint16_t *d, __mmask32 m)       \
+    {                                                                                 \
+        _mm512_mask_storeu_epi16(d, m, f8_decode_(f8_load32_(s, m), e5m2, 1));        \
+    }                                                                                 \
+    MC_ENTRY_ALIGNED_(f8##_f16, uint8_t, uint16_t, 32, __mmask32, f8##_f16_block_)            \
+    MC_INLINE_ void f8##_f32_block_(const uint8_t *s, uint32_t *d, __mmask32 m)       \
+    {                                                                                 \
+        const __m512i w = f8_decode_(f8_load32_(s, m), e5m2, 0);                      \
+        _mm512_mask_storeu_epi32(d, (__mmask16)m, bf16_half_to_f32_(w, 0));           \
+        _mm512_mask_storeu_epi32(d + 16, (__mmask16)(m >> 16), bf16_half_to_f32_(w, 1)); \
+    }                                                                                 \
+    MC_ENTRY_ALIGNED_(f8##_f32, uint8_t, uint32_t, 32, __mmask32, f8##_f32_block_)            \
+    MC_INLINE_ void f8##_f64_block_(const uint8_t *s, uint64_t *d, __mmask32 m)       \
+    {                                                                                 \
+        const __m512i w = f8_decode_(f8_load32_(s, m), e5m2, 0);                      \
+        for (int h = 0; h < 2; ++h) {                                                 \
+            const __m512 f = _mm512_castsi512_ps(bf16_half_to_f32_(w, h));            \
+            const __mmask16 mh = (__mmask16)(m >> (16 * h));                          \
+            _mm512_mask_storeu_pd(d + 16 * h, (__mmask8)mh,                           \
+                                  _mm512_cvt_roundps_pd(_mm512_castps512_ps256(f), _MM_FROUND_NO_EXC)); \
+            _mm512_mask_storeu_pd(d + 16 * h + 8, (__mmask8)(mh >> 8),                \
+                                  _mm512_cvt_roundps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd( \
+                                      _mm512_castps_pd(f), 1)), _MM_FROUND_NO_EXC));   \
+        }                                                                             \
+    }                                                                                 \
+    MC_ENTRY_ALIGNED_(f8##_f64, uint8_t, uint64_t, 32, __mmask32, f8##_f64_block_)
+
+MC_FROM_F8_(e4m3, 0)
+MC_FROM_F8_(e5m2, 1)
+
+/* float8 -> float8: decoded to float32 bits, encoded again. */
+#define MC_F8_F8_(name, se5m2, de5m2, sat)                                            \
+    MC_INLINE_ void name##_block_(const uint8_t *s, uint8_t *d, __mmask32 m)          \
+    {                                                                                 \
+        const __m512i w = f8_decode_(f8_load32_(s, m), se5m2, 0);                     \
+        store_codes16_(d, (__mmask16)m, f8_encode_(bf16_half_to_f32_(w, 0), de5m2, sat));   \
+        store_codes16_(d + 16, (__mmask16)(m >> 16),                                  \
+                       f8_encode_(bf16_half_to_f32_(w, 1), de5m2, sat));              \
+    }                                                                                 \
+    MC_ENTRY_ALIGNED_(name, uint8_t, uint8_t, 32, __mmask32, name##_block_)
+
+MC_F8_F8_(e4m3_e5m2, 0, 1, 0)
+MC_F8_F8_(e5m2_e4m3, 1, 0, 0)
+MC_F8_F8_(e5m2_e4m3_sat, 1, 0, 1)
+MC_F8_F8_(e5m2_e5m2_sat, 1, 1, 1)
+
+const mc_convert_table mc_convert_table_avx512 = {
+    MC_CONVERT_WIDE_(avx512), MC_CONVERT_F8_(avx512),
+    .cast[MC_F64][MC_E4M3] = mc_cast_f64_e4m3_avx512, .cast[MC_F64][MC_E5M2] = mc_cast_f64_e5m2_avx512,
+    .cast_sat[MC_F64] = {mc_cast_f64_e4m3_sat_avx512, mc_cast_f64_e5m2_sat_avx512},
+    .cast[MC_E4M3][MC_F64] = mc_cast_e4m3_f64_avx512, .cast[MC_E5M2][MC_F64] = mc_cast_e5m2_f64_avx512,
+    .cast[MC_E4M3][MC_E5M2] = mc_cast_e4m3_e5m2_avx512, .cast[MC_E5M2][MC_E4M3] = mc_cast_e5m2_e4m3_avx512,
+    .cast_sat[MC_E4M3][MC_E5M2 - MC_E4M3] = mc_cast_e4m3_e5m2_avx512,    /* clipping changes nothing */
+    .cast_sat[MC_E5M2] = {mc_cast_e5m2_e4m3_sat_avx512, mc_cast_e5m2_e5m2_sat_avx512}};

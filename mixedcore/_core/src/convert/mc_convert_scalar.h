@@ -1,4 +1,5 @@
-/* Scalar reference conversions between float16, bfloat16, float32 and float64.
+/* Scalar reference conversions between float16, bfloat16, float32, float64 and the two float8
+ * formats float8_e4m3fn and float8_e5m2.
  *
  * Design:
  *   a. These functions are the specification every SIMD conversion is tested against and the
@@ -20,6 +21,19 @@
  *        f32 <-> f64  IEEE conversion (float64 -> float32 rounds to nearest even; both quiet a
  *                     signalling NaN and keep the payload), as the hardware and numpy do.
  *   c. Header-only (static inline) so every ISA unit can call the twins for its tails.
+ *   d. float8 (ml_dtypes, bit for bit; docs/conversions.md):
+ *        e4m3fn  1-4-3, bias 7, no infinities, NaN S.1111.111 only, largest 448.
+ *        e5m2    1-5-2, bias 15, infinities and NaNs as in IEEE, largest 57344.
+ *        to float8    from the float32 value: exact for float16 and bfloat16, rounded to
+ *                     float32 first for float64 (ml_dtypes rounds twice; mixedcore follows it);
+ *                     then round to nearest even, subnormals rounded.  e4m3fn: a result
+ *                     above 448 (from 464 up, and infinity) is NaN; e5m2: overflow to infinity
+ *                     from 61440 up.  A NaN becomes 0x7F (e4m3fn) or 0x7E (e5m2) with its sign.
+ *        saturating   the value clipped to +-largest first (numpy.clip, then astype): finite
+ *                     values and infinities become at most +-largest, a NaN stays a NaN.
+ *        from float8  exact; a NaN becomes the target's quiet NaN with the sign kept (0x7FC00000
+ *                     in float32, as ml_dtypes goes through float); infinities stay.
+ *        float8 <-> float8  through the exact float32 value.
  */
 #ifndef MC_CONVERT_SCALAR_H_
 #define MC_CONVERT_SCALAR_H_
@@ -233,6 +247,190 @@ static inline uint32_t mc_f64_to_f32_bits(uint64_t d)
         return sign;
     const uint64_t m = (a & UINT64_C(0xFFFFFFFFFFFFF)) | (e ? (UINT64_C(1) << 52) : 0);
     return sign | (uint32_t)mc_rne_shift_(m, e ? shift : shift - 1);
+}
+
+/* --- float8 ---------------------------------------------------------------------------------- */
+
+/* |f| (float32 bits without the sign) below a float8 format's smallest normal, in units of its
+ * smallest subnormal 2**-k, rounded to nearest even: the significand with its implicit bit is
+ * m * 2**(e - 150), so the shift is 150 - k - e.  At 25 and above the value is at most a quarter
+ * unit (zero); float32 subnormals are far below. */
+static inline uint32_t mc_f32_to_f8_sub_(uint32_t a, int k)
+{
+    const int e = (int)(a >> 23);
+    const int shift = 150 - k - e;
+    if (shift >= 25)
+        return 0;
+    return (uint32_t)mc_rne_shift_((a & 0x7FFFFFu) | 0x800000u, shift);
+}
+
+/* float32 bits -> float8_e4m3fn bits.  From 2**-6 (0x3C800000) up: rebias the exponent by
+ * (127 - 7) << 23 and round 20 bits away (adding 0x7FFFF + lsb, as for bfloat16).  The code
+ * after 0x7E (448) is the NaN pattern 0x7F, so every result above 0x7E -- values from 464 up,
+ * infinity, NaN -- is clamped to 0x7F: overflow is NaN in this format, as in ml_dtypes. */
+static inline uint8_t mc_f32_to_e4m3_bits(uint32_t f)
+{
+    const uint8_t sign = (uint8_t)((f >> 24) & 0x80u);
+    const uint32_t a = f & 0x7FFFFFFFu;
+    if (a < 0x3C800000u)
+        return sign | (uint8_t)mc_f32_to_f8_sub_(a, 9);
+    const uint32_t b = a - (120u << 23);
+    const uint32_t r = (b + 0x7FFFFu + ((b >> 20) & 1u)) >> 20;
+    return sign | (uint8_t)(r < 0x7Fu ? r : 0x7Fu);
+}
+
+/* The same after clipping to [-448, 448]: numbers and infinities saturate at 0x7E. */
+static inline uint8_t mc_f32_to_e4m3_sat_bits(uint32_t f)
+{
+    const uint8_t sign = (uint8_t)((f >> 24) & 0x80u);
+    const uint32_t a = f & 0x7FFFFFFFu;
+    if (a > 0x7F800000u)
+        return sign | 0x7Fu;
+    const uint8_t r = mc_f32_to_e4m3_bits(a);
+    return sign | (r < 0x7Eu ? r : 0x7Eu);
+}
+
+/* float32 bits -> float8_e5m2 bits.  From 2**-14 (0x38800000) up: rebias by (127 - 15) << 23
+ * and round 21 bits away; results from 0x7C up (61440 and above, infinity) are infinity.  A NaN
+ * becomes 0x7E with its sign. */
+static inline uint8_t mc_f32_to_e5m2_bits(uint32_t f)
+{
+    const uint8_t sign = (uint8_t)((f >> 24) & 0x80u);
+    const uint32_t a = f & 0x7FFFFFFFu;
+    if (a > 0x7F800000u)
+        return sign | 0x7Eu;
+    if (a < 0x38800000u)
+        return sign | (uint8_t)mc_f32_to_f8_sub_(a, 16);
+    const uint32_t b = a - (112u << 23);
+    const uint32_t r = (b + 0xFFFFFu + ((b >> 21) & 1u)) >> 21;
+    return sign | (uint8_t)(r < 0x7Cu ? r : 0x7Cu);
+}
+
+/* The same after clipping to [-57344, 57344]: numbers and infinities saturate at 0x7B. */
+static inline uint8_t mc_f32_to_e5m2_sat_bits(uint32_t f)
+{
+    const uint8_t r = mc_f32_to_e5m2_bits(f);
+    return (r & 0x7Fu) == 0x7Cu ? (uint8_t)(r - 1u) : r;
+}
+
+/* float8_e4m3fn bits -> bfloat16 bits: exact (bfloat16 has the wider exponent and mantissa).
+ * Normal codes (exponent field >= 1): the magnitude shifted up 4 puts exponent and mantissa in
+ * place, plus the rebias (127 - 7) << 7.  A subnormal m * 2**-9 (m = 1..7) with its top bit at
+ * p is normalised: exponent p - 9 + 127.  0x7F is NaN: 0x7FC0 with the sign. */
+static inline uint16_t mc_e4m3_to_bf16_bits(uint8_t v)
+{
+    const uint16_t sign = (uint16_t)((v & 0x80u) << 8);
+    const uint32_t mag = v & 0x7Fu;
+    if (mag == 0x7Fu)
+        return sign | 0x7FC0u;
+    if (mag >= 8)
+        return sign | (uint16_t)((mag << 4) + (120u << 7));
+    if (mag == 0)
+        return sign;
+    const int p = mag >= 4 ? 2 : mag >= 2 ? 1 : 0;
+    return sign | (uint16_t)(((uint32_t)(p + 118) << 7) | ((mag << (7 - p)) & 0x7Fu));
+}
+
+/* float8_e5m2 bits -> bfloat16 bits: exact.  Normal codes: shifted up 5 plus the rebias
+ * (127 - 15) << 7; subnormals m * 2**-16 (m = 1..3) normalised; 0x7C infinity; above it NaN,
+ * 0x7FC0 with the sign (the payload is dropped, as ml_dtypes does). */
+static inline uint16_t mc_e5m2_to_bf16_bits(uint8_t v)
+{
+    const uint16_t sign = (uint16_t)((v & 0x80u) << 8);
+    const uint32_t mag = v & 0x7Fu;
+    if (mag > 0x7Cu)
+        return sign | 0x7FC0u;
+    if (mag == 0x7Cu)
+        return sign | 0x7F80u;
+    if (mag >= 4)
+        return sign | (uint16_t)((mag << 5) + (112u << 7));
+    if (mag == 0)
+        return sign;
+    const int p = mag >= 2 ? 1 : 0;
+    return sign | (uint16_t)(((uint32_t)(p + 111) << 7) | ((mag << (7 - p)) & 0x7Fu));
+}
+
+static inline uint32_t mc_e4m3_to_f32_bits(uint8_t v) { return (uint32_t)mc_e4m3_to_bf16_bits(v) << 16; }
+static inline uint32_t mc_e5m2_to_f32_bits(uint8_t v) { return (uint32_t)mc_e5m2_to_bf16_bits(v) << 16; }
+
+/* The other directions go through the float32 value (design d): from float8 the value is exact
+ * in every type, and the float32 NaN 0x7FC00000 becomes each type's quiet NaN. */
+#define MC_F8_VIA_F32_(name, stype, dtype, to_f32, from_f32)                          \
+    static inline dtype mc_##name##_bits(stype v) { return from_f32(to_f32(v)); }
+
+#define MC_F8_INTO_(f8)                                                               \
+    MC_F8_VIA_F32_(f16_to_##f8, uint16_t, uint8_t, mc_f16_to_f32_bits, mc_f32_to_##f8##_bits) \
+    MC_F8_VIA_F32_(bf16_to_##f8, uint16_t, uint8_t, mc_bf16_to_f32_bits, mc_f32_to_##f8##_bits) \
+    MC_F8_VIA_F32_(f64_to_##f8, uint64_t, uint8_t, mc_f64_to_f32_bits, mc_f32_to_##f8##_bits)
+MC_F8_INTO_(e4m3)
+MC_F8_INTO_(e4m3_sat)
+MC_F8_INTO_(e5m2)
+MC_F8_INTO_(e5m2_sat)
+#undef MC_F8_INTO_
+
+#define MC_F8_FROM_(f8)                                                               \
+    MC_F8_VIA_F32_(f8##_to_f16, uint8_t, uint16_t, mc_##f8##_to_f32_bits, mc_f32_to_f16_bits) \
+    MC_F8_VIA_F32_(f8##_to_f64, uint8_t, uint64_t, mc_##f8##_to_f32_bits, mc_f32_to_f64_bits)
+MC_F8_FROM_(e4m3)
+MC_F8_FROM_(e5m2)
+#undef MC_F8_FROM_
+
+MC_F8_VIA_F32_(e4m3_to_e5m2, uint8_t, uint8_t, mc_e4m3_to_f32_bits, mc_f32_to_e5m2_bits)
+MC_F8_VIA_F32_(e5m2_to_e4m3, uint8_t, uint8_t, mc_e5m2_to_f32_bits, mc_f32_to_e4m3_bits)
+MC_F8_VIA_F32_(e5m2_to_e4m3_sat, uint8_t, uint8_t, mc_e5m2_to_f32_bits, mc_f32_to_e4m3_sat_bits)
+MC_F8_VIA_F32_(e5m2_to_e5m2_sat, uint8_t, uint8_t, mc_e5m2_to_f32_bits, mc_f32_to_e5m2_sat_bits)
+#undef MC_F8_VIA_F32_
+
+/* float32 bits -> float8 bits of type `dst` (MC_E4M3 or MC_E5M2), saturating or not. */
+static inline uint8_t mc_f32_to_f8_bits(int dst, int saturate, uint32_t f)
+{
+    if (dst == MC_E4M3)
+        return saturate ? mc_f32_to_e4m3_sat_bits(f) : mc_f32_to_e4m3_bits(f);
+    return saturate ? mc_f32_to_e5m2_sat_bits(f) : mc_f32_to_e5m2_bits(f);
+}
+
+/* One element of any conversion, the specification in one function: the bits v of type src
+ * (low bits of the argument) converted to type dst, saturating when `saturate` is set and dst is
+ * a float8 type.  The same type is a copy of the bits (saturating float8 excepted: numpy.clip
+ * computes in float32).  The conversions among the four wider types are the functions above;
+ * every direction with a float8 side goes through the float32 value as design d says. */
+static inline uint64_t mc_cast_bits(int src, int dst, int saturate, uint64_t v)
+{
+    saturate = saturate && dst >= MC_NDTYPES;
+    if (src == dst && !saturate)
+        return v;
+    if (src < MC_NDTYPES && dst < MC_NDTYPES) {
+        switch (src * MC_NDTYPES + dst) {
+        case MC_F16 * 4 + MC_BF16: return mc_f16_to_bf16_bits((uint16_t)v);
+        case MC_F16 * 4 + MC_F32: return mc_f16_to_f32_bits((uint16_t)v);
+        case MC_F16 * 4 + MC_F64: return mc_f16_to_f64_bits((uint16_t)v);
+        case MC_BF16 * 4 + MC_F16: return mc_bf16_to_f16_bits((uint16_t)v);
+        case MC_BF16 * 4 + MC_F32: return mc_bf16_to_f32_bits((uint16_t)v);
+        case MC_BF16 * 4 + MC_F64: return mc_bf16_to_f64_bits((uint16_t)v);
+        case MC_F32 * 4 + MC_F16: return mc_f32_to_f16_bits((uint32_t)v);
+        case MC_F32 * 4 + MC_BF16: return mc_f32_to_bf16_bits((uint32_t)v);
+        case MC_F32 * 4 + MC_F64: return mc_f32_to_f64_bits((uint32_t)v);
+        case MC_F64 * 4 + MC_F16: return mc_f64_to_f16_bits(v);
+        case MC_F64 * 4 + MC_BF16: return mc_f64_to_bf16_bits(v);
+        default: return mc_f64_to_f32_bits(v);
+        }
+    }
+    uint32_t f;
+    switch (src) {
+    case MC_F16: f = mc_f16_to_f32_bits((uint16_t)v); break;
+    case MC_BF16: f = mc_bf16_to_f32_bits((uint16_t)v); break;
+    case MC_F32: f = (uint32_t)v; break;
+    case MC_F64: f = mc_f64_to_f32_bits(v); break;
+    case MC_E4M3: f = mc_e4m3_to_f32_bits((uint8_t)v); break;
+    default: f = mc_e5m2_to_f32_bits((uint8_t)v); break;
+    }
+    switch (dst) {
+    case MC_F16: return mc_f32_to_f16_bits(f);
+    case MC_BF16: return mc_f32_to_bf16_bits(f);
+    case MC_F32: return f;
+    case MC_F64: return mc_f32_to_f64_bits(f);
+    default: return mc_f32_to_f8_bits(dst, saturate, f);
+    }
 }
 
 #endif

@@ -9,10 +9,15 @@ static mc_level_kernels mc_resolved_[MC_ISA_COUNT];
 /* Fills the empty entries of `k` from `below` (design b). */
 static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
 {
-    for (int s = 0; s < MC_NDTYPES; ++s) {
-        for (int d = 0; d < MC_NDTYPES; ++d)
+    for (int s = 0; s < MC_NCASTTYPES; ++s) {
+        for (int d = 0; d < MC_NCASTTYPES; ++d)
             if (k->convert.cast[s][d] == NULL)
                 k->convert.cast[s][d] = below->convert.cast[s][d];
+        for (int d = 0; d < MC_NCASTTYPES - MC_E4M3; ++d)
+            if (k->convert.cast_sat[s][d] == NULL)
+                k->convert.cast_sat[s][d] = below->convert.cast_sat[s][d];
+    }
+    for (int s = 0; s < MC_NDTYPES; ++s) {
         if (k->scan.all_finite[s] == NULL)
             k->scan.all_finite[s] = below->scan.all_finite[s];
         if (k->scan.unscale[s] == NULL)
