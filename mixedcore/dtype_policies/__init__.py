@@ -3,9 +3,8 @@
 - ``_policy``: the ``DTypePolicy`` class, the names it accepts, and the global policy
   (``set_policy`` and its Keras / tf.keras spellings, ``global_policy``, ``policy_scope``);
 - ``_serialization``: ``get`` (what a layer's ``dtype`` argument stands for), ``serialize`` and
-  ``deserialize`` (Keras's dict form);
-- ``_quantized``: Keras 3's quantized policies ("int8_from_float32", ...) and
-  ``DTypePolicyMap`` (docs/quantization.md);
+  ``deserialize`` (Keras's dict form), ``DTypePolicyMap`` (layer paths -> policies);
+- ``_quantized``: Keras 3's quantized policies ("int8_from_float32", ...), docs/quantization.md;
 - ``_experimental``: the deprecated tf.keras 1.15 - 2.4 ``Policy``, which carries a loss scale
   (public as ``mixedcore.experimental``).
 
@@ -28,13 +27,12 @@ from mixedcore.dtype_policies._policy import (
 from mixedcore.dtype_policies._quantized import (
     QUANTIZATION_MODES,
     AWQDTypePolicy,
-    DTypePolicyMap,
     GPTQDTypePolicy,
     Int4DTypePolicy,
     QuantizedDTypePolicy,
     QuantizedFloat8DTypePolicy,
 )
-from mixedcore.dtype_policies._serialization import deserialize, get, serialize
+from mixedcore.dtype_policies._serialization import DTypePolicyMap, deserialize, get, serialize
 # for the layers: a layer's dtype argument checked and resolved, and its policy's config entry
 from mixedcore.dtype_policies._serialization import policy_config, resolve_policy  # noqa: F401
 

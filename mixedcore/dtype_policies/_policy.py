@@ -317,6 +317,17 @@ def _check_config(owner, config, allowed):
 
 # --------------------------------------------------------------------------- global policy
 
+# (test, parse) pairs for names of policy classes defined above this module (the quantized
+# ones): set_policy / policy_scope take their names too
+_NAME_PARSERS: list = []
+
+
+def register_name_parser(test, parse) -> None:
+    """Let ``set_policy`` / ``policy_scope`` build ``parse(owner, name)`` for names ``test``
+    accepts (the quantized policies register theirs)."""
+    _NAME_PARSERS.append((test, parse))
+
+
 _DEFAULT_POLICY = DTypePolicy("float32")
 _global_lock = threading.Lock()
 _global = _DEFAULT_POLICY
@@ -330,11 +341,8 @@ def _as_global_policy(owner, policy):
         return _DEFAULT_POLICY
     if isinstance(policy, str):
         try:
-            from mixedcore.dtype_policies._quantized import is_quantized_name, quantized_policy
-            if is_quantized_name(policy):
-                policy = quantized_policy("DTypePolicy", policy)
-            else:
-                policy = DTypePolicy(policy)
+            parse = next((p for test, p in _NAME_PARSERS if test(policy)), DTypePolicy)
+            policy = parse(policy) if parse is DTypePolicy else parse("DTypePolicy", policy)
         except ValueError as exc:           # keep Keras's wording, say who was called
             message = str(exc)
             if message.startswith("DTypePolicy: "):

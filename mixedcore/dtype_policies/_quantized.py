@@ -10,27 +10,27 @@ and configs are Keras 3.15's:
 - ``Int4DTypePolicy``: mode ``"int4/<block_size>"`` (-1 per channel, else groups of that many
   input rows);
 - ``QuantizedFloat8DTypePolicy``: mode "float8", with ``amax_history_length``;
-- ``GPTQDTypePolicy`` / ``AWQDTypePolicy``: ``"gptq/<bits>/<group>"``, ``"awq/4/<group>"``;
-- ``DTypePolicyMap``: layer paths (or regular expressions over them) -> policies, with a default.
+- ``GPTQDTypePolicy`` / ``AWQDTypePolicy``: ``"gptq/<bits>/<group>"``, ``"awq/4/<group>"``.
+
+(``DTypePolicyMap``, which maps layer paths to policies of any class, is _serialization's.)
 
 Decisions:
 A. Policies stay immutable and hashable, as mixedcore's ``DTypePolicy`` is (Keras 3 mutates a
-   map's policies in ``get_config``; here ``get_config`` builds new dicts).  A ``DTypePolicyMap``
-   is mutable (it is a mapping) and so, like a dict, not hashable.
-B. ``quantized_policy`` parses a name as ``keras.dtype_policies.get`` does: a name starting with
-   a mode is split at ``"_from_"``.
+   map's policies in ``get_config``; here ``get_config`` builds new dicts).
+B. ``quantized_policy`` parses a name as ``keras.dtype_policies.get`` does, split at
+   ``"_from_"``; ``set_policy`` and ``policy_scope`` reach it through the name hook this module
+   registers with ``_policy`` (which cannot import it: this module derives from its class).
 """
 from __future__ import annotations
 
-import re
-from collections.abc import MutableMapping
-from typing import Any, Iterator
+from typing import Any
 
+from mixedcore.dtype_policies import _policy
 from mixedcore.dtype_policies._policy import DTypePolicy, global_policy
 
 __all__ = ["QUANTIZATION_MODES", "QuantizedDTypePolicy", "QuantizedFloat8DTypePolicy",
-           "Int4DTypePolicy", "GPTQDTypePolicy", "AWQDTypePolicy", "DTypePolicyMap",
-           "quantized_policy"]
+           "Int4DTypePolicy", "GPTQDTypePolicy", "AWQDTypePolicy", "quantized_policy",
+           "is_quantized_name"]
 
 QUANTIZATION_MODES = ("int8", "float8", "int4", "gptq", "awq")
 
@@ -268,167 +268,4 @@ def quantized_policy(owner: str, name: str) -> QuantizedDTypePolicy:
     return QuantizedDTypePolicy(mode, source)
 
 
-class DTypePolicyMap(MutableMapping):
-    """Layer paths -> dtype policies, with a default (``keras.dtype_policies.DTypePolicyMap``).
-
-    Parameters
-    ----------
-    default_policy : policy, name or None
-        The policy of paths no key matches; None: the global policy when asked.
-    policy_map : dict, optional
-        Keys are layer paths or regular expressions over them (``re.fullmatch``); values are
-        policies or anything ``dtype_policies.get`` takes.
-
-    Notes
-    -----
-    ``m[path]`` is the exact key's policy, else the one key matching as a regular expression
-    (two matching keys are a ValueError), else the default.  A key can be set only once.
-    ``compute_dtype``, ``variable_dtype``, ``quantization_mode`` and ``name`` are the default
-    policy's (``name``: ``"map_<default>"``).
-    """
-
-    def __init__(self, default_policy: Any = None,
-                 policy_map: dict[str, Any] | None = None) -> None:
-        from mixedcore.dtype_policies._serialization import get
-        if isinstance(default_policy, DTypePolicyMap):
-            raise ValueError("DTypePolicyMap: `default_policy` cannot be a `DTypePolicyMap`.")
-        if policy_map is not None and not isinstance(policy_map, dict):
-            raise TypeError(f"DTypePolicyMap: If specified, `policy_map` must be a dict. "
-                            f"Received: policy_map={policy_map!r} of type "
-                            f"{type(policy_map).__name__}")
-        self._default_arg = default_policy
-        default = None if default_policy is None else get(default_policy)
-        if isinstance(default, DTypePolicyMap):
-            raise ValueError("DTypePolicyMap: `default_policy` cannot be a `DTypePolicyMap`.")
-        self._default = default
-        self._map: dict[str, DTypePolicy] = {}
-        for key, value in (policy_map or {}).items():
-            self[key] = value
-
-    @property
-    def default_policy(self) -> DTypePolicy:
-        return self._default if self._default is not None else global_policy()
-
-    @property
-    def name(self) -> str:
-        return f"map_{self.default_policy.name}"
-
-    @property
-    def compute_dtype(self) -> str | None:
-        return self.default_policy.compute_dtype
-
-    @property
-    def variable_dtype(self) -> str | None:
-        return self.default_policy.variable_dtype
-
-    @property
-    def quantization_mode(self) -> str | None:
-        return getattr(self.default_policy, "quantization_mode", None)
-
-    def __getitem__(self, key: str) -> DTypePolicy:
-        if key in self._map:
-            return self._map[key]
-        if not isinstance(key, str):
-            raise TypeError(f"DTypePolicyMap: keys are layer paths (str), got "
-                            f"{type(key).__name__}: {key!r}")
-        matching = [p for p in self._map if re.fullmatch(p, key)]
-        if len(matching) > 1:
-            raise ValueError(f"DTypePolicyMap: Path '{key}' matches multiple dtype policy "
-                             f"specification keys: {matching}. Please make sure each path only "
-                             f"matches at most one dtype policy specification key in the "
-                             f"DTypePolicyMap.")
-        if matching:
-            return self._map[matching[0]]
-        return self.default_policy
-
-    def __setitem__(self, key: str, policy: Any) -> None:
-        from mixedcore.dtype_policies._serialization import get
-        if not isinstance(key, str):
-            raise TypeError(f"DTypePolicyMap: keys are layer paths (str), got "
-                            f"{type(key).__name__}: {key!r}")
-        if key in self._map:
-            raise ValueError(f"DTypePolicyMap: {key} already exist in the DTypePolicyMap with "
-                             f"value {self._map[key]}. Please make sure to not use duplicated "
-                             f"keys.")
-        try:
-            re.compile(key)
-        except re.error as exc:
-            raise ValueError(f"DTypePolicyMap: key {key!r} is not a valid regular expression "
-                             f"({exc})") from None
-        try:
-            value = get(policy)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"DTypePolicyMap: Cannot interpret the assigned value by "
-                             f"`keras.dtype_policies.get`. Received: {policy!r} of type "
-                             f"{type(policy).__name__} ({exc})") from None
-        if isinstance(value, DTypePolicyMap):
-            raise ValueError(f"DTypePolicyMap: the policy of {key!r} cannot be a map")
-        self._map[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        del self._map[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._map
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._map)
-
-    def __len__(self) -> int:
-        return len(self._map)
-
-    def __eq__(self, other):
-        if not isinstance(other, DTypePolicyMap):
-            return NotImplemented
-        return self._default == other._default and self._map == other._map
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self):
-        default = None if self._default is None else self._default.name
-        mapping = [(k, v.name) for k, v in self._map.items()]
-        return f"<DTypePolicyMap default_policy={default}, mapping={mapping}>"
-
-    def get_config(self) -> dict[str, Any]:
-        from mixedcore.dtype_policies._serialization import serialize
-        default = self._default_arg
-        if isinstance(default, DTypePolicy):
-            default = serialize(default)
-        entries = {}
-        for key, policy in self._map.items():
-            entry = serialize(policy)
-            if default is None:
-                # as Keras writes it: without a default, the entries follow the global policy
-                # of the process that loads them
-                inner = dict(entry["config"])
-                inner["source_name" if "source_name" in inner else "name"] = None
-                entry = dict(entry, config=inner)
-            entries[key] = entry
-        return {"default_policy": default, "policy_map": entries}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any],
-                    custom_objects: dict[str, Any] | None = None) -> DTypePolicyMap:
-        from mixedcore.dtype_policies._serialization import deserialize
-        owner = "DTypePolicyMap.from_config"
-        if not isinstance(config, dict):
-            raise TypeError(f"{owner}: config must be a dict, got {type(config).__name__}")
-        unknown = sorted(str(k) for k in config if k not in ("default_policy", "policy_map"))
-        if unknown:
-            raise ValueError(f"{owner}: unexpected keys {unknown} in {config!r}")
-        raw = config.get("policy_map") or {}
-        if isinstance(raw, dict) and "class_name" in raw and raw.get("class_name") == "__dict__":
-            raw = raw.get("config", {})
-        if not isinstance(raw, dict):
-            raise ValueError(f"{owner}: 'policy_map' must be a dict, got {raw!r}")
-        default = config.get("default_policy")
-        if isinstance(default, dict):
-            default = deserialize(default, custom_objects)
-        entries = {}
-        for key, value in raw.items():
-            if isinstance(value, dict) and isinstance(value.get("config"), dict) \
-                    and "name" in value["config"] and value["config"]["name"] is None:
-                value = dict(value, config=dict(value["config"], name=global_policy().name))
-            entries[key] = deserialize(value, custom_objects) if isinstance(value, (dict, str)) \
-                else value
-        return cls(default, entries)
+_policy.register_name_parser(is_quantized_name, quantized_policy)
