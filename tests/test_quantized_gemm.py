@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mixedcore import kernels
-from tests.levels import at_level
+from levels import at_level
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = {"float32": np.dtype(np.float32), "bfloat16": BF16, "float16": np.dtype(np.float16)}
