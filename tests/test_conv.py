@@ -965,3 +965,48 @@ def test_layer_backward_16bit_close_to_float64(policy, eps, rng):
         for ref, got in zip(*results):
             scale = np.max(np.abs(ref))
             assert np.max(np.abs(_f64(got) - ref)) <= 8 * eps * scale
+
+
+@pytest.mark.parametrize("mode", ["max", "average"])
+def test_pool_windows_larger_than_the_image(isa_level, mode, rng):
+    # every window covering the whole axis is drawn no larger than the image: the same result
+    for shape in [(1, 5, 7, 3), (2, 1, 4, 2), (1, 9, 2, 1)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        for pool in [(6, 8), (11, 3), (20, 20), (5, 15)]:
+            for st in [None, (1, 1), (2, 3), (7, 7)]:
+                y = kernels.pool2d(x, pool, strides=st, padding="same", mode=mode)
+                want = ref_pool(x, pool, pool if st is None else st, "same", mode)
+                np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+                if x.size > 20:
+                    continue
+                x64 = x.astype(np.float64)
+                dy = rng.standard_normal(y.shape)
+                g = kernels.pool2d_grad(x64, dy, pool, strides=st, padding="same", mode=mode)
+                num = numeric_grad(lambda: float(np.sum(kernels.pool2d(
+                    x64, pool, strides=st, padding="same", mode=mode) * dy)), x64)
+                np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-7)
+
+
+def test_absurd_pool_sizes_give_the_global_pooling():
+    """A 10 KB file may hold MaxPooling2D(pool_size=2**30, padding="same"): as Keras, the
+    result is the pooling over the whole image, in time and memory of the image's size."""
+    import subprocess
+    import sys
+    code = (
+        "import numpy as np\n"
+        "from mixedcore import kernels, layers, models\n"
+        "x = np.arange(1, 193, dtype=np.float32).reshape(1, 8, 8, 3)\n"
+        "for mode in ('max', 'average'):\n"
+        "    y = kernels.pool2d(x, (2**30, 2**30), padding='same', mode=mode)\n"
+        "    want = x.max(axis=(1, 2)) if mode == 'max' else x.mean(axis=(1, 2))\n"
+        "    assert y.shape == (1, 1, 1, 3) and np.allclose(y[0, 0, 0], want[0])\n"
+        "    g = kernels.pool2d_grad(x, np.ones((1, 8, 8, 3), np.float32), 2**62, strides=1,\n"
+        "                            padding='same', mode=mode)\n"
+        "    assert g.shape == x.shape and abs(float(g.sum()) - 192.0) < 1e-3\n"
+        "i = layers.Input((8, 3))\n"
+        "m = models.Model(i, layers.MaxPooling1D(pool_size=2**60, padding='same')(i))\n"
+        "assert m.predict(x[0, :1], verbose=0).shape == (1, 1, 3)\n"
+        "print('ok')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

@@ -31,7 +31,16 @@ def pool_geometry(fname, shape, pool_size, strides, padding, mode):
         strides = pool_size
     if not (isinstance(padding, str) and padding.lower() in ("valid", "same")):
         raise ValueError(f"{fname}: padding must be 'valid' or 'same', got {padding!r}")
-    return op, window_geometry(fname, shape, pool_size, strides, padding, 1)
+    geom = list(window_geometry(fname, shape, pool_size, strides, padding, 1))
+    for axis in (0, 1):
+        size, k, s, p, out = (geom[1 + axis], geom[4 + axis], geom[6 + axis], geom[10 + axis],
+                              geom[12 + axis])
+        if out >= 1 and (out - 1) * s - p <= 0 and k - p >= size:
+            # every window covers the whole axis (a window as large as the image, or larger:
+            # Keras takes any pool size under "same"): the same windows, drawn no larger than
+            # the image and its outputs, so that no size in the core grows with pool_size
+            geom[4 + axis], geom[6 + axis], geom[10 + axis] = size + out - 1, 1, out - 1
+    return op, tuple(geom)
 
 
 def _pooling(fname, x, pool_size, strides, padding, mode):
