@@ -157,6 +157,9 @@ def gemm_pack(cnp.ndarray b, int type_code, object dtype):
     pm.dtype = dtype
     with nogil:
         r = mc_gemm_pack(data, rs, cs, type_code, k, n, &pm.p)
+    if r != MC_GEMM_OK and pm.p.nbytes == 0 and k > 0 and n > 0:
+        raise ValueError(f"pack: b of shape ({k}, {n}) would need more than 2**63 bytes of "
+                         f"panels (a broadcast view claims more than memory can hold)")
     if r != MC_GEMM_OK:
         raise MemoryError(f"pack: cannot allocate {pm.p.nbytes} bytes for the packed matrix")
     return pm

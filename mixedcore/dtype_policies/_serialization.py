@@ -27,7 +27,7 @@ from mixedcore.dtype_policies import _quantized
 from mixedcore.dtype_policies._policy import DTypePolicy
 from mixedcore.saving import object_registration as _registry
 
-__all__ = ["serialize", "deserialize", "get", "DTypePolicyMap"]
+__all__ = ["serialize", "deserialize", "get"]
 
 # what get / deserialize give: a policy, or a map of layer paths to policies
 AnyPolicy = Union[DTypePolicy, "DTypePolicyMap"]

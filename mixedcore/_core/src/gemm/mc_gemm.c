@@ -155,11 +155,17 @@ static int64_t mc_block_bytes_(const mc_gemm_kernel *kern, int64_t lanes, int64_
 }
 
 /* Bytes of B packed in panels of `elem`-byte elements: npad columns, every K block. */
+/* The bytes of B's panels, or -1 when the count does not fit in int64 (a broadcast view can
+ * claim any k and n: the caller then reports no memory). */
 static int64_t mc_packed_bytes_(int pairs, int elem, int64_t npad, int64_t k, int64_t kc)
 {
     const int64_t full = k / kc, rest = k - full * kc;
     const int64_t steps = pairs ? full * ((kc + 1) / 2) + (rest + 1) / 2 : k;
-    return npad * steps * elem;
+    int64_t bytes;
+    if (npad < 0 || steps < 0 || __builtin_mul_overflow(npad, steps, &bytes) ||
+        __builtin_mul_overflow(bytes, (int64_t)elem, &bytes))
+        return -1;
+    return bytes;
 }
 
 static void mc_blocks_for_(const mc_gemm_kernel *kern, const mc_blocks *want, mc_gemm_blocks *blk)
@@ -827,6 +833,10 @@ int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int
         out->kc = p.blk.kc;
         const int64_t npad = mc_ceil_div_(n, nr) * nr;
         out->nbytes = mc_packed_bytes_(p.kern->pairs, p.belem, npad, k, p.blk.kc);
+        if (out->nbytes < 0) {
+            out->nbytes = 0;
+            return MC_GEMM_NOMEM;
+        }
         if (out->nbytes == 0)
             return MC_GEMM_OK;
         void *data = NULL;

@@ -81,7 +81,7 @@ static mc_ws_ *mc_ws_get_(int create) { (void)create; return &mc_ws_local_; }
 void *mc_workspace(int slot, int64_t bytes)
 {
     mc_ws_ *ws = mc_ws_get_(1);
-    if (ws == NULL || slot < 0 || slot >= MC_WS_COUNT || bytes < 0)
+    if (ws == NULL || slot < 0 || slot >= MC_WS_COUNT || bytes < 0 || bytes > INT64_MAX / 2)
         return NULL;
     if (bytes <= ws->bytes[slot])
         return ws->p[slot];
