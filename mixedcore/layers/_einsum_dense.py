@@ -236,9 +236,13 @@ class _AxesInitializer:
         self.base, self.plan = base, plan
 
     def __call__(self, shape, dtype=None):
-        k2 = _initializers.initialize(self.base, (self.plan.k, self.plan.n), np_dtype(
-            dtype or "float32"))
-        return np.ascontiguousarray(self.plan.kernel_from_2d(k2))
+        reduced = self.plan.reduced_axes
+        perm = reduced + [i for i in range(len(shape)) if i not in reduced]
+        fan_in = math.prod(shape[i] for i in reduced)
+        drawn = _initializers.initialize(self.base, (fan_in, math.prod(shape) // max(fan_in, 1)),
+                                         np_dtype(dtype or "float32"))
+        return np.ascontiguousarray(np.transpose(drawn.reshape([shape[i] for i in perm]),
+                                                 np.argsort(perm)))
 
 
 class QuantizedEinsumDense(Quantizable):
@@ -259,6 +263,10 @@ class QuantizedEinsumDense(Quantizable):
 
     def _quantized_specs(self, shape, mode, block):
         plan = self._plan
+        if not plan.gemm:
+            raise ValueError(f"{self._owner()}: quantized layers need an equation that is one "
+                             f"GEMM (contracted, row and column labels only); got "
+                             f"{self.equation!r}")
         if mode == "int8":
             transpose, expand = plan.scale_layout(self._owner())
             kept = [1 if i in plan.reduced_axes else d for i, d in enumerate(shape)]
@@ -566,10 +574,6 @@ class EinsumDense(QuantizedEinsumDense, _Affine):
             if cd.name not in _GEMM_DTYPES:
                 raise TypeError(f"EinsumDense '{self.name}': a quantized layer computes in "
                                 f"float32, bfloat16 or float16, not {cd.name}")
-            if not plan.gemm:
-                raise ValueError(f"EinsumDense '{self.name}': quantized layers need an equation "
-                                 f"that is one GEMM (contracted, row and column labels only); "
-                                 f"got {self.equation!r}")
             if training and self.quantization_mode == "float8":
                 raise ValueError(f"EinsumDense '{self.name}': float8 layers are inference-only "
                                  f"in mixedcore (float8 training's scale updates are not "
@@ -605,12 +609,12 @@ class EinsumDense(QuantizedEinsumDense, _Affine):
             bias = self._prepared_bias() if use_bias and plan.column_bias else None
             z = plan.to_output(kernels.matmul(x2, kernel2, bias=bias), lead)
             if use_bias and not plan.column_bias:
-                z = z + self._bias32("bias").reshape(plan.bias_shape)
+                z = z + to_compute(self._compute_weight("bias"), z.dtype)
         else:
             w = work_dtype(cd)
             z = np.einsum(plan.equation, to_compute(x, w), to_compute(kernel, w))
             if use_bias:
-                z = z + to_compute(self._bias32("bias").reshape(plan.bias_shape), w)
+                z = z + to_compute(self._compute_weight("bias"), w)
         y, y_work = self._finish(z, cd)
         if training:
             self._train_cache = (x, x2, lead, z, y_work, kernel)
