@@ -84,7 +84,7 @@ def _reference(form, kernel, bias, x):
 
 
 @pytest.mark.parametrize("form", FORMS, ids=IDS)
-def test_float32_matches_float64_einsum(form):
+def test_float32_matches_float64_einsum(isa_level, form):
     eq, out, bias_axes, shape = form
     layer = layers.EinsumDense(eq, out, bias_axes=bias_axes)
     x = RNG.standard_normal((3,) + shape).astype(np.float32)
@@ -101,7 +101,7 @@ def test_float32_matches_float64_einsum(form):
 
 @pytest.mark.parametrize("activation", ["linear", "tanh", "softmax"])
 @pytest.mark.parametrize("form", FORMS, ids=IDS)
-def test_gradients(form, activation):
+def test_gradients(isa_level, form, activation):
     eq, out, bias_axes, shape = form
     layer = layers.EinsumDense(eq, out, bias_axes=bias_axes, activation=activation,
                                dtype="float64")
@@ -139,7 +139,7 @@ def test_gradients(form, activation):
         np.testing.assert_allclose(g32, g, rtol=1e-4, atol=1e-4)
 
 
-def test_bfloat16_rounds_once():
+def test_bfloat16_rounds_once(isa_level):
     form = FORMS[3]
     eq, out, bias_axes, shape = form
     layer = layers.EinsumDense(eq, out, bias_axes=bias_axes, activation="gelu",
@@ -193,7 +193,9 @@ def test_bad_shapes(eq, out, shape, match):
     layer = layers.EinsumDense(eq, out)
     if match is None:
         layer.build_from_shape(shape)
-        with pytest.raises(ValueError, match=r"EinsumDense .* expected input of shape"):
+        assert layer(np.zeros((2, 7, 3), np.float32)).shape == (2, 7, 4)   # b is free
+        with pytest.raises(ValueError, match=r"EinsumDense .* expected input of shape "
+                                             r"\(None, None, 3\).*received \(2, 4, 5\)"):
             layer(np.zeros((2, 4, 5), np.float32))
         return
     with pytest.raises(ValueError, match=match) as info:
@@ -209,6 +211,7 @@ QFORMS = [(eq, out, bias, shape) for eq, out, bias, shape in [
     ("abc,cde->abde", (None, 4, 8), "de", (5, 200)),
     ("abcd,cde->abe", (None, 16), "e", (5, 20, 10)),
     ("ab...,bc->ac...", (16,), "c", (200, 5)),
+    ("abc,dc->abd", (None, 16), "d", (5, 200)),     # the contracted axis last in the kernel
 ]]
 QIDS = [f[0] for f in QFORMS]
 
@@ -302,6 +305,38 @@ def test_quantized_grouped_block_and_training(keras):
     np.testing.assert_allclose(dx, np.einsum("abde,cde->abc", mask, k), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("mode,config", [
+    ("int8", None), ("int8", q.Int8QuantizationConfig(activation_quantizer=None)),
+    ("int4", None), ("int4", q.Int4QuantizationConfig(block_size=-1)), ("float8", None)])
+@pytest.mark.parametrize("form", QFORMS[1:4], ids=QIDS[1:4])
+def test_quantized_against_dequantized_einsum(isa_level, form, mode, config):
+    """At every ISA level: the quantized GEMMs against numpy on the same quantized values."""
+    eq, out, bias_axes, shape = form
+    layer = layers.EinsumDense(eq, out, bias_axes=bias_axes, activation="tanh")
+    x = RNG.standard_normal((3,) + shape).astype(np.float32)
+    layer.build_from_shape(x.shape)
+    bias = RNG.standard_normal(layer.get_weights()[1].shape).astype(np.float32)
+    layer.set_weights([layer.get_weights()[0], bias])
+    layer.quantize(mode, config=config)
+    if mode == "float8":
+        names = [n.split("/")[-1] for n in layer.weight_names()]
+        values = dict(zip(names, layer.get_weights()))
+        values["inputs_scale"], values["kernel_scale"] = np.float32(0.02), np.float32(0.003)
+        layer.set_weights([values[n] for n in names])
+    kernel = layer.dequantized_kernel().astype(np.float64)
+    xs = x.astype(np.float64)
+    if mode == "float8":
+        xs = layers._einsum_dense.fake_float8(x, np.float32(0.02)).astype(np.float64)
+        bias = bias.astype("bfloat16").astype(np.float32)
+    elif mode == "int8" and config is None:
+        # inputs quantized row by row over the contracted axes, as Keras does
+        axes = tuple(i for i, c in enumerate(eq.split(",")[0]) if c not in eq.split("->")[1])
+        scale = 127.0 / (np.abs(x).max(axis=axes, keepdims=True) + np.float32(1e-7))
+        xs = np.clip(np.round(x * scale.astype(np.float32)), -127, 127) / scale
+    ref = np.tanh(np.einsum(eq, xs, kernel) + bias)
+    np.testing.assert_allclose(layer(x), ref, rtol=1e-5, atol=2e-5)
+
+
 def test_quantize_errors():
     layer = layers.EinsumDense("abc,cd->abd", (None, 4), bias_axes="d")
     with pytest.raises(ValueError, match="isn't yet built"):
@@ -328,3 +363,11 @@ def test_model_quantize_takes_einsum_dense(keras):
     model = Model(inputs, x)
     model.quantize("int8")
     assert [l.dtype_policy.name for l in model.layers[1:]] == ["int8_from_float32"] * 2
+
+
+def test_bias_over_an_input_axis_fixes_its_size():
+    layer = layers.EinsumDense("abc,cd->abd", (5, 16), bias_axes="bd")
+    assert layer(np.ones((2, 5, 12), np.float32)).shape == (2, 5, 16)
+    assert layer.get_weights()[1].shape == (5, 16)
+    with pytest.raises(ValueError, match=r"expected input of shape \(None, 5, 12\)"):
+        layer(np.ones((2, 6, 12), np.float32))

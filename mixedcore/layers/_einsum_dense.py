@@ -502,8 +502,6 @@ class EinsumDense(QuantizedEinsumDense, _Affine):
         plan = _Plan(owner, self.equation, self.bias_axes, tuple(input_shape),
                      self.partial_output_shape)
         self._plan = plan
-        self._build_rank = len(input_shape)
-        self._build_shape = tuple(input_shape)
         if self.quantization_mode is not None:
             self._build_quantized(plan.kernel_shape)
         else:
@@ -514,15 +512,21 @@ class EinsumDense(QuantizedEinsumDense, _Affine):
             self.add_weight("bias", plan.bias_shape, self.bias_initializer, self.bias_regularizer)
 
     def check_input_shape(self, shape):
+        """The rank of the build, the kernel's sizes on the contracted axes and the bias's on
+        the input axes it runs over; other input axes are free (the batch, a sequence)."""
         plan = self._plan
-        ok = len(shape) == self._build_rank and all(
-            self._build_shape[i] is None or i == 0 or self._build_shape[i] == shape[i]
-            for i in range(len(shape)) if plan.ins[i] not in plan.ws) and all(
-            shape[plan.ins.index(c)] == plan.kernel_shape[plan.ws.index(c)]
-            for c in plan.ins if c in plan.ws)
-        if not ok:
-            raise ValueError(f"EinsumDense '{self.name}': expected input of shape "
-                             f"{self._build_shape} for equation {self.equation!r}, received "
+        fixed = {c: plan.kernel_shape[plan.ws.index(c)] for c in plan.ins if c in plan.ws}
+        if plan.bias_shape is not None:
+            first = len(plan.outs) - len(plan.bias_shape)
+            for i, size in enumerate(plan.bias_shape):
+                label = plan.outs[first + i]
+                if label in plan.ins and size != 1:
+                    fixed[label] = size
+        if len(shape) != len(plan.ins) or any(shape[plan.ins.index(c)] != size
+                                              for c, size in fixed.items()):
+            expected = tuple(fixed.get(c) for c in plan.ins)
+            raise ValueError(f"EinsumDense '{self.name}': expected input of shape {expected} "
+                             f"(None: any size) for equation {self.equation!r}, received "
                              f"{tuple(shape)}")
 
     def compute_output_shape(self, input_shape):
