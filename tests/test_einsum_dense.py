@@ -132,6 +132,7 @@ def test_gradients(isa_level, form, activation):
     l32.set_weights(layer.get_weights())
     x32 = x.astype(np.float32)
     y32 = l32(x32, training=True)
+    np.testing.assert_array_equal(l32(x32), y32)      # inference: the same bits
     np.testing.assert_allclose(y32, layer(x), rtol=1e-4, atol=1e-5)
     dx32 = l32.backward(r.astype(np.float32))
     np.testing.assert_allclose(dx32, dx, rtol=1e-4, atol=1e-4)

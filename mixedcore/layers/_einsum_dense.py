@@ -609,7 +609,9 @@ class EinsumDense(QuantizedEinsumDense, _Affine):
         x2 = lead = None
         if gemm:
             x2, lead = plan.rows_of(x)
-            kernel2 = plan.kernel_2d(kernel)
+            # inference reuses the packed kernel: the same GEMM and bits as the raw one
+            kernel2 = plan.kernel_2d(kernel) if training or quantized \
+                else self.packed_weight("kernel")
             bias = self._prepared_bias() if use_bias and plan.column_bias else None
             z = plan.to_output(kernels.matmul(x2, kernel2, bias=bias), lead)
             if use_bias and not plan.column_bias:
