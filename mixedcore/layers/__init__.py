@@ -14,6 +14,7 @@ from mixedcore.layers._applications import CustomScaleLayer, LayerScale
 from mixedcore.layers._attention import MultiHeadAttention
 from mixedcore.layers._conv import Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D
 from mixedcore.layers._core import Dense, Embedding, Input, InputLayer, Lambda
+from mixedcore.layers._einsum_dense import EinsumDense
 from mixedcore.layers._merging import (Add, Average, Concatenate, Maximum, Minimum, Multiply,
                                        Subtract, add, average, concatenate, maximum, minimum,
                                        multiply, subtract)
@@ -27,7 +28,7 @@ from mixedcore.layers._regularization import (Dropout, GaussianNoise, SpatialDro
 from mixedcore.layers._reshaping import (Cropping2D, Flatten, Permute, RepeatVector, Reshape,
                                          UpSampling2D, ZeroPadding1D, ZeroPadding2D)
 
-__all__ = ["Layer", "Input", "InputLayer", "Dense", "Embedding", "Activation", "Softmax", "ReLU",
+__all__ = ["Layer", "Input", "InputLayer", "Dense", "EinsumDense", "Embedding", "Activation", "Softmax", "ReLU",
            "LeakyReLU", "PReLU", "ELU", "Dropout", "SpatialDropout1D", "SpatialDropout2D",
            "GaussianNoise", "Flatten", "Reshape", "Permute", "RepeatVector", "ZeroPadding1D",
            "ZeroPadding2D", "UpSampling2D", "Cropping2D", "LayerNormalization",
@@ -42,7 +43,7 @@ __all__ = ["Layer", "Input", "InputLayer", "Dense", "Embedding", "Activation", "
 # The built-in layer classes, by the class name configs give them (the registry's table).
 _CLASSES = _registry.builtin_table("layer")
 _registry.register_builtins("layer", [
-    InputLayer, Dense, Embedding, Activation, Softmax, ReLU, LeakyReLU, PReLU, ELU, Dropout,
+    InputLayer, Dense, EinsumDense, Embedding, Activation, Softmax, ReLU, LeakyReLU, PReLU, ELU, Dropout,
     SpatialDropout1D, SpatialDropout2D, GaussianNoise, Flatten, Reshape, Permute, RepeatVector,
     ZeroPadding1D, ZeroPadding2D, UpSampling2D, Cropping2D, LayerNormalization,
     BatchNormalization, MultiHeadAttention, Add, Subtract, Multiply, Average, Maximum, Minimum,
