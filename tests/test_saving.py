@@ -184,7 +184,8 @@ def test_custom_objects_register_user_layers(tmp_path):
     with pytest.raises(ValueError) as info:
         models.load_model(tmp_path / "c.keras")
     text = str(info.value)
-    assert "MyDense (layer 'mine'; nearest supported: Dense)" in text and "c.keras" in text
+    assert "MyDense (layer 'mine'; nearest supported: Dense, EinsumDense)" in text and \
+        "c.keras" in text
     assert "'Dense'" in text and "'LayerNormalization'" in text        # the supported list
     assert "custom_objects" in text
     loaded = models.load_model(tmp_path / "c.keras", custom_objects={"MyDense": MyDense})

@@ -41,7 +41,7 @@ ZeroPadding2D, UpSampling2D (nearest, bilinear), Cropping2D, Max/AveragePooling2
 same, strides), SpatialDropout2D, GaussianNoise, GlobalMax/AveragePooling2D, Flatten,
 Concatenate; ``layers_sequence_float32``: Conv1D (dilation, strides, same, causal with groups),
 Max/AveragePooling1D, ZeroPadding1D, Concatenate on the time axis, SpatialDropout1D,
-LayerNormalization, Permute, Reshape, a Dense on a sequence, Softmax(axis=1),
+LayerNormalization, Permute, Reshape, a Dense and an EinsumDense on a sequence, Softmax(axis=1),
 GlobalMax/AveragePooling1D, BatchNormalization on 2-D input, RepeatVector;
 ``layers_masked_text_float32``: Embedding(mask_zero=True) whose mask reaches
 LayerNormalization, MultiHeadAttention, Add and GlobalAveragePooling1D (zero-padded inputs);
@@ -234,6 +234,8 @@ def make_sequence_layers(name, rng):
     x = L.Permute((2, 1), name="permute")(x)                                    # 8x9
     x = L.Reshape((6, 12), name="reshape")(x)                                   # 6x12
     x = L.Dense(5, name="per_step")(x)                                          # 6x5
+    x = L.EinsumDense("abc,cd->abd", output_shape=(6, 5), bias_axes="d", activation="tanh",
+                      name="einsum")(x)                                          # 6x5
     x = L.Softmax(axis=1, name="softmax_time")(x)
     s = L.Concatenate(name="concat_pooled")([
         L.GlobalMaxPooling1D(name="gmp")(x), L.GlobalAveragePooling1D(name="gap")(x)])  # 10
