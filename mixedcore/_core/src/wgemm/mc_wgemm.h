@@ -51,6 +51,8 @@
 /* rows at most which a call takes the small-M path (design c): measured, the FMA dot kernel and
  * the larger-M path ran at the same speed (210-220 GFLOP/s, float32 a, one thread) from 64 rows */
 #define MC_WGEMM_SMALL_M 64
+/* rows above which bfloat16 a takes gemm's pair micro-kernel (design g) */
+#define MC_WGEMM_PAIRS_M 64
 
 enum { MC_WGEMM_OK = 0, MC_WGEMM_NOMEM = -1, MC_WGEMM_TOOBIG = -2 };
 
