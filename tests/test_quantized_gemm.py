@@ -238,8 +238,9 @@ def test_large_call_threads_bit_identical():
 
 
 LARGE_M_CASES = [
-    # m, k, n, bits, block: bfloat16 a above 64 rows takes gemm's bfloat16-pair micro-kernel at
+    # m, k, n, bits, block: bfloat16 a above 16 rows takes gemm's bfloat16-pair micro-kernel at
     # the avx512bf16 level (tails of rows, columns and K; a last group shorter than the block)
+    (17, 64, 40, 4, None),
     (65, 768, 96, 4, None),
     (150, 300, 70, 4, 128),
     (129, 257, 33, 4, 64),
@@ -249,9 +250,9 @@ LARGE_M_CASES = [
 
 
 def _small_m(a, pw, **kw):
-    """The rows of a 64 at a time (the small-M path)."""
-    return np.concatenate([kernels.matmul_quantized(a[i:i + 64], pw, **kw)
-                           for i in range(0, a.shape[0], 64)])
+    """The rows of a 16 at a time (the small-M path at every level)."""
+    return np.concatenate([kernels.matmul_quantized(a[i:i + 16], pw, **kw)
+                           for i in range(0, a.shape[0], 16)])
 
 
 @pytest.mark.parametrize("m,k,n,bits,block", LARGE_M_CASES)
@@ -291,12 +292,15 @@ def test_large_m_bfloat16_strided_and_subnormal_rows():
     assert np.all(np.abs(a[150].astype(np.float32)) < 2.0 ** -126)
     ref = at_level("generic", kernels.matmul_quantized, a, pw)
     assert np.any(ref[150] != 0)
-    for level in kernels.available_isas():
-        for nt in (1, 2):
-            with kernels.threads(nt):
-                y = at_level(level, kernels.matmul_quantized, a, pw, out_dtype="bfloat16")
-                want = at_level("generic", kernels.matmul_quantized, a, pw, out_dtype="bfloat16")
-            np.testing.assert_array_equal(bits_of(y), bits_of(want), err_msg=f"{level}, {nt}")
+    for x in (a, np.asfortranarray(a)):       # k strided; rows contiguous along m
+        for level in kernels.available_isas():
+            for nt in (1, 2):
+                with kernels.threads(nt):
+                    y = at_level(level, kernels.matmul_quantized, x, pw, out_dtype="bfloat16")
+                    want = at_level("generic", kernels.matmul_quantized, x, pw,
+                                    out_dtype="bfloat16")
+                np.testing.assert_array_equal(bits_of(y), bits_of(want),
+                                              err_msg=f"{level}, {nt} threads")
 
 
 # --- errors -------------------------------------------------------------------------------------

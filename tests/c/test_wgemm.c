@@ -7,8 +7,8 @@
  * on widened rows, K in chunks; for bfloat16 a, gemm's pair micro-kernel on widened pair
  * panels, and the float32 one for a band with subnormal a); strided a and out; a size above
  * the threading threshold.  Larger M must also give the bits of the same rows computed
- * MC_WGEMM_SMALL_M at a time.  mc_wgemm_unpack must give the q values back, and the bytes past
- * every output stay unchanged. */
+ * MC_WGEMM_PAIRS_M (<= MC_WGEMM_SMALL_M) at a time, on the small-M path.  mc_wgemm_unpack must
+ * give the q values back, and the bytes past every output stay unchanged. */
 #include <math.h>
 
 #include "ctest.h"
@@ -147,12 +147,12 @@ static void run_case(const wcase *c)
                 }
             }
         CT_CHECK(ct_marks_intact(out, obytes), "bytes past out changed");
-        /* the same rows MC_WGEMM_SMALL_M at a time (the small-M path): the same bits */
-        if (m <= MC_WGEMM_SMALL_M)
+        /* the same rows MC_WGEMM_PAIRS_M at a time (the small-M path): the same bits */
+        if (m <= MC_WGEMM_PAIRS_M)
             continue;
         memset(out, 0, (size_t)obytes);
-        for (int64_t i0 = 0; i0 < m; i0 += MC_WGEMM_SMALL_M) {
-            call.m = m - i0 < MC_WGEMM_SMALL_M ? m - i0 : MC_WGEMM_SMALL_M;
+        for (int64_t i0 = 0; i0 < m; i0 += MC_WGEMM_PAIRS_M) {
+            call.m = m - i0 < MC_WGEMM_PAIRS_M ? m - i0 : MC_WGEMM_PAIRS_M;
             call.a = a + i0 * a_rs;
             call.out = out + i0 * o_rs;
             CT_CHECK(mc_wgemm(&call) == MC_WGEMM_OK, "mc_wgemm (rows from %lld)", (long long)i0);

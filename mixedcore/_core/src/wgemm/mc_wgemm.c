@@ -3,7 +3,8 @@
  *
  * Design:
  *   a. The driver uses gemm's driver API and kernels the way conv's driver does: gemm's
- *      float32 pack and micro-kernel for larger M (mc_wgemm.h, design d) and gemm's epilogue
+ *      float32 pack and micro-kernel for larger M (mc_wgemm.h, design d), its bfloat16-pair
+ *      pack and micro-kernel for larger M with bfloat16 a (design g) and gemm's epilogue
  *      (the level's vector epilogue, or mc_gemm_epi_scalar) for the bias, the activation and
  *      the output rounding.
  *   b. Work units are columns (small M: a few panels each) or rows x columns (larger M), taken
@@ -470,13 +471,13 @@ int mc_wgemm(const mc_wgemm_call *call)
     if (!mc_mul_(work, w->n, &work) || !mc_mul_(work, w->k, &work))
         work = INT64_MAX;
     const int nthreads = mc_rt_threads_for(work, MC_WGEMM_PARALLEL_MIN);
-    /* the bfloat16-pair kernel streams the weights faster than gemm's float32 micro-kernel
-     * computes at every M (design e); gemm's float32 micro-kernels sum with FMAs from the avx2
-     * level up (design d), the generic one multiplies, then adds */
+    /* up to MC_WGEMM_PAIRS_M rows the small-M pair kernel streams the weights (design e), above
+     * them gemm's pair micro-kernel (design g) is faster; gemm's float32 micro-kernels sum with
+     * FMAs from the avx2 level up (design d), the generic one multiplies, then adds */
     const int pairs = job.wk->dot_bf16 != NULL && call->a_type == MC_BF16 && w->pairs_ok;
     const int fma_large = level >= MC_ISA_AVX2 && lk->gemm.f32.ukr_direct != NULL &&
                           lk->gemm.f32.nr % MC_WGEMM_NW == 0;
-    /* design g: from MC_WGEMM_PAIRS_M rows, bfloat16 a and weights exact in bfloat16 on gemm's
+    /* design g: above MC_WGEMM_PAIRS_M rows, bfloat16 a and weights exact in bfloat16 on gemm's
      * pair micro-kernel (with the float32 one for bands of subnormal a) */
     const int pairs_large = fma_large && call->a_type == MC_BF16 &&
                             call->m > MC_WGEMM_PAIRS_M && job.wk->widen_pairs != NULL &&
