@@ -149,7 +149,8 @@ typedef struct {
     int64_t lda, aes, kp;         /* elements per row, bytes per element, padded rows of W */
     int64_t row0, rows;           /* small M: the chunk of rows in abuf */
     int64_t unit_panels;          /* small M: panels per unit */
-    int64_t band_rows, band_strips, cbands;   /* larger M: rows and strips per unit */
+    int64_t band_rows, band_strips, cbands;   /* larger M: most rows and strips per unit */
+    int64_t band_mr, tiles, rbands;           /* larger M: tiles of band_mr rows in rbands */
     int64_t abytes, bbytes, tbytes;           /* larger M: a unit's scratch (A, B, one tile set) */
     int status;
 } mc_wjob_;
@@ -268,8 +269,9 @@ static void mc_unit_large_(void *ctx, int64_t u)
         return;
     const mc_wgemm_call *call = job->call;
     const mc_wpacked *w = call->w;
-    const int64_t r0 = (u / job->cbands) * job->band_rows;
-    const int64_t r1 = mc_min_(r0 + job->band_rows, call->m);
+    const int64_t b = u / job->cbands, q = job->tiles / job->rbands, e = job->tiles % job->rbands;
+    const int64_t r0 = (b * q + mc_min_(b, e)) * job->band_mr;
+    const int64_t r1 = mc_min_(r0 + (q + (b < e)) * job->band_mr, call->m);
     char *ws = (char *)mc_workspace(MC_WS_WORK, job->abytes + job->bbytes + 2 * job->tbytes);
     if (ws == NULL) {
         mc_wjob_fail_(job);
@@ -412,12 +414,14 @@ static int mc_wgemm_large_(mc_wjob_ *job, int nthreads)
     const int64_t ftiles = mc_ceil_div_(job->band_rows, job->kern->mr);
     int64_t rows, ab, bb, tb, pab = 0, pbb = 0, ptb = 0, total;
     if (!mc_mul_(ftiles, job->kern->mr, &rows) || !mc_mul_(rows, job->kp, &ab) ||
-        !mc_bytes_(ab, 4, &ab) || !mc_bytes_(mc_min_(w->kg, MC_WGEMM_KCHUNK), (int64_t)nr * 4, &bb) ||
+        !mc_bytes_(ab, 4, &ab) ||
+        !mc_bytes_(mc_min_(w->kg, MC_WGEMM_KCHUNK), (int64_t)nr * 4, &bb) ||
         !mc_bytes_(rows, (int64_t)nr * 4, &tb))
         return MC_WGEMM_TOOBIG;
     if (job->pkern != NULL &&
         (!mc_mul_(job->band_rows, job->kp, &pab) || !mc_bytes_(pab, 2, &pab) ||
-         !mc_bytes_(w->kg, (int64_t)nr * 2, &pbb) || !mc_bytes_(job->band_rows, (int64_t)nr * 4, &ptb)))
+         !mc_bytes_(w->kg, (int64_t)nr * 2, &pbb) ||
+         !mc_bytes_(job->band_rows, (int64_t)nr * 4, &ptb)))
         return MC_WGEMM_TOOBIG;
     job->abytes = ab > pab ? ab : pab;
     job->bbytes = bb > pbb ? bb : pbb;
@@ -425,7 +429,14 @@ static int mc_wgemm_large_(mc_wjob_ *job, int nthreads)
     if (!mc_add_(job->abytes, job->bbytes, &total) || !mc_add_(total, job->tbytes, &total) ||
         !mc_add_(total, job->tbytes, &total) || (uint64_t)total > (uint64_t)SIZE_MAX)
         return MC_WGEMM_TOOBIG;
-    const int64_t rbands = mc_ceil_div_(tiles, tpb);
+    /* the bands' tiles split evenly, in a multiple of the threads' count of bands when there
+     * are enough tiles (no thread left with one band more than the other) */
+    int64_t rbands = mc_ceil_div_(tiles, tpb);
+    if (mc_ceil_div_(rbands, nthreads) * nthreads <= tiles)
+        rbands = mc_ceil_div_(rbands, nthreads) * nthreads;
+    job->band_mr = band->mr;
+    job->tiles = tiles;
+    job->rbands = rbands;
     int64_t cb = mc_ceil_div_((int64_t)nthreads * MC_WGEMM_UNITS_PER_THREAD, rbands);
     cb = cb < 1 ? 1 : cb > nstrips ? nstrips : cb;
     job->band_strips = mc_ceil_div_(nstrips, cb);
