@@ -18,20 +18,20 @@
  *      (q + 8, 4 bits each) in the order of mc_wgemm_shift_; int8: 16 bytes per row.  The
  *      format is the same at every level, so a packed matrix serves any level.  Scales and the
  *      offsets subtracted from the codes are float32 arrays of groups x 16-padded columns.
- *   c. Small M (at most MC_WGEMM_SMALL_M rows, MC_WGEMM_PAIRS_M for bfloat16 a at the
- *      avx512bf16 level (design g); every M at the generic level): a is converted once per call (256 rows at a time) into
- *      padded float32 rows (or bfloat16 pairs), and the level's `dot` kernel streams the packed
- *      weights, unpacking the codes in registers, for up to 4 rows at a time; threads split
- *      the columns in units of a few panels, whose weights stay in L2 from one group of rows
- *      to the next.  At 4096 x 4096, one thread, bfloat16 a, the pair kernel runs at 290-315
- *      GFLOP/s for 32 to 256 rows, gemm's float32 micro-kernel (design d) at 180-220.
- *   d. Larger M (avx2 and up; bfloat16 a at avx512bf16: design g): per unit of rows and columns, the rows of a are packed into
- *      gemm's float32 A panels (gemm's pack, the padding zeroed); 256 rows at a time of a
- *      group of a strip of weights are widened to float32 rows in cache (`widen`), gemm's
- *      float32 in-place micro-kernel (ukr_direct) adds their products to the group sums of the
- *      rows before, and `combine` applies the scale step.  That micro-kernel sums with one FMA
- *      per row and gives the bits of one call when a run is split over k, so these are the
- *      bits of (a).
+ *   c. Small M (at most MC_WGEMM_SMALL_M rows, MC_WGEMM_PAIRS_M for bfloat16 a at the avx512bf16
+ *      level (design g); every M at the generic level): a is converted once per call (256 rows at a
+ *      time) into padded float32 rows (or bfloat16 pairs), and the level's `dot` kernel streams the
+ *      packed weights, unpacking the codes in registers, for up to 4 rows at a time; threads split
+ *      the columns in units of a few panels, whose weights stay in L2 from one group of rows to the
+ *      next.  At 4096 x 4096, one thread, bfloat16 a, the pair kernel runs at 290-315 GFLOP/s for
+ *      32 to 256 rows, gemm's float32 micro-kernel (design d) at 180-220.
+ *   d. Larger M (avx2 and up; bfloat16 a at avx512bf16: design g): per unit of rows and columns,
+ *      the rows of a are packed into gemm's float32 A panels (gemm's pack, the padding zeroed); 256
+ *      rows at a time of a group of a strip of weights are widened to float32 rows in cache
+ *      (`widen`), gemm's float32 in-place micro-kernel (ukr_direct) adds their products to the
+ *      group sums of the rows before, and `combine` applies the scale step.  That micro-kernel sums
+ *      with one FMA per row and gives the bits of one call when a run is split over k, so these are
+ *      the bits of (a).
  *   e. At the avx512bf16 level, bfloat16 a and int4 weights (per channel, or grouped with zero
  *      points in [-8, 8], Keras's range) go through VDPBF16PS on the small-M path: the codes
  *      become bfloat16 weights by a table lookup in registers (exact), and a's rows
