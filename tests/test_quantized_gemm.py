@@ -237,6 +237,72 @@ def test_large_call_threads_bit_identical():
         np.testing.assert_array_equal(bits_of(one), bits_of(two))
 
 
+LARGE_M_CASES = [
+    # m, k, n, bits, block: bfloat16 a above 16 rows takes gemm's bfloat16-pair micro-kernel at
+    # the avx512bf16 level (tails of rows, columns and K; a last group shorter than the block)
+    (17, 64, 40, 4, None),
+    (65, 768, 96, 4, None),
+    (150, 300, 70, 4, 128),
+    (129, 257, 33, 4, 64),
+    (200, 95, 50, 8, None),
+    (300, 200, 48, 4, None),
+]
+
+
+def _small_m(a, pw, **kw):
+    """The rows of a 16 at a time (the small-M path at every level)."""
+    return np.concatenate([kernels.matmul_quantized(a[i:i + 16], pw, **kw)
+                           for i in range(0, a.shape[0], 16)])
+
+
+@pytest.mark.parametrize("m,k,n,bits,block", LARGE_M_CASES)
+def test_large_m_bfloat16_matches_small_m_and_levels(m, k, n, bits, block):
+    rng = np.random.default_rng(m * 13 + k + n)
+    q, kernel, scale, zero = make_weights(rng, k, n, bits, block)
+    pw = kernels.pack_quantized(kernel, bits=bits, scale=scale, zero=zero, block_size=block,
+                                n=n if bits == 4 else None)
+    a = (rng.standard_normal((m, k)) * 2.0 ** rng.integers(-3, 3, size=(m, k))).astype(BF16)
+    bias = rng.standard_normal(n).astype(np.float32)
+    w64, groups = exact_weights(q, scale, zero, block)
+    first = None
+    for level in kernels.available_isas():
+        for nt in (1, 2):
+            with kernels.threads(nt):
+                y = at_level(level, kernels.matmul_quantized, a, pw, bias=bias)
+                small = at_level(level, _small_m, a, pw, bias=bias)
+            np.testing.assert_array_equal(bits_of(y), bits_of(small),
+                                          err_msg=f"{level}, {nt} threads: large against small M")
+            if first is None:      # the generic level: the scalar twin's arithmetic
+                first = y
+                check_bound(y, a, w64, groups, bias=bias)
+            else:
+                np.testing.assert_array_equal(bits_of(y), bits_of(first),
+                                              err_msg=f"{level}, {nt} threads")
+
+
+def test_large_m_bfloat16_strided_and_subnormal_rows():
+    """A strided a, and a band of rows holding subnormal bfloat16 values (which VDPBF16PS would
+    read as zero: that band is computed with FMAs), give the generic level's bits."""
+    rng = np.random.default_rng(11)
+    q, kernel, scale, zero = make_weights(rng, 160, 64, 4, 32)
+    pw = kernels.pack_quantized(kernel, bits=4, scale=scale, zero=zero, block_size=32, n=64)
+    full = (rng.standard_normal((300, 320))).astype(BF16)
+    a = full[:, ::2]
+    a[150] = (rng.integers(-127, 128, size=160) * 2.0 ** -133).astype(np.float32).astype(BF16)
+    assert np.all(np.abs(a[150].astype(np.float32)) < 2.0 ** -126)
+    ref = at_level("generic", kernels.matmul_quantized, a, pw)
+    assert np.any(ref[150] != 0)
+    for x in (a, np.asfortranarray(a)):       # k strided; rows contiguous along m
+        for level in kernels.available_isas():
+            for nt in (1, 2):
+                with kernels.threads(nt):
+                    y = at_level(level, kernels.matmul_quantized, x, pw, out_dtype="bfloat16")
+                    want = at_level("generic", kernels.matmul_quantized, x, pw,
+                                    out_dtype="bfloat16")
+                np.testing.assert_array_equal(bits_of(y), bits_of(want),
+                                              err_msg=f"{level}, {nt} threads")
+
+
 # --- errors -------------------------------------------------------------------------------------
 
 def _int4(k=8, n=6, block=None, seed=0):

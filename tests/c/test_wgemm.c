@@ -3,10 +3,12 @@
  * the activation's twin and the output rounding): int4 per channel and grouped (block sizes
  * that do and do not divide K), int8; every input and output type; small M (the streaming
  * kernels, the bfloat16-pair kernel at avx512bf16, and the FMA kernel for zero points outside
- * its range; more than 256 rows, converted in chunks) and larger M (gemm's micro-kernel on
- * widened rows, K in chunks); strided a and out; a size above the threading threshold.
- * mc_wgemm_unpack must give the q values back, and the bytes past every output stay
- * unchanged. */
+ * its range; more than 256 rows, converted in chunks) and larger M (gemm's float32 micro-kernel
+ * on widened rows, K in chunks; for bfloat16 a, gemm's pair micro-kernel on widened pair
+ * panels, and the float32 one for a band with subnormal a); strided a and out; a size above
+ * the threading threshold.  Larger M must also give the bits of the same rows computed
+ * MC_WGEMM_PAIRS_M (<= MC_WGEMM_SMALL_M) at a time, on the small-M path.  mc_wgemm_unpack must
+ * give the q values back, and the bytes past every output stay unchanged. */
 #include <math.h>
 
 #include "ctest.h"
@@ -21,6 +23,7 @@ typedef struct {
     int bits;
     int64_t block;       /* <= 0: per channel */
     int a_type, out_type, act, bias, a_cs;   /* a_cs: elements between a's columns */
+    int tiny;            /* 1: row m / 2 of a all subnormal (no bfloat16-pair kernel for it) */
 } wcase;
 
 static uint16_t to16(int type, float f)
@@ -80,6 +83,8 @@ static void run_case(const wcase *c)
     for (int64_t i = 0; i < m; ++i)
         for (int64_t x = 0; x < k; ++x) {
             float f = (float)(ct_uniform(-1.0, 1.0) * ldexp(1.0, (int)(ct_rand() % 7) - 3));
+            if (c->tiny && i == m / 2)
+                f = (float)ldexp((double)((int)(ct_rand() % 255) - 127), -133);
             char *p = a + i * a_rs + x * a_cs;
             if (c->a_type == MC_F32) {
                 memcpy(p, &f, 4);
@@ -142,6 +147,25 @@ static void run_case(const wcase *c)
                 }
             }
         CT_CHECK(ct_marks_intact(out, obytes), "bytes past out changed");
+        /* the same rows MC_WGEMM_PAIRS_M at a time (the small-M path): the same bits */
+        if (m <= MC_WGEMM_PAIRS_M)
+            continue;
+        memset(out, 0, (size_t)obytes);
+        for (int64_t i0 = 0; i0 < m; i0 += MC_WGEMM_PAIRS_M) {
+            call.m = m - i0 < MC_WGEMM_PAIRS_M ? m - i0 : MC_WGEMM_PAIRS_M;
+            call.a = a + i0 * a_rs;
+            call.out = out + i0 * o_rs;
+            CT_CHECK(mc_wgemm(&call) == MC_WGEMM_OK, "mc_wgemm (rows from %lld)", (long long)i0);
+        }
+        for (int64_t i = 0; i < m; ++i) {
+            int ok = 1;
+            for (int64_t j = 0; j < n && ok; ++j)
+                ok = CT_CHECK_BITS(ct_load(out + i * o_rs + j * oes, oes),
+                                   ct_load(want + i * o_rs + j * oes, oes), "out (small M)",
+                                   i * n + j);
+            if (!ok)
+                break;
+        }
     }
     mc_wgemm_packed_free(&w);
     free(a); free(out); free(q); free(kernel); free(scale); free(zero); free(back); free(af);
@@ -174,6 +198,17 @@ int main(int argc, char **argv)
         {100, 200, 50, 8, 0, MC_F16, MC_BF16, MC_ACT_RELU, 1, 1},
         {80, 530, 40, 4, 0, MC_BF16, MC_F32, MC_ACT_NONE, 0, 1},
         {300, 64, 20, 4, 32, MC_BF16, MC_F32, MC_ACT_NONE, 1, 1},
+        /* bfloat16 a above MC_WGEMM_PAIRS_M rows: gemm's pair micro-kernel on widened
+         * pair panels (int4 both layouts, int8), tails of rows, columns and K, odd groups,
+         * strided a, a band with subnormal a (the float32 kernel for that band) */
+        {65, 768, 96, 4, 0, MC_BF16, MC_F32, MC_ACT_NONE, 1, 1},
+        {150, 300, 70, 4, 128, MC_BF16, MC_BF16, MC_ACT_RELU, 1, 1},
+        {129, 257, 33, 4, 64, MC_BF16, MC_F32, MC_ACT_NONE, 0, 2},
+        {200, 95, 50, 8, 0, MC_BF16, MC_F16, MC_ACT_GELU, 1, 1},
+        {131, 77, 17, 8, 32, MC_BF16, MC_F32, MC_ACT_NONE, 1, 3},
+        {120, 99, 40, 4, 25, MC_BF16, MC_F32, MC_ACT_NONE, 1, 1},
+        {300, 200, 48, 4, 0, MC_BF16, MC_F32, MC_ACT_NONE, 1, 1, 1},
+        {140, 160, 64, 8, 0, MC_BF16, MC_BF16, MC_ACT_NONE, 0, 1, 1},
         {0, 10, 10, 4, 0, MC_F32, MC_F32, MC_ACT_NONE, 0, 1},
     };
     for (int level = 0; level < ct_levels(); ++level) {

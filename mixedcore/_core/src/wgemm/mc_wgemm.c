@@ -3,7 +3,8 @@
  *
  * Design:
  *   a. The driver uses gemm's driver API and kernels the way conv's driver does: gemm's
- *      float32 pack and micro-kernel for larger M (mc_wgemm.h, design d) and gemm's epilogue
+ *      float32 pack and micro-kernel for larger M (mc_wgemm.h, design d), its bfloat16-pair
+ *      pack and micro-kernel for larger M with bfloat16 a (design g) and gemm's epilogue
  *      (the level's vector epilogue, or mc_gemm_epi_scalar) for the bias, the activation and
  *      the output rounding.
  *   b. Work units are columns (small M: a few panels each) or rows x columns (larger M), taken
@@ -140,6 +141,7 @@ typedef struct {
     const mc_wgemm_call *call;
     const mc_wgemm_table *wk;
     const mc_gemm_kernel *kern;   /* gemm's float32 kernel (larger M), or NULL */
+    const mc_gemm_kernel *pkern;  /* gemm's bfloat16-pair kernel (larger M, bfloat16 a), or NULL */
     mc_gemm_epi_fn epi;
     mc_gemm_args ga;              /* the epilogue's arguments */
     mc_wgemm_dot_fn dot;
@@ -147,7 +149,9 @@ typedef struct {
     int64_t lda, aes, kp;         /* elements per row, bytes per element, padded rows of W */
     int64_t row0, rows;           /* small M: the chunk of rows in abuf */
     int64_t unit_panels;          /* small M: panels per unit */
-    int64_t band_rows, band_strips, cbands;   /* larger M: rows and strips per unit */
+    int64_t band_rows, band_strips, cbands;   /* larger M: most rows and strips per unit */
+    int64_t band_mr, tiles, rbands;           /* larger M: tiles of band_mr rows in rbands */
+    int64_t abytes, bbytes, tbytes;           /* larger M: a unit's scratch (A, B, one tile set) */
     int status;
 } mc_wjob_;
 
@@ -228,9 +232,36 @@ static void mc_unit_small_(void *ctx, int64_t u)
     }
 }
 
-/* Larger M (mc_wgemm.h, design d): rows [r0, r1) x strips of NR columns.  Each group's rows
- * go through gemm's in-place micro-kernel in chunks of MC_WGEMM_KCHUNK, each chunk adding to the
- * tile of the chunk before (one FMA chain per element, as in one call). */
+/* Rows [i, i + rows) of a as gemm's bfloat16 pair panels, group by group (the rows past each
+ * group's end zero), the halves of every word then swapped so that the even row of a pair is
+ * in the high half (mc_wgemm.h, design g).  Returns 1 when a value is subnormal. */
+static int mc_pack_pairs_(const mc_wgemm_call *call, const mc_gemm_kernel *pk, int64_t i,
+                          int64_t rows, uint32_t *dst)
+{
+    const mc_wpacked *w = call->w;
+    const int mr = pk->mr;
+    const int64_t pr = w->kg / 2;
+    int sub = 0;
+    for (int64_t g = 0; g < w->groups; ++g) {
+        const int64_t k0 = g * w->block, kc = mc_min_(w->k - k0, w->block);
+        uint32_t *d = dst + g * pr * mr;
+        sub |= pk->pack(call->a + i * call->a_rs + k0 * call->a_cs, MC_BF16, call->a_rs,
+                        call->a_cs, rows, kc, mr, d);
+        const int64_t used = (kc + 1) / 2;
+        memset(d + used * mr, 0, (size_t)((pr - used) * mr) * 4);
+    }
+    const int64_t words = w->groups * pr * mr;
+    for (int64_t x = 0; x < words; ++x)
+        dst[x] = dst[x] >> 16 | dst[x] << 16;
+    return sub;
+}
+
+/* Larger M (mc_wgemm.h, designs d and g): rows [r0, r1) x strips of NR columns.  On the float32
+ * kernel each group's rows go through gemm's in-place micro-kernel in chunks of
+ * MC_WGEMM_KCHUNK, each chunk adding to the tile of the chunk before (one FMA chain per
+ * element, as in one call); on the pair kernel each group's weights are widened to pair panels
+ * once per strip and gemm's pair micro-kernel sums the whole group in one call.  A band whose
+ * rows of a hold a subnormal value goes through the float32 kernel (design g). */
 static void mc_unit_large_(void *ctx, int64_t u)
 {
     mc_wjob_ *job = (mc_wjob_ *)ctx;
@@ -238,50 +269,73 @@ static void mc_unit_large_(void *ctx, int64_t u)
         return;
     const mc_wgemm_call *call = job->call;
     const mc_wpacked *w = call->w;
-    const mc_gemm_kernel *kern = job->kern;
-    const int mr = kern->mr, nr = kern->nr;
-    const int64_t r0 = (u / job->cbands) * job->band_rows;
-    const int64_t r1 = mc_min_(r0 + job->band_rows, call->m);
-    const int64_t nstrips = mc_ceil_div_(w->n, nr);
-    const int64_t s0 = (u % job->cbands) * job->band_strips;
-    const int64_t s1 = mc_min_(s0 + job->band_strips, nstrips);
-    const int64_t tiles = mc_ceil_div_(r1 - r0, mr);
-    const int64_t kchunk = mc_min_(w->kg, MC_WGEMM_KCHUNK);
-    const int64_t abytes = mc_round64_(tiles * mr * job->kp * 4);
-    const int64_t bbytes = mc_round64_(kchunk * nr * 4);
-    const int64_t tbytes = mc_round64_(tiles * mr * nr * 4);
-    char *ws = (char *)mc_workspace(MC_WS_WORK, abytes + bbytes + 2 * tbytes);
+    const int64_t b = u / job->cbands, q = job->tiles / job->rbands, e = job->tiles % job->rbands;
+    const int64_t r0 = (b * q + mc_min_(b, e)) * job->band_mr;
+    const int64_t r1 = mc_min_(r0 + (q + (b < e)) * job->band_mr, call->m);
+    char *ws = (char *)mc_workspace(MC_WS_WORK, job->abytes + job->bbytes + 2 * job->tbytes);
     if (ws == NULL) {
         mc_wjob_fail_(job);
         return;
     }
-    float *ap = (float *)ws, *bp = (float *)(ws + abytes), *sums = (float *)(ws + abytes + bbytes);
-    float *tot = (float *)(ws + abytes + bbytes + tbytes);
-    for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t i = r0 + t * mr, rows = mc_min_(r1 - i, mr);
-        float *at = ap + t * mr * job->kp;
-        for (int64_t g = 0; g < w->groups; ++g) {
-            const int64_t k0 = g * w->block, kc = mc_min_(w->k - k0, w->block);
-            float *dst = at + g * w->kg * mr;
-            kern->pack(call->a + i * call->a_rs + k0 * call->a_cs, call->a_type, call->a_rs,
-                       call->a_cs, rows, kc, mr, dst);
-            memset(dst + kc * mr, 0, (size_t)((w->kg - kc) * mr) * 4);
+    float *sums = (float *)(ws + job->abytes + job->bbytes);
+    float *tot = (float *)(ws + job->abytes + job->bbytes + job->tbytes);
+    const mc_gemm_kernel *kern = job->pkern;
+    if (kern != NULL) {
+        const int64_t tiles = mc_ceil_div_(r1 - r0, kern->mr);
+        for (int64_t t = 0; t < tiles && kern != NULL; ++t) {
+            const int64_t i = r0 + t * kern->mr, rows = mc_min_(r1 - i, kern->mr);
+            if (mc_pack_pairs_(call, kern, i, rows, (uint32_t *)ws + t * kern->mr * (job->kp / 2)))
+                kern = NULL;                            /* design g: subnormal a */
         }
     }
+    const int pairs = kern != NULL;
+    if (!pairs) {
+        kern = job->kern;
+        const int64_t tiles = mc_ceil_div_(r1 - r0, kern->mr);
+        for (int64_t t = 0; t < tiles; ++t) {
+            const int64_t i = r0 + t * kern->mr, rows = mc_min_(r1 - i, kern->mr);
+            float *at = (float *)ws + t * kern->mr * job->kp;
+            for (int64_t g = 0; g < w->groups; ++g) {
+                const int64_t k0 = g * w->block, kc = mc_min_(w->k - k0, w->block);
+                float *dst = at + g * w->kg * kern->mr;
+                kern->pack(call->a + i * call->a_rs + k0 * call->a_cs, call->a_type, call->a_rs,
+                           call->a_cs, rows, kc, kern->mr, dst);
+                memset(dst + kc * kern->mr, 0, (size_t)((w->kg - kc) * kern->mr) * 4);
+            }
+        }
+    }
+    const int mr = kern->mr, nr = kern->nr;
+    const int64_t tiles = mc_ceil_div_(r1 - r0, mr);
+    const int64_t nstrips = mc_ceil_div_(w->n, nr);
+    const int64_t s0 = (u % job->cbands) * job->band_strips;
+    const int64_t s1 = mc_min_(s0 + job->band_strips, nstrips);
+    const int64_t kchunk = mc_min_(w->kg, MC_WGEMM_KCHUNK);
     const int64_t cols = w->panels * MC_WGEMM_NW;
+    const int64_t pr = w->kg / 2;
+    void *bp = ws + job->abytes;
     for (int64_t s = s0; s < s1; ++s) {
         const int64_t p0 = s * (nr / MC_WGEMM_NW);
         const int np = (int)mc_min_(nr / MC_WGEMM_NW, w->panels - p0);
         const int nc = (int)mc_min_(w->n - p0 * MC_WGEMM_NW, nr);
         for (int64_t g = 0; g < w->groups; ++g) {
-            for (int64_t c0 = 0; c0 < w->kg; c0 += kchunk) {
-                const int64_t kc = mc_min_(w->kg - c0, kchunk);
-                job->wk->widen(w, g, g * w->kg + c0, kc, p0, np, nr, bp);
+            if (pairs) {
+                job->wk->widen_pairs(w, g, p0, np, nr, (uint32_t *)bp);
                 for (int64_t t = 0; t < tiles; ++t) {
                     const int rows = (int)mc_min_(r1 - (r0 + t * mr), mr);
-                    kern->ukr_direct(kc, ap + t * mr * job->kp + (g * w->kg + c0) * mr,
-                                     (const char *)bp, (int64_t)nr * 4, (int64_t)nr * 4, MC_F32,
-                                     nr, sums + t * mr * nr, nr, rows, c0 > 0);
+                    kern->ukr(pr, (const uint32_t *)ws + (t * (job->kp / 2) + g * pr) * mr, bp,
+                              sums + t * mr * nr, rows);
+                }
+            } else {
+                for (int64_t c0 = 0; c0 < w->kg; c0 += kchunk) {
+                    const int64_t kc = mc_min_(w->kg - c0, kchunk);
+                    job->wk->widen(w, g, g * w->kg + c0, kc, p0, np, nr, (float *)bp);
+                    for (int64_t t = 0; t < tiles; ++t) {
+                        const int rows = (int)mc_min_(r1 - (r0 + t * mr), mr);
+                        kern->ukr_direct(kc, (const float *)ws + t * mr * job->kp +
+                                                 (g * w->kg + c0) * mr,
+                                         (const char *)bp, (int64_t)nr * 4, (int64_t)nr * 4,
+                                         MC_F32, nr, sums + t * mr * nr, nr, rows, c0 > 0);
+                    }
                 }
             }
             const float *sc = w->scale + g * cols + p0 * MC_WGEMM_NW;
@@ -334,21 +388,55 @@ static int mc_wgemm_small_(mc_wjob_ *job, int nthreads, int try_pairs)
     return MC_WGEMM_OK;
 }
 
+/* bytes of `count` items of `size` bytes, rounded up to 64, into *r; 0 on overflow */
+static int mc_bytes_(int64_t count, int64_t size, int64_t *r)
+{
+    if (!mc_mul_(count, size, r) || *r > INT64_MAX - 63)
+        return 0;
+    *r = mc_round64_(*r);
+    return 1;
+}
+
 static int mc_wgemm_large_(mc_wjob_ *job, int nthreads)
 {
     const mc_wgemm_call *call = job->call;
-    const int mr = job->kern->mr, nr = job->kern->nr;
-    const int64_t nstrips = mc_ceil_div_(call->w->n, nr);
-    const int64_t tiles = mc_ceil_div_(call->m, mr);
-    /* bands of up to MC_WGEMM_BAND_TILES tiles of rows; the columns cut too when the bands are
-     * fewer than the units wanted.  A unit's A panels take band rows x kp floats. */
-    int64_t bytes;
-    if (!mc_mul_((int64_t)MC_WGEMM_BAND_TILES * mr, job->kp, &bytes) ||
-        !mc_mul_(bytes, 4, &bytes) || bytes > INT64_MAX / 2)
-        return MC_WGEMM_TOOBIG;
+    const mc_wpacked *w = call->w;
+    const mc_gemm_kernel *band = job->pkern != NULL ? job->pkern : job->kern;
+    const int nr = job->kern->nr;
+    const int64_t nstrips = mc_ceil_div_(w->n, nr);
+    const int64_t tiles = mc_ceil_div_(call->m, band->mr);
+    /* bands of up to MC_WGEMM_BAND_TILES tiles of rows (of the pair kernel when it is used);
+     * the columns cut too when the bands are fewer than the units wanted.  A unit's scratch:
+     * the band's A panels (float32: band rows x kp floats; pairs: half that), B (float32: a
+     * chunk of rows x nr; pairs: a group's kg / 2 pair rows x nr words), two sets of tiles. */
     const int64_t tpb = tiles < MC_WGEMM_BAND_TILES ? tiles : MC_WGEMM_BAND_TILES;
-    job->band_rows = tpb * mr;
-    const int64_t rbands = mc_ceil_div_(tiles, tpb);
+    job->band_rows = tpb * band->mr;
+    const int64_t ftiles = mc_ceil_div_(job->band_rows, job->kern->mr);
+    int64_t rows, ab, bb, tb, pab = 0, pbb = 0, ptb = 0, total;
+    if (!mc_mul_(ftiles, job->kern->mr, &rows) || !mc_mul_(rows, job->kp, &ab) ||
+        !mc_bytes_(ab, 4, &ab) ||
+        !mc_bytes_(mc_min_(w->kg, MC_WGEMM_KCHUNK), (int64_t)nr * 4, &bb) ||
+        !mc_bytes_(rows, (int64_t)nr * 4, &tb))
+        return MC_WGEMM_TOOBIG;
+    if (job->pkern != NULL &&
+        (!mc_mul_(job->band_rows, job->kp, &pab) || !mc_bytes_(pab, 2, &pab) ||
+         !mc_bytes_(w->kg, (int64_t)nr * 2, &pbb) ||
+         !mc_bytes_(job->band_rows, (int64_t)nr * 4, &ptb)))
+        return MC_WGEMM_TOOBIG;
+    job->abytes = ab > pab ? ab : pab;
+    job->bbytes = bb > pbb ? bb : pbb;
+    job->tbytes = tb > ptb ? tb : ptb;
+    if (!mc_add_(job->abytes, job->bbytes, &total) || !mc_add_(total, job->tbytes, &total) ||
+        !mc_add_(total, job->tbytes, &total) || (uint64_t)total > (uint64_t)SIZE_MAX)
+        return MC_WGEMM_TOOBIG;
+    /* the bands' tiles split evenly, in a multiple of the threads' count of bands when there
+     * are enough tiles (no thread left with one band more than the other) */
+    int64_t rbands = mc_ceil_div_(tiles, tpb);
+    if (mc_ceil_div_(rbands, nthreads) * nthreads <= tiles)
+        rbands = mc_ceil_div_(rbands, nthreads) * nthreads;
+    job->band_mr = band->mr;
+    job->tiles = tiles;
+    job->rbands = rbands;
     int64_t cb = mc_ceil_div_((int64_t)nthreads * MC_WGEMM_UNITS_PER_THREAD, rbands);
     cb = cb < 1 ? 1 : cb > nstrips ? nstrips : cb;
     job->band_strips = mc_ceil_div_(nstrips, cb);
@@ -394,13 +482,21 @@ int mc_wgemm(const mc_wgemm_call *call)
     if (!mc_mul_(work, w->n, &work) || !mc_mul_(work, w->k, &work))
         work = INT64_MAX;
     const int nthreads = mc_rt_threads_for(work, MC_WGEMM_PARALLEL_MIN);
-    /* the bfloat16-pair kernel streams the weights faster than gemm's float32 micro-kernel
-     * computes at every M (design e); gemm's float32 micro-kernels sum with FMAs from the avx2
-     * level up (design d), the generic one multiplies, then adds */
+    /* up to MC_WGEMM_PAIRS_M rows the small-M pair kernel streams the weights (design e), above
+     * them gemm's pair micro-kernel (design g) is faster; gemm's float32 micro-kernels sum with
+     * FMAs from the avx2 level up (design d), the generic one multiplies, then adds */
     const int pairs = job.wk->dot_bf16 != NULL && call->a_type == MC_BF16 && w->pairs_ok;
-    if (!pairs && call->m > MC_WGEMM_SMALL_M && level >= MC_ISA_AVX2 &&
-        lk->gemm.f32.ukr_direct != NULL && lk->gemm.f32.nr % MC_WGEMM_NW == 0) {
+    const int fma_large = level >= MC_ISA_AVX2 && lk->gemm.f32.ukr_direct != NULL &&
+                          lk->gemm.f32.nr % MC_WGEMM_NW == 0;
+    /* design g: above MC_WGEMM_PAIRS_M rows, bfloat16 a and weights exact in bfloat16 on gemm's
+     * pair micro-kernel (with the float32 one for bands of subnormal a) */
+    const int pairs_large = fma_large && call->a_type == MC_BF16 &&
+                            call->m > MC_WGEMM_PAIRS_M && job.wk->widen_pairs != NULL &&
+                            (w->pairs_ok || w->bits == 8) && lk->gemm.pairs.pack != NULL &&
+                            lk->gemm.pairs.ukr != NULL && lk->gemm.pairs.nr == lk->gemm.f32.nr;
+    if (pairs_large || (!pairs && call->m > MC_WGEMM_SMALL_M && fma_large)) {
         job.kern = &lk->gemm.f32;
+        job.pkern = pairs_large ? &lk->gemm.pairs : NULL;
         r = mc_wgemm_large_(&job, nthreads);
     } else {
         r = mc_wgemm_small_(&job, nthreads, pairs);

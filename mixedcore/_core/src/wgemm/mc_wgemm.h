@@ -18,20 +18,20 @@
  *      (q + 8, 4 bits each) in the order of mc_wgemm_shift_; int8: 16 bytes per row.  The
  *      format is the same at every level, so a packed matrix serves any level.  Scales and the
  *      offsets subtracted from the codes are float32 arrays of groups x 16-padded columns.
- *   c. Small M (at most MC_WGEMM_SMALL_M rows; every M at the generic level and on the
- *      bfloat16-pair kernel, design e): a is converted once per call (256 rows at a time) into
- *      padded float32 rows (or bfloat16 pairs), and the level's `dot` kernel streams the packed
- *      weights, unpacking the codes in registers, for up to 4 rows at a time; threads split
- *      the columns in units of a few panels, whose weights stay in L2 from one group of rows
- *      to the next.  At 4096 x 4096, one thread, bfloat16 a, the pair kernel runs at 290-315
- *      GFLOP/s for 32 to 256 rows, gemm's float32 micro-kernel (design d) at 180-220.
- *   d. Larger M (avx2 and up): per unit of rows and columns, the rows of a are packed into
- *      gemm's float32 A panels (gemm's pack, the padding zeroed); 256 rows at a time of a
- *      group of a strip of weights are widened to float32 rows in cache (`widen`), gemm's
- *      float32 in-place micro-kernel (ukr_direct) adds their products to the group sums of the
- *      rows before, and `combine` applies the scale step.  That micro-kernel sums with one FMA
- *      per row and gives the bits of one call when a run is split over k, so these are the
- *      bits of (a).
+ *   c. Small M (at most MC_WGEMM_SMALL_M rows, MC_WGEMM_PAIRS_M for bfloat16 a at the avx512bf16
+ *      level (design g); every M at the generic level): a is converted once per call (256 rows at a
+ *      time) into padded float32 rows (or bfloat16 pairs), and the level's `dot` kernel streams the
+ *      packed weights, unpacking the codes in registers, for up to 4 rows at a time; threads split
+ *      the columns in units of a few panels, whose weights stay in L2 from one group of rows to the
+ *      next.  At 4096 x 4096, one thread, bfloat16 a, the pair kernel runs at 290-315 GFLOP/s for
+ *      32 to 256 rows, gemm's float32 micro-kernel (design d) at 180-220.
+ *   d. Larger M (avx2 and up; bfloat16 a at avx512bf16: design g): per unit of rows and columns,
+ *      the rows of a are packed into gemm's float32 A panels (gemm's pack, the padding zeroed); 256
+ *      rows at a time of a group of a strip of weights are widened to float32 rows in cache
+ *      (`widen`), gemm's float32 in-place micro-kernel (ukr_direct) adds their products to the
+ *      group sums of the rows before, and `combine` applies the scale step.  That micro-kernel sums
+ *      with one FMA per row and gives the bits of one call when a run is split over k, so these are
+ *      the bits of (a).
  *   e. At the avx512bf16 level, bfloat16 a and int4 weights (per channel, or grouped with zero
  *      points in [-8, 8], Keras's range) go through VDPBF16PS on the small-M path: the codes
  *      become bfloat16 weights by a table lookup in registers (exact), and a's rows
@@ -41,6 +41,30 @@
  *      send the call to the FMA kernel; a partial sum below 2**-126 is still flushed to zero
  *      by the instruction (docs/gemm.md).
  *   f. Every byte count is computed with overflow checks (MC_WGEMM_TOOBIG).
+ *   g. Larger M with bfloat16 a at the avx512bf16 level (above MC_WGEMM_PAIRS_M rows; int4
+ *      with zero points in [-8, 8], and int8, whose weights q - zero have at most 8
+ *      significant bits, so are exact in bfloat16): gemm's bfloat16-pair micro-kernel (14 x 32,
+ *      VDPBF16PS), run as design d runs the float32 one.  That kernel's panels hold elements 2t
+ *      and 2t + 1 of pair t in the low and high halves, and VDPBF16PS adds the high product
+ *      first, so on gemm's own panels it would add row 2t + 1 before row 2t: not the order of
+ *      design a.  Here both operands' words have their halves swapped: the rows of a are
+ *      packed by gemm's pair pack and each word rotated by 16 bits, and `widen_pairs` writes
+ *      each group's weights straight into the swapped format (for int4 the packed 32-bit word
+ *      already holds each pair that way: design b).  The kernel then adds row 2t, then row
+ *      2t + 1, each product exact and each addition rounded once, from +0 per group (the
+ *      kernel's tile starts from zero and one call covers the whole group, kg / 2 pair steps),
+ *      which is the pair kernel of design e and the FMA chain of design a; `combine` and the
+ *      epilogue follow as in design d.  So the bits are those of the small-M path at every M
+ *      and thread count.  Scratch per unit: the band's A pair panels (band rows x kp 16-bit
+ *      values), one group's widened panels (kg x 32 16-bit values), two sets of tiles.  A band
+ *      whose rows hold a subnormal bfloat16 value (gemm's pack reports it) is computed on the
+ *      float32 kernel instead, as the small-M path computes a chunk of 256 rows holding one;
+ *      the two paths can then differ only where VDPBF16PS flushes a partial sum below 2**-126
+ *      in a row of the one that was not sent to FMAs (design e).  int8 takes no pair kernel at
+ *      small M, so int8 with bfloat16 a differs between M <= MC_WGEMM_PAIRS_M and larger M in
+ *      that flush case only.  Measured (one thread, 768 x 3072 and 3072 x 768, GFLOP/s): the
+ *      small-M pair kernel 290-320 at 32 and 64 rows; this path 320 at 16 rows, 400-410 at 24,
+ *      430-470 from 48; int8 (small M on FMAs) 225 against 285-300 at 16: hence 16.
  */
 #ifndef MC_WGEMM_H_
 #define MC_WGEMM_H_
@@ -51,6 +75,8 @@
 /* rows at most which a call takes the small-M path (design c): measured, the FMA dot kernel and
  * the larger-M path ran at the same speed (210-220 GFLOP/s, float32 a, one thread) from 64 rows */
 #define MC_WGEMM_SMALL_M 64
+/* rows above which bfloat16 a takes gemm's pair micro-kernel at avx512bf16 (design g) */
+#define MC_WGEMM_PAIRS_M 16
 
 enum { MC_WGEMM_OK = 0, MC_WGEMM_NOMEM = -1, MC_WGEMM_TOOBIG = -2 };
 

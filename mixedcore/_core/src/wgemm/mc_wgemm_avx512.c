@@ -186,20 +186,32 @@ static void mc_wgemm_widen_avx512_(const mc_wpacked *w, int64_t g, int64_t r0, i
     }
 }
 
+/* 16 columns at j (mask m) of rows [0, mr): the scale loaded once, the mode fixed (inlined per
+ * mode, so the loop holds one load, one operation and one store per row). */
+MC_INLINE_ void mc_combine_cols_(const float *tile, int64_t ldt, int mr, int64_t j, __mmask16 m,
+                                 const float *scale, float *tot, int64_t ldo, const int mode)
+{
+    const __m512 sc = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), m, scale + j);
+    for (int i = 0; i < mr; ++i) {
+        const __m512 s = _mm512_maskz_loadu_ps(m, tile + i * ldt + j);
+        const __m512 t = mode == MC_WGEMM_NEXT ? _mm512_maskz_loadu_ps(m, tot + i * ldo + j)
+                                               : _mm512_setzero_ps();
+        _mm512_mask_storeu_ps(tot + i * ldo + j, m, mc_scale_(s, sc, t, mode));
+    }
+}
+
 static void mc_wgemm_combine_avx512_(const float *tile, int64_t ldt, int mr, int nc,
                                      const float *scale, float *tot, int64_t ldo, int mode)
 {
-    for (int i = 0; i < mr; ++i)
-        for (int j = 0; j < nc; j += 16) {
-            const __mmask16 m = mc_mask16_avx512(nc - j);
-            const __m512 s = _mm512_maskz_loadu_ps(m, tile + i * ldt + j);
-            const __m512 sc = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), m, scale + j);
-            const __m512 t = _mm512_maskz_loadu_ps(m, tot + i * ldo + j);
-            const __m512 v = mode == MC_WGEMM_DIV ? mc_scale_(s, sc, t, MC_WGEMM_DIV)
-                             : mode == MC_WGEMM_FIRST ? mc_scale_(s, sc, t, MC_WGEMM_FIRST)
-                                                      : mc_scale_(s, sc, t, MC_WGEMM_NEXT);
-            _mm512_mask_storeu_ps(tot + i * ldo + j, m, v);
-        }
+    for (int j = 0; j < nc; j += 16) {
+        const __mmask16 m = mc_mask16_avx512(nc - j);
+        if (mode == MC_WGEMM_DIV)
+            mc_combine_cols_(tile, ldt, mr, j, m, scale, tot, ldo, MC_WGEMM_DIV);
+        else if (mode == MC_WGEMM_FIRST)
+            mc_combine_cols_(tile, ldt, mr, j, m, scale, tot, ldo, MC_WGEMM_FIRST);
+        else
+            mc_combine_cols_(tile, ldt, mr, j, m, scale, tot, ldo, MC_WGEMM_NEXT);
+    }
 }
 
 const mc_wgemm_table mc_wgemm_table_avx512 = {

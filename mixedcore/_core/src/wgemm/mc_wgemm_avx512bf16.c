@@ -140,6 +140,72 @@ static void mc_wgemm_dot_bf16_avx512bf16_(const mc_wpacked *w, const void *ap, i
             mc_dots_[mr - 1][lg](w, a, lda, p, tile + (p - p0) * MC_WGEMM_NW, ldt);
 }
 
+/* The weights of group g as pair panels for gemm's pair micro-kernel (mc_wgemm_widen_pairs_fn):
+ * int4 by the dot kernel's shift and table lookup (a 32-bit word of the packed block already
+ * holds each pair with the even row in the high half), int8 converted to float32, the offset
+ * subtracted (exact), and the high halves of rows 2t and 2t + 1 joined (exact: at most 8
+ * significant bits). */
+static void mc_wgemm_widen_pairs_avx512bf16_(const mc_wpacked *w, int64_t g, int64_t p0, int np,
+                                             int nr, uint32_t *dst)
+{
+    const int64_t cols = w->panels * MC_WGEMM_NW, pr = w->kg / 2;
+    const __m512i lut = w->grouped ? _mm512_set_epi16(MC_BF16_RAMP_)
+                                   : _mm512_set_epi16(
+        0x40E0, 0x40C0, 0x40A0, 0x4080, 0x4040, 0x4000, 0x3F80, 0x0000,
+        (short)0xBF80, (short)0xC000, (short)0xC040, (short)0xC080, (short)0xC0A0, (short)0xC0C0,
+        (short)0xC0E0, (short)0xC100,
+        0x40E0, 0x40C0, 0x40A0, 0x4080, 0x4040, 0x4000, 0x3F80, 0x0000,
+        (short)0xBF80, (short)0xC000, (short)0xC040, (short)0xC080, (short)0xC0A0, (short)0xC0C0,
+        (short)0xC0E0, (short)0xC100);
+    const __m512i nib = _mm512_set1_epi16(0xF);
+    const __m512i himask = _mm512_set1_epi32((int)0xFFFF0000u);
+    for (int j = 0; j < nr / MC_WGEMM_NW; ++j) {
+        uint32_t *d = dst + j * MC_WGEMM_NW;
+        if (j >= np) {
+            for (int64_t t = 0; t < pr; ++t)
+                _mm512_storeu_si512((void *)(d + t * nr), _mm512_setzero_si512());
+            continue;
+        }
+        const uint8_t *q = w->q + (p0 + j) * w->pbytes;
+        const float *off = w->off + g * cols + (p0 + j) * MC_WGEMM_NW;
+        if (w->bits == 8) {
+            const __m512 o = _mm512_loadu_ps(off);
+            const uint8_t *qr = q + g * w->kg * MC_WGEMM_NW;
+            for (int64_t t = 0; t < pr; ++t) {
+                const __m512 e = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                    _mm_load_si128((const __m128i *)(qr + 2 * t * MC_WGEMM_NW)))), o);
+                const __m512 f = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                    _mm_load_si128((const __m128i *)(qr + (2 * t + 1) * MC_WGEMM_NW)))), o);
+                _mm512_storeu_si512((void *)(d + t * nr),
+                                    _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(e),
+                                                                     himask),
+                                                    _mm512_srli_epi32(_mm512_castps_si512(f),
+                                                                      16)));
+            }
+            continue;
+        }
+        __m512i bias = _mm512_setzero_si512();
+        if (w->grouped) {      /* 16 - off in both halves, as the dot kernel */
+            const __m512i c = _mm512_cvtps_epi32(
+                _mm512_sub_ps(_mm512_set1_ps(16.0f), _mm512_loadu_ps(off)));
+            bias = _mm512_or_si512(c, _mm512_slli_epi32(c, 16));
+        }
+        const uint8_t *qb = q + g * w->kg / MC_WGEMM_KB * 64;
+        for (int64_t b = 0; b < w->kg / MC_WGEMM_KB; ++b) {
+            const __m512i dv = _mm512_load_si512((const void *)(qb + b * 64));
+#pragma GCC unroll 4
+            for (int pp = 0; pp < MC_WGEMM_KB / 2; ++pp) {
+                __m512i idx = _mm512_srli_epi16(dv, (unsigned)(4 * pp));
+                if (w->grouped)
+                    idx = _mm512_add_epi16(_mm512_and_si512(idx, nib), bias);
+                _mm512_storeu_si512((void *)(d + (b * (MC_WGEMM_KB / 2) + pp) * nr),
+                                    _mm512_permutexvar_epi16(idx, lut));
+            }
+        }
+    }
+}
+
 const mc_wgemm_table mc_wgemm_table_avx512bf16 = {
     .dot_bf16 = mc_wgemm_dot_bf16_avx512bf16_,
+    .widen_pairs = mc_wgemm_widen_pairs_avx512bf16_,
 };

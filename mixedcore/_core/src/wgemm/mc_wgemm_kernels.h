@@ -44,6 +44,15 @@ typedef void (*mc_wgemm_dot_fn)(const mc_wpacked *w, const void *a, int64_t lda,
 typedef void (*mc_wgemm_widen_fn)(const mc_wpacked *w, int64_t g, int64_t r0, int64_t rows,
                                   int64_t p0, int np, int nr, float *dst);
 
+/* Padded rows of group g of panels [p0, p0 + np) as bfloat16 pairs in gemm's pair panel format
+ * (kg / 2 rows of nr 32-bit words, one per column, k-major) with the halves swapped: the word
+ * of pair t holds the weight of row 2t in its high half and that of row 2t + 1 in its low half,
+ * the order the small-M pair kernel reads (mc_wgemm.h, design g); the columns past np * 16
+ * zero.  int4 with pairs_ok, or int8 (every weight an integer of at most 8 significant bits,
+ * so exact in bfloat16). */
+typedef void (*mc_wgemm_widen_pairs_fn)(const mc_wpacked *w, int64_t g, int64_t p0, int np,
+                                        int nr, uint32_t *dst);
+
 /* The scale step of rows [0, mr) x columns [0, nc) of a tile of group sums (row length ldt)
  * into the totals `tot` (row length ldo), with scale[c] the group's scales of those columns:
  * MC_WGEMM_DIV tot = s / scale; MC_WGEMM_FIRST tot = fmaf(s, scale, +0); MC_WGEMM_NEXT
@@ -59,6 +68,7 @@ typedef struct {
     mc_wgemm_dot_fn dot_bf16;  /* bfloat16-pair rows, int4 with pairs_ok; NULL when none */
     mc_wgemm_widen_fn widen;
     mc_wgemm_combine_fn combine;
+    mc_wgemm_widen_pairs_fn widen_pairs;   /* NULL below the avx512bf16 level */
 } mc_wgemm_table;
 
 extern const mc_wgemm_table mc_wgemm_table_generic;
