@@ -43,8 +43,8 @@ from mixedcore._dtypes import dtype_name, is_floating, np_dtype, to_compute, wor
 from mixedcore.layers import _args
 from mixedcore.layers._affine import _Affine
 from mixedcore.layers._base import Weight
-from mixedcore.layers._quantized import (Quantizable, _group_index, _GroupIndex,
-                                         block_size_of, fake_float8)
+from mixedcore.layers._quantized import (Quantizable, _group_index, block_size_of,
+                                         fake_float8, float8_specs, int4_specs)
 
 _F32 = np.dtype(np.float32)
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
@@ -276,21 +276,9 @@ class QuantizedEinsumDense(Quantizable):
             return [("kernel", shape, "int8", "zeros", False),
                     ("kernel_scale", tuple(scale), "float32", "ones", False)]
         if mode == "int4":
-            rows, cols = self._flat(shape)
-            specs = [("kernel", (rows, (cols + 1) // 2), "int8", "zeros", False)]
-            if block is None:
-                return specs + [("kernel_scale", (cols,), "float32", "ones", False)]
-            groups = math.ceil(rows / block)
-            return specs + [("kernel_scale", (groups, cols), "float32", "ones", False),
-                            ("kernel_zero", (groups, cols), "int8", "zeros", False),
-                            ("g_idx", (rows,), "float32", _GroupIndex(block), False)]
-        length = getattr(self.dtype_policy, "amax_history_length", 1024)
-        scalar = ((), "float32", "ones", True)
-        history = ((length,), "float32", "zeros", True)
-        return [("inputs_scale",) + scalar, ("inputs_amax_history",) + history,
-                ("kernel_scale",) + scalar, ("kernel_amax_history",) + history,
-                ("outputs_grad_scale",) + scalar, ("outputs_grad_amax_history",) + history,
-                ("kernel", shape, None, _AxesInitializer(self.kernel_initializer, plan), True)]
+            return int4_specs(*self._flat(shape), block)
+        return float8_specs(self.dtype_policy) + [
+            ("kernel", shape, None, _AxesInitializer(self.kernel_initializer, plan), True)]
 
     def _serialization_order(self, mode):
         if mode == "float8":

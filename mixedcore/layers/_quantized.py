@@ -200,27 +200,27 @@ class Quantizable(Layer):
 
 # --------------------------------------------------------------------------- Dense
 
-def _dense_specs(shape, mode, block):
-    k, n = shape
-    if mode == "int8":
-        return [("kernel", (k, n), "int8", "zeros", False),
-                ("kernel_scale", (n,), "float32", "ones", False)]
-    if mode == "int4":
-        specs = [("kernel", (k, (n + 1) // 2), "int8", "zeros", False)]
-        if block is None:
-            return specs + [("kernel_scale", (n,), "float32", "ones", False)]
-        groups = math.ceil(k / block)
-        return specs + [("kernel_scale", (groups, n), "float32", "ones", False),
-                        ("kernel_zero", (groups, n), "int8", "zeros", False),
-                        ("g_idx", (k,), "float32", _GroupIndex(block), False)]
-    if mode == "float8":
-        scalar = ((), "float32", "ones", True)
-        history = "float32", "zeros", True
-        return [("inputs_scale",) + scalar, ("inputs_amax_history", (1024,)) + history,
-                ("kernel_scale",) + scalar, ("kernel_amax_history", (1024,)) + history,
-                ("outputs_grad_scale",) + scalar,
-                ("outputs_grad_amax_history", (1024,)) + history]
-    raise ValueError(f"Dense: quantization mode {mode!r} is not supported")
+def int4_specs(rows, cols, block):
+    """Keras's int4 weights for a (rows, cols) float kernel: the codes packed two to a byte
+    along cols, and one scale per column, or per group of ``block`` rows and column with zero
+    points and the group of each row (``g_idx``)."""
+    specs = [("kernel", (rows, (cols + 1) // 2), "int8", "zeros", False)]
+    if block is None:
+        return specs + [("kernel_scale", (cols,), "float32", "ones", False)]
+    groups = math.ceil(rows / block)
+    return specs + [("kernel_scale", (groups, cols), "float32", "ones", False),
+                    ("kernel_zero", (groups, cols), "int8", "zeros", False),
+                    ("g_idx", (rows,), "float32", _GroupIndex(block), False)]
+
+
+def float8_specs(policy):
+    """Keras's float8 scales and amax histories (trainable, float32), before the kernel."""
+    length = getattr(policy, "amax_history_length", 1024)
+    scalar = ((), "float32", "ones", True)
+    history = ((length,), "float32", "zeros", True)
+    return [("inputs_scale",) + scalar, ("inputs_amax_history",) + history,
+            ("kernel_scale",) + scalar, ("kernel_amax_history",) + history,
+            ("outputs_grad_scale",) + scalar, ("outputs_grad_amax_history",) + history]
 
 
 class _GroupIndex:
@@ -243,13 +243,14 @@ class QuantizedDense(Quantizable):
     _MODES = ("int8", "int4", "float8")
 
     def _quantized_specs(self, shape, mode, block):
-        specs = _dense_specs(shape, mode, block)
-        if mode == "float8":
-            length = getattr(self.dtype_policy, "amax_history_length", 1024)
-            specs = [(n, (length,) if "history" in n else s, d, i, t)
-                     for n, s, d, i, t in specs]
-            specs.append(("kernel", shape, None, self.kernel_initializer, True))
-        return specs
+        k, n = shape
+        if mode == "int8":
+            return [("kernel", (k, n), "int8", "zeros", False),
+                    ("kernel_scale", (n,), "float32", "ones", False)]
+        if mode == "int4":
+            return int4_specs(k, n, block)
+        return float8_specs(self.dtype_policy) + [
+            ("kernel", shape, None, self.kernel_initializer, True)]
 
     def _serialization_order(self, mode):
         if mode == "float8":
@@ -444,4 +445,4 @@ def fake_float8(x, scale):
     return np.multiply(kernels.cast(q8, cd), s)
 
 
-__all__ = ["Quantizable", "QuantizedDense", "QuantizedEmbedding", "block_size_of", "quantized_policy_name"]
+__all__ = ["Quantizable", "QuantizedDense", "QuantizedEmbedding", "int4_specs", "float8_specs", "block_size_of", "quantized_policy_name"]
