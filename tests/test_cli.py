@@ -209,12 +209,15 @@ def test_predict_errors_exit_2_with_a_message(tmp_path, capsys):
         ([m, x, "--out", out, "--policy", "int32"], "not a floating-point policy", ""),
         ([m, x, "--out", str(tmp_path / "y.csv")], "--out must end in .npy", ""),
         ([m, x, "--out", str(tmp_path / "no" / "y.npy")], "does not exist", ""),
+        ([m, x, "--out", x], "is the input file", ""),
+        ([m, x, "--out", m], "is the model file", ""),
     ]
     for args, first, second in cases:
         assert main(["predict"] + args) == 2, args
         err = capsys.readouterr().err
         assert err.startswith("error: ") and first in err and second in err, (args, err)
     assert not os.path.exists(out)
+    assert np.load(x).shape == (4, 5)                           # --out naming it left it alone
     with pytest.raises(SystemExit):
         main(["predict", m, x, "--out", out, "--batch-size", "0"])
     with pytest.raises(SystemExit):
@@ -259,3 +262,33 @@ def test_files_are_written_under_an_unpredictable_name_and_replaced_whole(tmp_pa
         pass
     assert target.read_bytes() == b"new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npy"]
+
+
+def test_version_and_a_closed_pipe(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "mixedcore", "--version"], capture_output=True,
+                            text=True, timeout=60, cwd=PACKAGE_ROOT)
+    assert result.returncode == 0 and result.stdout.startswith("mixedcore ")
+    _saved_mlp(tmp_path, policy="float32")
+    np.save(tmp_path / "x.npy", np.zeros((4, 5), np.float32))
+    # `report ... | head -1` where the reader has already left: no traceback, exit 0
+    code = ("import os, sys\n"
+            "r, w = os.pipe()\n"
+            "os.close(r)\n"
+            "sys.stdout = os.fdopen(w, 'w', buffering=1)\n"
+            "from mixedcore.cli.main import main\n"
+            f"sys.exit(main(['report', {str(tmp_path / 'm.keras')!r}, "
+            f"{str(tmp_path / 'x.npy')!r}, '--quantize', 'int8']))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, cwd=PACKAGE_ROOT)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+
+
+def test_report_quantize_option(tmp_path, capsys):
+    _saved_mlp(tmp_path, policy="float32")
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).normal(size=(16, 5)).astype(np.float32))
+    args = ["report", str(tmp_path / "m.keras"), str(tmp_path / "x.npy")]
+    assert main(args + ["--quantize", "int4"]) == 0
+    out = capsys.readouterr().out
+    assert "quantization error of each layer" in out and "int4" in out
+    with pytest.raises(SystemExit):
+        main(args + ["--quantize", "int3"])

@@ -6,6 +6,7 @@ Each command's work is in its own module of this package (``info``, ``demo``, ``
 user errors into ``error: <message>`` on stderr with exit code 2.
 """
 import argparse
+import os
 import sys
 
 
@@ -55,7 +56,7 @@ def _report(args):
     try:
         result = report.run(args.model, args.input, labels_path=args.labels,
                             policy=args.policy, batch_size=args.batch_size,
-                            json_path=args.json)
+                            json_path=args.json, quantize=args.quantize)
     except CommandError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -89,8 +90,10 @@ def _model_over_array_arguments(parser, verb):
 
 
 def main(argv=None):
+    from mixedcore._version import __version__
     parser = argparse.ArgumentParser(prog="python -m mixedcore",
                                      description="mixedcore command line")
+    parser.add_argument("--version", action="version", version=f"mixedcore {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="version, CPU dispatch level, threads, build")
     demo = sub.add_parser(
@@ -138,6 +141,16 @@ def main(argv=None):
     _model_over_array_arguments(report, "report the model")
     report.add_argument("--labels", metavar="Y.npy", help="targets: report gradients too")
     report.add_argument("--json", metavar="OUT.json", help="also write the numbers as JSON")
+    report.add_argument("--quantize", choices=("int8", "int4", "float8"),
+                        help="also each layer's own error when quantized in this mode")
     args = parser.parse_args(argv)
-    return {"info": _info, "demo": _demo, "bench": _bench, "predict": _predict,
-            "report": _report}[args.command](args)
+    handler = {"info": _info, "demo": _demo, "bench": _bench, "predict": _predict,
+               "report": _report}[args.command]
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        # the reader went away (``... | head``): the rest of the output is not wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0

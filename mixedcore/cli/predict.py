@@ -119,6 +119,9 @@ def run(model_path, input_path, out_path, policy=None, batch_size=32, progress=N
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise CommandError(f"--batch-size must be a positive integer, got {batch_size!r}")
     policy = policy_option(policy)
+    for what, path in (("the model", model_path), ("the input", input_path)):
+        if os.path.exists(out_path) and os.path.exists(path) and os.path.samefile(out_path, path):
+            raise CommandError(f"--out {out_path!r} is {what} file; write the outputs elsewhere")
     model = _load_model(model_path, policy)
     arrays = read_inputs(input_path, model)
     n = check_shapes(model, arrays)

@@ -27,12 +27,15 @@ def _read_labels(path, n):
     return labels
 
 
-def run(model_path, input_path, labels_path=None, policy=None, batch_size=32, json_path=None):
+def run(model_path, input_path, labels_path=None, policy=None, batch_size=32, json_path=None,
+        quantize=None):
     """The numerics report (``utils.numerics_report``) of a saved model over an array file.
 
     With ``labels_path`` (a ``.npy`` of targets) the gradients are reported too; the model must
     have been saved compiled (its loss is in the file).  With ``json_path`` the numbers are also
-    written there as JSON (``report.as_dict()`` with the model, policy and sample count).
+    written there as JSON (``report.as_dict()`` with the model, policy and sample count).  With
+    ``quantize`` (a mode: "int8", "int4" or "float8") each quantizable layer's own quantization
+    error is reported too (docs/quantization.md).
 
     Returns
     -------
@@ -73,7 +76,7 @@ def run(model_path, input_path, labels_path=None, policy=None, batch_size=32, js
             raise CommandError(f"--json: directory {directory!r} does not exist")
     x = arrays[0] if len(arrays) == 1 else dict(zip(model.input_names, arrays))
     try:
-        result = numerics_report(model, x, labels, batch_size=batch_size)
+        result = numerics_report(model, x, labels, batch_size=batch_size, quantize=quantize)
     except (ValueError, TypeError, RuntimeError) as exc:
         raise CommandError(str(exc)) from None
     if json_path is not None:
