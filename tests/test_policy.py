@@ -465,3 +465,13 @@ def test_docs_table_matches_the_parser():
             p = DTypePolicy(name)
             assert (compute, variable) == (p.compute_dtype, p.variable_dtype), name
             assert (glob == "yes") == policy_mod._is_floating(p.compute_dtype), name
+
+
+def test_a_misspelt_name_gets_the_nearest_names():
+    with pytest.raises(ValueError, match=r"Did you mean 'mixed_float16'"):
+        mc.DTypePolicy("mixed_float61")
+    with pytest.raises(ValueError, match=r"Did you mean 'float32'\?"):
+        mc.set_policy("Float32")
+    with pytest.raises(ValueError) as info:
+        mc.DTypePolicy("xyz")
+    assert "Did you mean" not in str(info.value)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import threading
 from typing import Any, Iterator, Union
 
@@ -148,9 +149,11 @@ def _parse_dtype_policy_name(owner, name):
         return name, name
     if name == "infer" or name.endswith("_float32_vars"):
         raise ValueError(_deprecated_name_message(owner, name))
+    near = difflib.get_close_matches(name, policy_names(), n=3, cutoff=0.7)
+    hint = f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
     raise ValueError(
-        f"{owner}: Cannot convert {name!r} to a mixed precision DTypePolicy. Valid policies "
-        f"are {_VALID_FORMS} "
+        f"{owner}: Cannot convert {name!r} to a mixed precision DTypePolicy.{hint} Valid "
+        f"policies are {_VALID_FORMS} "
         f"(the exact, lower-case numpy / ml_dtypes name; mixedcore.policy.policy_names() lists "
         f"them all).")
 
