@@ -72,7 +72,8 @@ int64_t mc_igemm_packed_bytes(int nr, int64_t k, int64_t n, int64_t kc)
     const int64_t words = full * ((kc + 3) / 4) + (rest + 3) / 4 + blocks;   /* < 2**40 */
     const int64_t panels = mc_ceil_div_(n, nr);
     int64_t bytes;
-    if (n < 0 || panels > INT64_MAX / nr || __builtin_mul_overflow(panels * nr * 4, words, &bytes))
+    if (n < 0 || panels > INT64_MAX / nr / 4 ||
+        __builtin_mul_overflow(panels * nr * 4, words, &bytes))
         return -1;
     return bytes;
 }
