@@ -200,46 +200,55 @@ class Int4DTypePolicy(QuantizedDTypePolicy):
         return {"mode": f"int4/{self.block_size}", "source_name": self._source_name}
 
 
-class GPTQDTypePolicy(QuantizedDTypePolicy):
+class _BitsGroupPolicy(QuantizedDTypePolicy):
+    """The policies of mode ``"<head>/<weight_bits>/<group_size>"``: GPTQ and AWQ."""
+
+    __slots__ = ("weight_bits", "group_size")
+    _head = ""
+
+    def __init__(self, mode: str, source_name: str | None = None) -> None:
+        owner = type(self).__name__
+        bits, group = _mode_ints(owner, mode, self._head, ["weight_bits", "group_size"])
+        self._check_bits(owner, bits, mode)
+        _check_group(owner, "group_size", group, mode)
+        super().__init__(self._head, source_name)
+        self._name = f"{mode}_from_{self._source_name}"
+        self.weight_bits = bits
+        self.group_size = group
+
+    @staticmethod
+    def _check_bits(owner, bits, mode):
+        raise NotImplementedError
+
+    def get_config(self) -> dict[str, Any]:
+        return {"mode": f"{self._head}/{self.weight_bits}/{self.group_size}",
+                "source_name": self._source_name}
+
+
+class GPTQDTypePolicy(_BitsGroupPolicy):
     """Mode ``"gptq/<weight_bits>/<group_size>"`` (``keras.dtype_policies.GPTQDTypePolicy``)."""
 
-    __slots__ = ("weight_bits", "group_size")
+    __slots__ = ()
+    _head = "gptq"
 
-    def __init__(self, mode: str, source_name: str | None = None) -> None:
-        bits, group = _mode_ints("GPTQDTypePolicy", mode, "gptq", ["weight_bits", "group_size"])
+    @staticmethod
+    def _check_bits(owner, bits, mode):
         if bits not in (2, 3, 4, 8):
-            raise ValueError(f"GPTQDTypePolicy: Invalid weight_bits in mode. Supported values "
-                             f"are 2, 3, 4, and 8, but got {bits} from {mode!r}.")
-        _check_group("GPTQDTypePolicy", "group_size", group, mode)
-        super().__init__("gptq", source_name)
-        self._name = f"{mode}_from_{self._source_name}"
-        self.weight_bits = bits
-        self.group_size = group
-
-    def get_config(self) -> dict[str, Any]:
-        return {"mode": f"gptq/{self.weight_bits}/{self.group_size}",
-                "source_name": self._source_name}
+            raise ValueError(f"{owner}: Invalid weight_bits in mode. Supported values are 2, 3, "
+                             f"4, and 8, but got {bits} from {mode!r}.")
 
 
-class AWQDTypePolicy(QuantizedDTypePolicy):
+class AWQDTypePolicy(_BitsGroupPolicy):
     """Mode ``"awq/4/<group_size>"`` (``keras.dtype_policies.AWQDTypePolicy``)."""
 
-    __slots__ = ("weight_bits", "group_size")
+    __slots__ = ()
+    _head = "awq"
 
-    def __init__(self, mode: str, source_name: str | None = None) -> None:
-        bits, group = _mode_ints("AWQDTypePolicy", mode, "awq", ["weight_bits", "group_size"])
+    @staticmethod
+    def _check_bits(owner, bits, mode):
         if bits != 4:
-            raise ValueError(f"AWQDTypePolicy: Invalid weight_bits in mode. AWQ only supports "
-                             f"4-bit quantization, but got {bits} from {mode!r}.")
-        _check_group("AWQDTypePolicy", "group_size", group, mode)
-        super().__init__("awq", source_name)
-        self._name = f"{mode}_from_{self._source_name}"
-        self.weight_bits = bits
-        self.group_size = group
-
-    def get_config(self) -> dict[str, Any]:
-        return {"mode": f"awq/{self.weight_bits}/{self.group_size}",
-                "source_name": self._source_name}
+            raise ValueError(f"{owner}: Invalid weight_bits in mode. AWQ only supports 4-bit "
+                             f"quantization, but got {bits} from {mode!r}.")
 
 
 def is_quantized_name(name: str) -> bool:
