@@ -138,6 +138,10 @@ class _Marker(_Sealed):
     def __repr__(self):
         return self.name
 
+    def __call__(self, *args):
+        raise pickle.UnpicklingError(f"a pickle calling {self.name}, which a weights file may "
+                                     f"only name as an argument")
+
 
 class _Global(_Sealed):
     """A whitelisted callable global, bound to the budget of the pickle that named it."""
