@@ -2,7 +2,8 @@
 the input arrays and checking them against the model's inputs, and writing a file whole.
 
 Design:
-  A. The input is read with ``mmap_mode="r"`` (a ``.npy``) or member by member (a ``.npz``).
+  A. The input is memory-mapped (a ``.npy``) or read member by member (a ``.npz``), each header
+     checked against the model's inputs and the file's real size before any data are read.
   B. Everything the user can get wrong (files, shapes, dtypes, policy names, the output name) is
      checked before the first batch runs, and reported as a :class:`CommandError`, which the
      command line prints and turns into exit code 2.
@@ -14,6 +15,7 @@ import os
 import numpy as np
 
 from mixedcore.saving.file_utils import temporary_beside
+from mixedcore.saving.npy_reader import NpzReader, open_npy
 
 __all__ = ["CommandError", "check_shapes", "numeric", "policy_option", "read_inputs",
            "temporary_beside"]
@@ -48,7 +50,10 @@ def numeric(what, array):
 
 
 def read_inputs(path, model):
-    """The input arrays, in the order of ``model.inputs`` (memory-mapped where possible)."""
+    """The input arrays, in the order of ``model.inputs``: a ``.npy`` memory-mapped, a ``.npz``
+    read member by member.  Every header is checked against the model's inputs (names, dtype,
+    shapes, one number of samples) and against the bytes the file holds before any data are
+    read (``saving.npy_reader``)."""
     if not os.path.exists(path):
         raise CommandError(f"input file {path!r} does not exist")
     if not os.path.isfile(path):
@@ -64,19 +69,20 @@ def read_inputs(path, model):
             raise CommandError(f"the model has {len(names)} inputs {names}: give an .npz file "
                                f"with one array per input name")
         try:
-            array = np.load(path, mmap_mode="r", allow_pickle=False)
+            header, array = open_npy(path)
         except (OSError, ValueError) as exc:
-            raise CommandError(f"cannot read input file {path!r} as .npy ({exc})") from None
-        return [numeric(f"input file {path!r}", array)]
+            raise CommandError(f"cannot read input file {path!r} as .npy: {exc}") from None
+        check_shapes(model, [numeric(f"input file {path!r}", header)])
+        return [array]
     if head[:4] != b"PK\x03\x04":
         raise CommandError(f"input file {path!r} is neither a .npy nor a .npz file (it starts "
                            f"with {head!r})")
     try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise CommandError(f"cannot read input file {path!r} as .npz ({exc})") from None
-    with data:
-        keys = list(data.files)
+        reader = NpzReader(path)
+    except ValueError as exc:
+        raise CommandError(f"cannot read input file {path!r} as .npz: {exc}") from None
+    with reader:
+        keys = list(reader.keys)
         if len(names) == 1 and len(keys) == 1:
             chosen = keys
         else:
@@ -90,10 +96,15 @@ def read_inputs(path, model):
                                    f"inputs of the model (its inputs: {names})")
             chosen = names
         try:
-            arrays = [data[k] for k in chosen]
-        except (OSError, ValueError) as exc:
-            raise CommandError(f"cannot read input file {path!r} ({exc})") from None
-    return [numeric(f"array {k!r} of {path!r}", a) for k, a in zip(chosen, arrays)]
+            headers = [reader.header(k) for k in chosen]
+        except ValueError as exc:
+            raise CommandError(f"input file {path!r}: {exc}") from None
+        check_shapes(model, [numeric(f"array {k!r} of {path!r}", h)
+                             for k, h in zip(chosen, headers)])
+        try:
+            return [reader.read(k) for k in chosen]
+        except ValueError as exc:
+            raise CommandError(f"input file {path!r}: {exc}") from None
 
 
 def check_shapes(model, arrays):

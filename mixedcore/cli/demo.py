@@ -10,27 +10,49 @@ from mixedcore._dtypes import as_numeric_array
 from mixedcore.optimizers import LossScaleOptimizer
 from mixedcore.optimizers import Adam
 from mixedcore.dtype_policies import policy_scope
+from mixedcore.saving.npy_reader import NpzReader
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
 def load_npz(path):
-    """(x_train, y_train, x_test, y_test) from a user's file; test split = last 20 % if absent."""
+    """(x_train, y_train, x_test, y_test) from a user's file; test split = last 20 % if absent.
+    Every header is checked (numeric dtype, matching sample counts, the bytes the file holds)
+    before any data are read."""
     try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+        reader = NpzReader(path)
+    except ValueError as exc:
         raise ValueError(f"demo: cannot read {path!r} as a .npz file ({exc})") from None
-    with data:
-        missing = [k for k in ("x_train", "y_train") if k not in data.files]
+    with reader:
+        missing = [k for k in ("x_train", "y_train") if k not in reader.keys]
         if missing:
             raise ValueError(f"demo: {path!r} has no {missing} array(s); it needs x_train and "
-                             f"y_train (and optionally x_test, y_test); found {data.files}")
-        arrays = {k: data[k] for k in ("x_train", "y_train", "x_test", "y_test")
-                  if k in data.files}
-    if ("x_test" in arrays) != ("y_test" in arrays):
-        raise ValueError("demo: give both x_test and y_test, or neither")
-    for key, value in arrays.items():
-        as_numeric_array(f"demo ({key})", value)
+                             f"y_train (and optionally x_test, y_test); found {reader.keys}")
+        keys = [k for k in ("x_train", "y_train", "x_test", "y_test") if k in reader.keys]
+        if ("x_test" in keys) != ("y_test" in keys):
+            raise ValueError("demo: give both x_test and y_test, or neither")
+        try:
+            headers = {k: reader.header(k) for k in keys}
+        except ValueError as exc:
+            raise ValueError(f"demo: {path!r}: {exc}") from None
+        for key, header in headers.items():
+            as_numeric_array(f"demo ({key})", np.empty(0, header.dtype))
+        for split in ("train", "test"):
+            if f"x_{split}" in headers:
+                x, y = headers[f"x_{split}"].shape, headers[f"y_{split}"].shape
+                if len(x) < 2:
+                    raise ValueError(f"demo: x_{split} must have shape (samples, features...), "
+                                     f"got {x}")
+                if len(y) == 0:
+                    raise ValueError(f"demo: y_{split} must hold one class label per sample, "
+                                     f"got a scalar")
+                if x[0] != y[0]:
+                    raise ValueError(f"demo: x_{split} has {x[0]} samples, y_{split} {y[0]} "
+                                     f"(shapes {x} and {y} in {path!r})")
+        try:
+            arrays = {k: reader.read(k) for k in keys}
+        except ValueError as exc:
+            raise ValueError(f"demo: {path!r}: {exc}") from None
     if "x_test" not in arrays:
         n = arrays["x_train"].shape[0]
         split = n - max(1, n // 5)
@@ -40,8 +62,6 @@ def load_npz(path):
 
 
 def _prepare(x, y, split):
-    if x.ndim < 2:
-        raise ValueError(f"demo: x_{split} must have shape (samples, features...), got {x.shape}")
     if y.ndim == 2 and y.shape[1] > 1:      # one-hot
         y = np.argmax(y, axis=1)
     y = y.reshape(y.shape[0], -1)
@@ -51,8 +71,6 @@ def _prepare(x, y, split):
     y = y[:, 0]
     if y.dtype.kind == "f" and np.any(y != np.round(y)):
         raise ValueError(f"demo: y_{split} must hold integer class labels")
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(f"demo: x_{split} has {x.shape[0]} samples, y_{split} {y.shape[0]}")
     if y.size and y.min() < 0:
         raise ValueError(f"demo: y_{split} has negative labels")
     return x.astype(np.float32), y.astype(np.int64)

@@ -172,7 +172,17 @@ def _check_array(layer, pos, arr, label):
 def _load_structured(owner, source, model, store, skip_mismatch):
     """Keras 3 layout (C): every layer's variables from its structural path."""
     plan, problems, used_paths = {}, [], set()
-    for path, sub, layer, positions in _structured_slots(model):
+    slots = _structured_slots(model)
+    expect = getattr(store, "expect", None)     # a store that must bound what it reads first
+    if expect is not None:
+        needs = {}
+        for path, sub, layer, positions in slots:
+            shapes = [tuple(layer.weights[pos].shape) for pos in positions]
+            for where in (path, _tf_keras_path(path, sub)):
+                if where is not None:
+                    needs.setdefault(where, shapes)
+        expect(needs)
+    for path, sub, layer, positions in slots:
         found = store.vars(path)
         alternative = _tf_keras_path(path, sub)
         if not found and alternative is not None:
