@@ -227,7 +227,8 @@ def plain_example_results(tmp_path_factory):
                if source is not None and not _uses_dask(source)}
     out = root / "results.json"
     proc = subprocess.run([sys.executable, "-c", _RUN_ALL, str(out), *scripts.values()],
-                          capture_output=True, text=True, timeout=600, env=_child_env())
+                          capture_output=True, text=True, timeout=600, env=_child_env(),
+                          cwd=root)
     assert proc.returncode == 0 and out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads(out.read_text())
     return {name: results[script] for name, script in scripts.items()}

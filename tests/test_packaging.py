@@ -147,7 +147,12 @@ def test_python_m_mixedcore_from_the_clones_parent_says_so(tmp_path):
     namespace's path), so ``python -m mixedcore`` runs and says what is wrong."""
     clone = tmp_path / "mixedcore"
     clone.mkdir()
-    code = (f"import runpy, sys; import mixedcore; mixedcore.__path__.append({PACKAGE!r}); "
+    # with no installed package on the path (as when it is installed in editable mode, by a
+    # finder that comes after the path's)
+    code = ("import os, runpy, sys\n"
+            "sys.path[:] = [p for p in sys.path\n"
+            "               if not os.path.exists(os.path.join(p or '.', 'mixedcore', '__init__.py'))]\n"
+            f"import mixedcore; mixedcore.__path__.append({PACKAGE!r})\n"
             "sys.argv = ['mixedcore', 'info']; runpy.run_module('mixedcore', run_name='__main__')")
     r = _run(code, cwd=tmp_path, pythonpath=None)
     assert r.returncode == 1
