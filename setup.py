@@ -30,7 +30,9 @@ import atexit
 import os
 import platform
 import shutil
+import sys
 import tempfile
+import time
 
 import numpy
 from Cython.Build import cythonize
@@ -105,6 +107,10 @@ class BuildExt(build_ext):
         thread_flags = ["-pthread"] if threads and gnu else []
         macros = [] if threads else [("MC_NO_THREADS", "1")]
         info_macros = _build_info_macros(compiler, base + thread_flags, ["generic"] + levels)
+        # the only lines a quiet build (-q) prints: compiling takes minutes with no output
+        started = time.monotonic()
+        _say(f"mixedcore: compiling the compiled core ({len(_c_sources())} C files, levels "
+             f"{', '.join(['generic'] + levels)}); this takes 1 to 3 minutes")
         for ext in self.extensions:
             isa_sources = [s for s in ext.sources if _source_level(s) is not None]
             ext.sources = [s for s in ext.sources if s not in isa_sources]
@@ -127,6 +133,12 @@ class BuildExt(build_ext):
             ext.extra_compile_args = base + thread_flags
             ext.extra_link_args = thread_flags + (SANITIZE_FLAGS if sanitize else [])
         super().build_extensions()
+        _say(f"mixedcore: compiled in {time.monotonic() - started:.0f} s")
+
+
+def _say(line):
+    """A progress line on stderr, which quiet builds keep and pip shows with -v."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _c_string(text):

@@ -5,7 +5,51 @@
 - Dtype policies (``DTypePolicy``, ``set_policy``, ``policy_scope``) and loss scaling
   (``LossScaleOptimizer``), with the names of ``keras.mixed_precision`` (docs/policies.md).
 """
-from mixedcore._version import __version__
+
+
+# What an in-place build needs (pyproject.toml's build-system requires, as one pip command).
+_BUILD_TOOLS = 'python -m pip install "setuptools>=77" wheel "Cython>=3.0" "numpy>=2.0"'
+
+
+def _compiled_core_missing():
+    """Raise an ImportError saying what to do when the compiled core cannot be found: a source
+    tree that was never built (or was built for another Python) on the path ahead of any
+    installed copy."""
+    import glob
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+    if importlib.util.find_spec("mixedcore._core._mixedcore") is not None:
+        return
+    package = os.path.dirname(os.path.abspath(__file__))
+    tree = os.path.dirname(package)
+    built = sorted(os.path.basename(p) for p in glob.glob(os.path.join(
+        package, "_core", "_mixedcore.*")) if p.endswith((".so", ".pyd")))
+    message = f"mixedcore's compiled core (mixedcore._core._mixedcore) is not built in {package}"
+    if built:
+        message += (f": {', '.join(built)} is built for another Python (this one loads "
+                    f"_mixedcore{importlib.machinery.EXTENSION_SUFFIXES[0]})")
+    if os.path.exists(os.path.join(tree, "setup.py")):
+        message += (f".\nThis is a source tree: build it in place (in {tree}: {_BUILD_TOOLS}, "
+                    f"then python setup.py build_ext --inplace), or install it (pip install "
+                    f"{tree}).")
+    others = [p for p in sys.path if os.path.abspath(p or os.curdir) != tree]
+    installed = importlib.machinery.PathFinder.find_spec("mixedcore", others)
+    if installed is not None and installed.origin:
+        message += (f"\nAn installed mixedcore is at {os.path.dirname(installed.origin)}, hidden "
+                    f"by this one because {tree} comes first on sys.path (the current "
+                    "directory, or PYTHONPATH): run from another directory to use it.")
+    elif tree == os.path.abspath(os.curdir):
+        message += ("\nTo use an installed mixedcore instead, run from another directory: "
+                    "Python looks in the current directory first.")
+    raise ImportError(message, name="mixedcore")
+
+
+_compiled_core_missing()
+del _compiled_core_missing
+
+from mixedcore._version import __version__  # noqa: E402
 
 from mixedcore import kernels
 from mixedcore.dtype_policies import (

@@ -13,7 +13,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.abspath(__file__))
 
 # Enough for the interpreter, numpy and the extension with its thread team and workspaces, far
 # below what an unchecked declared size in a crafted file would ask for.
@@ -87,11 +87,15 @@ def run_isolated(body, timeout=60, memory=DEFAULT_MEMORY, env=None, cwd=None):
         "\n" + _EPILOGUE
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("MIXEDCORE_NUM_THREADS", "2")
+    # the mixedcore this process imported (a checkout's or an installed one), from tests/ by
+    # default, where no unbuilt source tree (an unpacked sdist) shadows it
+    import mixedcore
     child_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (ROOT, child_env.get("PYTHONPATH", "")) if p)
+        p for p in (os.path.dirname(os.path.dirname(mixedcore.__file__)),
+                    child_env.get("PYTHONPATH", "")) if p)
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=timeout, env=child_env, cwd=cwd or ROOT,
+                              timeout=timeout, env=child_env, cwd=cwd or TESTS,
                               preexec_fn=_limits(memory))
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")

@@ -8,12 +8,14 @@ for bit against their scalar twins (the generic level) at every ISA level.  Laye
 against float64 finite differences, training and inference agreeing, configs, bad input; and,
 marked ``keras``, outputs against Keras 3 with the same weights.
 """
+import os
 import pickle
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import mixedcore
 from mixedcore import kernels, layers, models, utils
 from mixedcore.policy import policy_scope
 
@@ -1008,5 +1010,7 @@ def test_absurd_pool_sizes_give_the_global_pooling():
         "assert m.predict(x[0, :1], verbose=0).shape == (1, 1, 3)\n"
         "print('ok')\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+                            timeout=120, cwd=os.path.dirname(os.path.abspath(__file__)),
+                            env=dict(os.environ, PYTHONPATH=os.path.dirname(
+                                os.path.dirname(mixedcore.__file__))))
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

@@ -1,6 +1,11 @@
 """The examples of docs/ run as written, and the behaviour the pages describe holds."""
+import importlib.util
+import json
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -124,3 +129,136 @@ def test_inference_plan_example():
     h = kernels.conv2d(h, scope["project"], out_dtype="bfloat16")
     want = kernels.add(h, xb, out_dtype="bfloat16")
     assert np.array_equal(scope["out"].view(np.uint16), want.view(np.uint16))
+
+
+# ---- every ```python example of the README and docs/, run as a script ----------------------
+#
+# A page can mark the example that follows with an HTML comment on the line just above its
+# fence (invisible on the rendered page):
+#   <!-- example setup: WHAT IT MAKES ... code ... -->  code run first (the file or the arrays
+#                                                        the reader would have)
+#   <!-- example continues -->                          run after the page's previous example,
+#                                                        as one script
+#   <!-- example skip: REASON -->                       not run, for the reason given
+# Every example runs from a fresh empty directory. The ones that use Dask run each in an
+# interpreter of their own (dask.distributed starts workers that import the script again); the
+# others run one after another in one interpreter, the global policy and dispatch level reset
+# before each.
+
+PAGES = [DOCS.parent / "README.md"] + sorted(DOCS.glob("*.md"))
+_EXAMPLE = re.compile(
+    r"(?:<!-- example (?P<kind>setup|skip|continues)(?P<note>(?:(?!-->).)*)-->\n)?"
+    r"^```python\n(?P<code>.*?)^```", re.S | re.M)
+
+
+def page_examples(page):
+    """[(name, source or None, skip reason or None)] of ``page``: each example with its setup
+    and, when it continues, the examples before it."""
+    found, script = [], ""
+    for number, match in enumerate(_EXAMPLE.finditer(page.read_text()), 1):
+        kind, note, code = match.group("kind"), match.group("note"), match.group("code")
+        name = f"{page.stem}_{number}"
+        if kind == "skip":
+            reason = note.lstrip(":").strip()
+            assert reason, f"{page.name}: example {number} is skipped without a reason"
+            found.append((name, None, reason))
+            continue
+        if kind != "continues":
+            script = ""
+        if kind == "setup":
+            setup_lines = note.split("\n", 1)
+            assert len(setup_lines) == 2 and setup_lines[0].startswith(":"), \
+                f"{page.name}: example {number}: 'example setup: what' then the code"
+            script += setup_lines[1]
+        script += code
+        found.append((name, script, None))
+    return found
+
+
+ALL_EXAMPLES = [example for page in PAGES for example in page_examples(page)]
+
+
+def _uses_dask(source):
+    return re.search(r"^\s*(import|from) (dask|distributed)\b", source, re.M) is not None
+
+
+def _child_env():
+    """The environment of an example's interpreter: the mixedcore this session imported first
+    on the path (a checkout's or an installed one)."""
+    env = dict(os.environ, MIXEDCORE_NUM_THREADS="2", KERAS_BACKEND="torch")
+    package_parent = os.path.dirname(os.path.dirname(mixedcore.__file__))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH"))
+                                        if p)
+    return env
+
+
+_RUN_ALL = """\
+import json, os, runpy, sys, traceback
+import mixedcore
+from mixedcore import kernels
+best, results = kernels.isa(), {}
+for script in sys.argv[2:]:
+    mixedcore.set_global_policy(None)
+    kernels.set_isa(best)
+    os.chdir(os.path.dirname(script))
+    try:
+        runpy.run_path(script, run_name="__main__")
+        results[script] = None
+    except BaseException:
+        results[script] = traceback.format_exc()
+with open(sys.argv[1], "w") as f:
+    json.dump(results, f)
+"""
+
+
+def _write_script(root, name, source):
+    folder = root / name
+    folder.mkdir()
+    script = folder / f"{name}.py"
+    script.write_text(source)
+    return str(script)
+
+
+@pytest.fixture(scope="module")
+def plain_example_results(tmp_path_factory):
+    """What each example without Dask raised (None when it ran), run in one interpreter."""
+    root = tmp_path_factory.mktemp("examples")
+    scripts = {name: _write_script(root, name, source) for name, source, _ in ALL_EXAMPLES
+               if source is not None and not _uses_dask(source)}
+    out = root / "results.json"
+    proc = subprocess.run([sys.executable, "-c", _RUN_ALL, str(out), *scripts.values()],
+                          capture_output=True, text=True, timeout=600, env=_child_env(),
+                          cwd=root)
+    assert proc.returncode == 0 and out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads(out.read_text())
+    return {name: results[script] for name, script in scripts.items()}
+
+
+def test_every_page_example_is_found():
+    """Each ```python fence of the pages is one example (a marker that does not sit on the line
+    above a fence, or a fence the pattern misses, fails here)."""
+    for page in PAGES:
+        text = page.read_text()
+        assert len(page_examples(page)) == len(re.findall(r"^```python\n", text, re.M)), page
+        attached = sum(1 for m in _EXAMPLE.finditer(text) if m.group("kind"))
+        assert text.count("<!-- example ") == attached, page
+    assert len(ALL_EXAMPLES) > 30
+
+
+@pytest.mark.parametrize("name, source, skip", ALL_EXAMPLES, ids=[e[0] for e in ALL_EXAMPLES])
+def test_docs_example_runs_as_a_script(name, source, skip, plain_example_results, tmp_path):
+    if skip is not None:
+        pytest.skip(f"marked in the page: {skip}")
+    if not _uses_dask(source):
+        error = plain_example_results[name]
+        assert error is None, f"{name}:\n{source}\n{error}"
+        return
+    for module in ("dask.array", "distributed"):
+        if importlib.util.find_spec(module.split(".")[0]) is None:
+            pytest.skip(f'{name} needs {module}: pip install "mixedcore[dask]"')
+    script = _write_script(tmp_path, name, source)
+    proc = subprocess.run([sys.executable, script], cwd=os.path.dirname(script),
+                          capture_output=True, text=True, timeout=300, env=_child_env())
+    assert proc.returncode == 0, f"{name}:\n{source}\n{proc.stdout[-3000:]}{proc.stderr[-5000:]}"
+    # a block that pickles its data into the task graph is what the pages warn against
+    assert "Sending large graph" not in proc.stderr, proc.stderr[-3000:]

@@ -9,12 +9,14 @@ The bytes around each output are filled with a marker and must be unchanged afte
 import ctypes
 import ctypes.util
 import mmap
+import os
 import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import mixedcore
 from mixedcore import kernels
 from levels import at_level
 
@@ -127,16 +129,21 @@ def test_guard_page_faults_on_access():
     """The guard pages are live: one byte past an operand kills a child process."""
     import subprocess
     import textwrap
-    code = textwrap.dedent("""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    code = textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, "tests")
+        sys.path.insert(0, {tests!r})
         from test_guard_pages import Guarded
         import ctypes
         g = Guarded(64)
         from test_guard_pages import PAGE
         print(ctypes.string_at(ctypes.addressof(g._anchor) + (g.pages + 1) * PAGE, 1))
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    # the child imports the mixedcore this process tested (a checkout's or an installed one),
+    # from tests/, where no source tree shadows it
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(mixedcore.__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60,
+                          cwd=tests, env=env)
     assert proc.returncode < 0, (proc.returncode, proc.stderr.decode()[-500:])
 
 

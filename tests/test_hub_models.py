@@ -16,7 +16,8 @@ POLICIES = ["mixed_bfloat16", "mixed_float16"]
 
 @pytest.fixture(scope="session")
 def keras_hub(keras):
-    return pytest.importorskip("keras_hub")
+    return pytest.importorskip("keras_hub", reason="keras_hub is not installed: pip install "
+                               '--no-deps "keras-hub==0.32.0" regex tokenizers (README.md)')
 
 
 def _inputs(segments, seed=0, batch=3, length=10):

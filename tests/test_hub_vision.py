@@ -18,7 +18,8 @@ TINY = dict(image_shape=(32, 32, 3), patch_size=8, num_layers=2, num_heads=2, hi
 
 @pytest.fixture(scope="module")
 def hub(keras):
-    return pytest.importorskip("keras_hub")
+    return pytest.importorskip("keras_hub", reason="keras_hub is not installed: pip install "
+                               '--no-deps "keras-hub==0.32.0" regex tokenizers (README.md)')
 
 
 def _images(n=3, shape=(32, 32, 3), seed=0):

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
+import mixedcore
 from mixedcore import layers, models
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICIES = ["float32", "mixed_bfloat16", "mixed_float16"]
 
 
@@ -132,9 +132,11 @@ def test_unbuilt_sequential_pickles_and_builds_later():
 
 
 def _run_python(code):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    # the mixedcore this process tested (a checkout's or an installed one), run from tests/,
+    # where no source tree shadows it
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(mixedcore.__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(__file__), env=env,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -14,7 +14,7 @@ import pytest
 from mixedcore import kernels, layers, models, scale_out
 from mixedcore.kernels import _runtime
 
-dask = pytest.importorskip("dask")
+dask = pytest.importorskip("dask", reason='Dask is not installed: pip install "mixedcore[dask]"')
 da = pytest.importorskip("dask.array")
 
 pytestmark = pytest.mark.dask
@@ -242,7 +242,8 @@ def test_an_explicit_thread_count_wins(default_threads, monkeypatch):
 
 
 # -- dask.distributed ----------------------------------------------------------------------------
-distributed = pytest.importorskip("distributed")
+distributed = pytest.importorskip("distributed",
+                                  reason='distributed is not installed: pip install "mixedcore[dask]"')
 
 
 def _check_cluster(client):
