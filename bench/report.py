@@ -21,6 +21,7 @@ When a row has more than one reference, or its group more than one, each ratio n
 reference.
 """
 import json
+import os
 import re
 import sys
 from collections import defaultdict
@@ -93,8 +94,15 @@ def main(path):
     for b in data["benchmarks"]:
         impl = b.get("extra_info", {}).get("impl") or b["name"]
         groups[b["group"]][impl] = b
-    for group in sorted(groups):
-        print(group_line(group, groups[group]))
+    try:
+        for group in sorted(groups):
+            print(group_line(group, groups[group]))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (``... | head``): the rest is not wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 if __name__ == "__main__":
