@@ -205,7 +205,6 @@ class LossScaleOptimizer(_optimizers.Optimizer):
     def ema_momentum(self):
         return self._optimizer.ema_momentum
 
-
     # -- the loss scale -------------------------------------------------------------------------
 
     @property
