@@ -44,6 +44,20 @@ def _float(owner: str, name: str, value: Any) -> float:
         raise ValueError(f"{owner}: {name} is too large: {value!r}") from None
 
 
+def _whole(owner: str, name: str, value: Any) -> int:
+    """``value`` as an int: an int, or a float holding a whole number (``3.0``, as Keras takes
+    it); a bool or a non-number is a TypeError, a fraction, NaN or infinity a ValueError."""
+    if isinstance(value, (bool, np.bool_)) or not _is_real(value):
+        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__}: "
+                        f"{value!r}")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    number = float(value)
+    if not number.is_integer():
+        raise ValueError(f"{owner}: {name} must be a whole number, got {value!r}")
+    return int(number)
+
+
 def _f32(value: float) -> float:
     """``value`` rounded to float32, as a Python float (inf when it overflows)."""
     with np.errstate(over="ignore"):
@@ -142,7 +156,8 @@ class DynamicLossScale(LossScale):
     initial_loss_scale : float, default 2**15
         The starting scale: finite and > 0 (kept in float32, design A).
     increment_period : int, default 2000
-        Finite steps in a row before the scale is multiplied by ``multiplier``; >= 1.
+        Finite steps in a row before the scale is multiplied by ``multiplier``; >= 1.  A float
+        holding a whole number (``3.0``) is taken as that int.
     multiplier : float, default 2.0
         Growth and back-off factor; finite and >= 1.
 
@@ -172,13 +187,10 @@ class DynamicLossScale(LossScale):
         if not (math.isfinite(_f32(initial)) and _f32(initial) > 0):
             raise ValueError(f"DynamicLossScale: initial_loss_scale must be a finite positive "
                              f"float32 value, got {initial_loss_scale!r}")
-        if isinstance(increment_period, (bool, np.bool_)) or \
-                not isinstance(increment_period, numbers.Integral):
-            raise TypeError(f"DynamicLossScale: increment_period must be an int, got "
-                            f"{type(increment_period).__name__}: {increment_period!r}")
-        if increment_period < 1:
+        period = _whole("DynamicLossScale", "increment_period", increment_period)
+        if period < 1:
             raise ValueError(f"DynamicLossScale: increment_period must be >= 1, got "
-                             f"{increment_period}")
+                             f"{increment_period!r}")
         if not _is_real(multiplier):
             raise TypeError(f"DynamicLossScale: multiplier must be a number, got "
                             f"{type(multiplier).__name__}")
@@ -187,7 +199,7 @@ class DynamicLossScale(LossScale):
             raise ValueError(f"DynamicLossScale: multiplier must be a finite number >= 1, got "
                              f"{multiplier!r}")
         self._initial_loss_scale = initial
-        self._increment_period = int(increment_period)
+        self._increment_period = period
         self._multiplier = float(multiplier)
         self._current_loss_scale = _f32(initial)
         self._num_good_steps = 0

@@ -1,6 +1,10 @@
 """FixedLossScale, DynamicLossScale and LossScaleOptimizer against hand-computed trajectories."""
-import ml_dtypes
+import json
+import os
+import subprocess
 import warnings
+
+import ml_dtypes
 
 import numpy as np
 import pytest
@@ -158,7 +162,9 @@ def test_dynamic_config_round_trip():
     ({"initial_loss_scale": 0}, ValueError), ({"initial_loss_scale": -1.0}, ValueError),
     ({"initial_loss_scale": float("inf")}, ValueError), ({"initial_loss_scale": 1e39}, ValueError),
     ({"initial_loss_scale": "big"}, TypeError), ({"increment_period": 0}, ValueError),
-    ({"increment_period": 2.5}, TypeError), ({"increment_period": True}, TypeError),
+    ({"increment_period": 2.5}, ValueError), ({"increment_period": True}, TypeError),
+    ({"increment_period": "3"}, TypeError), ({"increment_period": float("inf")}, ValueError),
+    ({"increment_period": float("nan")}, ValueError), ({"increment_period": 0.0}, ValueError),
     ({"multiplier": 0.5}, ValueError), ({"multiplier": float("nan")}, ValueError),
     ({"multiplier": "2"}, TypeError), ({"initial_loss_scale": 10 ** 400}, ValueError),
     ({"multiplier": 10 ** 400}, ValueError),
@@ -438,16 +444,152 @@ def test_lso_around_a_user_optimizer_reloads_with_custom_objects():
         optimizers.deserialize(config, custom_objects=[MySGD])
 
 
-def test_lso_exposes_the_inner_hyperparameters():
+def test_lso_shares_only_what_tf_keras_shares():
     inner = optimizers.Adam(learning_rate=0.01, beta_1=0.8)
     opt = LossScaleOptimizer(inner)
-    assert opt.learning_rate == 0.01 and opt.beta_1 == 0.8 and opt.epsilon == 1e-7
-    opt.beta_1 = 0.7
+    assert opt.learning_rate == 0.01 and opt.iterations == 0
+    assert opt.use_ema is False and opt.ema_momentum == 0.99
     opt.learning_rate = 0.5
-    assert inner.beta_1 == 0.7 and inner.learning_rate == 0.5
+    opt.iterations = 3
+    assert inner.learning_rate == 0.5 and inner.iterations == 3
     assert opt.name == "loss_scale_optimizer" and inner.name == "adam"
-    with pytest.raises(AttributeError, match="no attribute 'momentum'"):
+    for name in ("beta_1", "epsilon", "amsgrad", "weight_decay", "clipnorm", "global_clipnorm",
+                 "clipvalue", "ema_overwrite_frequency"):
+        with pytest.raises(AttributeError, match=f"no attribute '{name}'.*inner_optimizer"):
+            getattr(opt, name)
+        assert not hasattr(opt, name)
+    with pytest.raises(AttributeError, match="'beta_1'.*set inner_optimizer.beta_1 = 0.7"):
+        opt.beta_1 = 0.7
+    assert inner.beta_1 == 0.8 and "beta_1" not in vars(opt)
+    with pytest.raises(AttributeError, match="use_ema"):
+        opt.use_ema = True
+    assert inner.use_ema is False
+    with pytest.raises(AttributeError, match="no attribute 'momentum'$"):
         opt.momentum
+    opt.note = "a user's attribute"               # names the inner optimizer lacks stay free
+    assert opt.note == "a user's attribute" and not hasattr(inner, "note")
+    again = LossScaleOptimizer.from_config(opt.get_config())
+    assert again.inner_optimizer.beta_1 == 0.8
+
+
+def test_lso_dynamic_growth_steps_whole_floats():
+    opt = LossScaleOptimizer(optimizers.SGD(), dynamic_growth_steps=3.0)
+    assert opt.dynamic_growth_steps == 3 and type(opt.dynamic_growth_steps) is int
+    assert LossScaleOptimizer(optimizers.SGD(),
+                              dynamic_growth_steps=np.float32(2)).dynamic_growth_steps == 2
+    assert LossScaleOptimizer.from_config(opt.get_config()).dynamic_growth_steps == 3
+    grads = [np.ones(2, np.float32)]
+    for step in range(3):                         # the scale doubles after 3 finite steps
+        opt.get_scaled_loss(1.0)
+        opt.apply_gradients(zip(opt.get_unscaled_gradients(grads), [np.ones(2, np.float32)]))
+        assert opt.loss_scale == (2.0 ** 16 if step == 2 else 2.0 ** 15)
+    with pytest.raises(ValueError, match=r"dynamic_growth_steps must be a whole number, got 2\.5"):
+        LossScaleOptimizer(optimizers.SGD(), dynamic_growth_steps=2.5)
+    with pytest.raises(TypeError, match="dynamic_growth_steps must be an int, got str: '3'"):
+        LossScaleOptimizer(optimizers.SGD(), dynamic_growth_steps="3")
+    with pytest.raises(ValueError, match=r"dynamic_growth_steps must be >= 1, got 0\.0"):
+        LossScaleOptimizer(optimizers.SGD(), dynamic_growth_steps=0.0)
+
+
+# Keras 3 writes these into a LossScaleOptimizer's config (its base optimizer's arguments)
+KERAS3_BASE = {"weight_decay": None, "clipnorm": None, "global_clipnorm": None,
+               "clipvalue": None, "use_ema": False, "ema_momentum": 0.99,
+               "ema_overwrite_frequency": None, "loss_scale_factor": None,
+               "gradient_accumulation_steps": None}
+KERAS3_BASE_CASES = [
+    {}, KERAS3_BASE, {"weight_decay": None}, {"use_ema": 0}, {"weight_decay": 0.1},
+    {"clipnorm": 1.0}, {"use_ema": True}, {"ema_momentum": 0.5},
+    {"gradient_accumulation_steps": 2}, {"loss_scale_factor": 128.0}, {"foo": 1},
+    {"learning_rate": 0.001}, {"jit_compile": True}, {"is_legacy_optimizer": False},
+]
+
+
+def _mixedcore_from_keras3_config(extra):
+    config = dict(KERAS3_LSO, config=dict(KERAS3_LSO["config"], **extra))
+    try:
+        return optimizers.deserialize(config)
+    except ValueError as exc:
+        return exc
+
+
+def test_lso_keras3_base_optimizer_arguments():
+    opt = _mixedcore_from_keras3_config(KERAS3_BASE)
+    assert isinstance(opt, LossScaleOptimizer) and opt.initial_scale == 32768.0
+    assert opt.dynamic_growth_steps == 2000 and opt.name == "loss_scale_optimizer"
+    assert LossScaleOptimizer(optimizers.SGD(), weight_decay=None, use_ema=False).dynamic
+    with pytest.raises(ValueError, match=r"does not take weight_decay=0\.1 \(only None.*"
+                                         r"set weight_decay on the inner optimizer"):
+        LossScaleOptimizer(optimizers.SGD(), weight_decay=0.1)
+    with pytest.raises(ValueError, match=r"does not take ema_momentum=0\.5 \(only 0\.99"):
+        LossScaleOptimizer(optimizers.SGD(), ema_momentum=0.5)
+    with pytest.raises(ValueError, match=r"does not take use_ema=True"):
+        LossScaleOptimizer.from_config(dict(KERAS3_LSO["config"], use_ema=True))
+    with pytest.raises(ValueError, match=r"unexpected arguments \['foo', 'lr'\]"):
+        LossScaleOptimizer(optimizers.SGD(), foo=1, lr=0.1)
+
+
+@pytest.mark.keras
+@pytest.mark.parametrize("extra", KERAS3_BASE_CASES, ids=lambda e: ",".join(e) or "none")
+def test_lso_keras3_base_arguments_as_keras(keras, extra):
+    """Keras 3 and mixedcore accept and refuse the same LossScaleOptimizer configs."""
+    lso = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam())
+    config = dict(lso.get_config(), **extra)
+    try:
+        keras.optimizers.LossScaleOptimizer.from_config(dict(config))   # it pops keys
+        keras_outcome = None
+    except ValueError:
+        keras_outcome = ValueError
+    ours = _mixedcore_from_keras3_config(extra)
+    assert (type(ours) if isinstance(ours, Exception) else None) is keras_outcome
+    if keras_outcome is None:
+        assert isinstance(ours, LossScaleOptimizer)
+        loaded = optimizers.deserialize(keras.optimizers.serialize(
+            keras.optimizers.LossScaleOptimizer.from_config(dict(config))))
+        assert loaded.initial_scale == 32768.0 and loaded.dynamic_growth_steps == 2000
+
+
+@pytest.mark.keras
+def test_lso_dynamic_growth_steps_as_keras(keras):
+    lso = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(), dynamic_growth_steps=3.0)
+    assert lso.dynamic_growth_steps == 3.0
+    ours = optimizers.deserialize(keras.optimizers.serialize(lso))
+    assert ours.dynamic_growth_steps == 3
+    with pytest.raises(AttributeError):
+        keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam()).beta_1
+
+
+TF_KERAS_PYTHON = os.environ.get("MIXEDCORE_TF_KERAS_PYTHON", "/tmp/tfvenv/bin/python")
+TF_KERAS_PROBE = """
+import json, tf_keras
+opt = tf_keras.mixed_precision.LossScaleOptimizer(tf_keras.optimizers.Adam(beta_1=0.8))
+names = json.loads(input())
+print(json.dumps({name: hasattr(opt, name) for name in names}))
+print(json.dumps(tf_keras.mixed_precision.LossScaleOptimizer(
+    tf_keras.optimizers.SGD(), dynamic_growth_steps=3.0).dynamic_growth_steps))
+"""
+
+
+def test_lso_attributes_as_tf_keras():
+    """The wrapper's readable names are tf.keras 2's (an interpreter with tf-keras is found at
+    $MIXEDCORE_TF_KERAS_PYTHON, else the test is skipped); ``name`` is Keras 3's addition."""
+    if not os.path.exists(TF_KERAS_PYTHON):
+        pytest.skip(f"no Python with tf-keras at {TF_KERAS_PYTHON} "
+                    f"(set MIXEDCORE_TF_KERAS_PYTHON)")
+    names = ["beta_1", "beta_2", "epsilon", "amsgrad", "weight_decay", "clipnorm",
+             "global_clipnorm", "clipvalue", "ema_overwrite_frequency", "jit_compile",
+             "learning_rate", "iterations", "use_ema", "ema_momentum", "inner_optimizer",
+             "dynamic", "initial_scale", "dynamic_growth_steps", "loss_scale"]
+    done = subprocess.run([TF_KERAS_PYTHON, "-c", TF_KERAS_PROBE], input=json.dumps(names),
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if done.returncode != 0:
+        pytest.skip(f"tf-keras could not run: {done.stderr[-300:]}")
+    lines = done.stdout.strip().splitlines()
+    tf_has, tf_growth = json.loads(lines[-2]), json.loads(lines[-1])
+    opt = LossScaleOptimizer(optimizers.Adam(beta_1=0.8))
+    assert {name: hasattr(opt, name) for name in names} == tf_has
+    assert tf_growth == 3 == LossScaleOptimizer(optimizers.SGD(),
+                                                dynamic_growth_steps=3.0).dynamic_growth_steps
 
 
 def test_lso_wraps_an_optimizer_once():

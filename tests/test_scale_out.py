@@ -274,6 +274,44 @@ def _check_cluster(client):
            {k: v["models_unpickled"] for k, v in before.items()}
 
 
+def _handle_predict(block, handle):
+    with scale_out.model_threads():
+        return handle.model().predict(block, verbose=0)
+
+
+def test_in_process_cluster_keys_models_by_their_bytes_one_copy_a_thread(default_threads):
+    """Workers in this process (so their cache is this module's): two threads, two models and
+    a handle carrying one model's bytes under the other's token."""
+    from distributed import Client, LocalCluster
+    from mixedcore.trainers import scale_out as so
+    a, b = _mlp("float32"), _mlp("mixed_bfloat16")
+    b.set_weights([w * 2 for w in b.get_weights()])
+    x = _x(800)
+    ya, yb = a.predict(x, verbose=0), b.predict(x, verbose=0)
+    ha, hb = scale_out.ModelHandle(a), scale_out.ModelHandle(b)
+    forged = scale_out.ModelHandle(b)
+    forged.__dict__["token"] = ha.token
+    dx = da.from_array(x, chunks=50)
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        assert _same_bits(client.compute(a.predict(dx)).result(), ya)
+
+        def run(handle):
+            return client.compute(dx.map_blocks(
+                _handle_predict, scale_out.delayed_model(handle), dtype=np.float32,
+                chunks=(dx.chunks[0], (5,)), meta=np.empty((0, 0), np.float32))).result()
+
+        assert _same_bits(run(forged), yb)
+        assert _same_bits(run(ha), ya) and _same_bits(run(hb), yb)
+        worker_threads = {t.ident for t in cluster.workers[0].executor._threads}
+        for handle in (ha, hb):
+            copies = [key for key in so._models if key[0] == handle.token]
+            assert 1 <= len(copies) <= 2                    # one a worker thread at most
+            assert {key[1] for key in copies} <= worker_threads
+            models_seen = [so._models[key] for key in copies]
+            assert len({id(m) for m in models_seen}) == len(models_seen)
+
+
 @pytest.mark.parametrize("method", ["spawn", "fork"])
 def test_local_cluster_with_worker_processes(method, default_threads):
     from distributed import Client, LocalCluster

@@ -11,11 +11,18 @@ Design:
      wrapped again: TypeError, as in tf.keras.  An optimizer is wrapped by one
      LossScaleOptimizer at most (ValueError, as in tf.keras): two would each skip and scale on
      their own while sharing the slots.
-  C. The inner optimizer's hyperparameters read and write through the wrapper
-     (``lso.learning_rate``, ``lso.beta_1 = 0.8``), as in tf.keras.
+  C. Of the inner optimizer, the wrapper reads only what tf.keras's wrapper does:
+     ``learning_rate`` and ``iterations`` (read and written), ``use_ema`` and
+     ``ema_momentum`` (read; mixedcore has no moving average to switch on).  Its other
+     hyperparameters are an AttributeError through the wrapper, read or written (tf.keras
+     raises on reading; a write would land on the wrapper and change nothing): they are
+     reached as ``lso.inner_optimizer.beta_1``.
   D. ``apply_gradients`` warns once, as tf.keras does, when it runs without the loss having
      been scaled (``get_scaled_loss``) or the gradients unscaled (``get_unscaled_gradients``)
      since the previous step.
+  E. Keras 3 configs carry the base optimizer's arguments (``weight_decay``, ``clipnorm``, ...)
+     at their defaults; the constructor takes them at those values, as Keras 3 does, and
+     refuses any other value (set it on the inner optimizer) or any other name.
 """
 import warnings
 
@@ -32,6 +39,29 @@ __all__ = ["LossScaleOptimizer"]
 
 _DEFAULT_INITIAL_SCALE = 2 ** 15
 _DEFAULT_GROWTH_STEPS = 2000
+# The base optimizer's arguments Keras 3 writes into a LossScaleOptimizer's config, with the
+# only values it takes (design E).
+_KERAS3_BASE_DEFAULTS = {"weight_decay": None, "clipnorm": None, "global_clipnorm": None,
+                         "clipvalue": None, "use_ema": False, "ema_momentum": 0.99,
+                         "ema_overwrite_frequency": None, "loss_scale_factor": None,
+                         "gradient_accumulation_steps": None}
+
+
+def _check_keras3_base_arguments(kwargs):
+    """Design E: the Keras 3 base-optimizer arguments at their defaults are dropped; any other
+    value, or any other keyword, is a ValueError."""
+    for key, default in _KERAS3_BASE_DEFAULTS.items():
+        if key not in kwargs:
+            continue
+        value = kwargs.pop(key)
+        if (value is None) != (default is None) or (default is not None and value != default):
+            raise ValueError(f"LossScaleOptimizer does not take {key}={value!r} (only "
+                             f"{default!r}, as Keras 3 writes it); set {key} on the inner "
+                             f"optimizer instead")
+    if kwargs:
+        raise ValueError(f"LossScaleOptimizer: unexpected arguments {sorted(kwargs)}; it takes "
+                         f"inner_optimizer, dynamic, initial_scale, dynamic_growth_steps and "
+                         f"name")
 
 
 class LossScaleOptimizer(_optimizers.Optimizer):
@@ -47,8 +77,12 @@ class LossScaleOptimizer(_optimizers.Optimizer):
         The starting (dynamic) or constant (fixed) scale.  Default 2**15 when dynamic;
         required when ``dynamic=False`` (then >= 1).
     dynamic_growth_steps : int, optional
-        Finite steps before the dynamic scale doubles; default 2000.  Must be None when
-        ``dynamic=False``.
+        Finite steps before the dynamic scale doubles; default 2000 (a float holding a whole
+        number, ``3.0``, is taken as that int).  Must be None when ``dynamic=False``.
+    **kwargs
+        Only Keras 3's base-optimizer arguments at their defaults (``weight_decay=None``,
+        ``clipnorm=None``, ``use_ema=False``, ``ema_momentum=0.99``, ...), which Keras 3 writes
+        into this wrapper's config.
 
     Raises
     ------
@@ -56,7 +90,8 @@ class LossScaleOptimizer(_optimizers.Optimizer):
         ``inner_optimizer`` not an optimizer or a LossScaleOptimizer; ``dynamic`` not a bool.
     ValueError
         ``dynamic=False`` without ``initial_scale`` or with ``dynamic_growth_steps``; values
-        out of range.
+        out of range; a base-optimizer argument at another value than its default, or an
+        unknown keyword.
 
     Notes
     -----
@@ -68,7 +103,8 @@ class LossScaleOptimizer(_optimizers.Optimizer):
     """
 
     def __init__(self, inner_optimizer, dynamic=True, initial_scale=None,
-                 dynamic_growth_steps=None, name=None):
+                 dynamic_growth_steps=None, name=None, **kwargs):
+        _check_keras3_base_arguments(dict(kwargs))
         if isinstance(inner_optimizer, LossScaleOptimizer):
             raise TypeError(f"LossScaleOptimizer cannot wrap another LossScaleOptimizer, but "
                             f"got: {inner_optimizer!r}")
@@ -117,24 +153,25 @@ class LossScaleOptimizer(_optimizers.Optimizer):
 
     # -- the wrapped optimizer ------------------------------------------------------------------
 
-    def _hyperparameters(self):
+    def _inner_only(self, name):
+        """True for a public hyperparameter of the inner optimizer the wrapper does not share
+        (design C)."""
         inner = self.__dict__.get("_optimizer")
-        if inner is None:
-            return ()
-        return set(inner.get_config()) - {"name"}
+        return (inner is not None and not name.startswith("_") and name != "name"
+                and name not in type(self).__dict__ and name in inner.get_config())
 
     def __getattr__(self, name):
-        # only reached for names the wrapper lacks (design C)
-        if not name.startswith("_") and name in self._hyperparameters():
-            return getattr(self._optimizer, name)
-        raise AttributeError(f"'LossScaleOptimizer' object has no attribute {name!r}")
+        # only reached for names the wrapper lacks
+        hint = (f"; {name!r} is a hyperparameter of the inner optimizer: read "
+                f"inner_optimizer.{name}" if self._inner_only(name) else "")
+        raise AttributeError(f"'LossScaleOptimizer' object has no attribute {name!r}{hint}")
 
     def __setattr__(self, name, value):
-        if (not name.startswith("_") and name not in type(self).__dict__
-                and name in self._hyperparameters() and name not in self.__dict__):
-            setattr(self._optimizer, name, value)
-        else:
-            object.__setattr__(self, name, value)
+        if self._inner_only(name):
+            raise AttributeError(f"LossScaleOptimizer: {name!r} is a hyperparameter of the "
+                                 f"inner optimizer, which the wrapper does not set: set "
+                                 f"inner_optimizer.{name} = {value!r}")
+        object.__setattr__(self, name, value)
 
     @property
     def inner_optimizer(self):
@@ -159,6 +196,14 @@ class LossScaleOptimizer(_optimizers.Optimizer):
     @learning_rate.setter
     def learning_rate(self, value):
         self._optimizer.learning_rate = value
+
+    @property
+    def use_ema(self):
+        return self._optimizer.use_ema
+
+    @property
+    def ema_momentum(self):
+        return self._optimizer.ema_momentum
 
     # -- the loss scale -------------------------------------------------------------------------
 
@@ -254,7 +299,7 @@ class LossScaleOptimizer(_optimizers.Optimizer):
     @classmethod
     def from_config(cls, config, custom_objects=None):
         """A new LossScaleOptimizer from ``get_config()`` output, or from the config Keras 3
-        writes.  A TF 2.3 config (keys "optimizer" and "loss_scale") is converted as tf.keras
+        writes (with or without its base-optimizer keys at their defaults, design E).  A TF 2.3 config (keys "optimizer" and "loss_scale") is converted as tf.keras
         does.  ``custom_objects`` names the user's optimizer classes for the inner optimizer.
         """
         config = dict(config)

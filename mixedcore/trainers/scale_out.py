@@ -17,9 +17,28 @@ The model is pickled once, on the client, into a :class:`ModelHandle` (the pickl
 weights, the layers' configs and policies and the compile state, never the packed or
 compute-dtype copies of the weights).  The handle is one key of the task graph, which every
 chunk task depends on, so a distributed scheduler copies it to each worker once per
-computation; on the worker, :meth:`ModelHandle.model` unpickles it the first time and keeps it
-in a per-process cache keyed by the handle's token, so later chunks and later computations with
-the same model reuse it.
+computation; on the worker, :meth:`ModelHandle.model` unpickles it the first time a thread asks
+and keeps it in a per-process cache, so later chunks and later computations with the same model
+on that thread reuse it.
+
+The cache (design):
+  A. Keyed by the SHA-256 of the pickle's bytes, computed by the process that uses the handle,
+     the first time it uses it, and held in this module's table beside the very bytes object
+     it was computed from (never in the handle, never sent: a pickled handle is its bytes
+     alone).  A handle cannot name the key it is stored under, so a handle with other bytes
+     never replaces, nor is mistaken for, a cached model.
+  B. One model per thread: the key also holds the thread, so two tasks running at once never
+     share a model object (a worker with n threads holds up to n copies of a model), and
+     nothing a task does to its model reaches a task on another thread.  The chunk tasks of
+     ``predict`` and ``evaluate`` only run the model (tested to leave its weights and
+     configuration as they were), so the next task on the thread sees the same model.
+  C. The single lock guards the table only: a model is unpickled with no lock held (only the
+     thread that asks unpickles under its own key, so no two threads wait on one unpickle
+     nor unpickle the same key) and then inserted.  At most ``_CACHE_SIZE`` models per thread;
+     the entries of threads that have ended are dropped at the next insertion.
+  D. The blob is a pickle, and unpickling runs whatever code the pickle names: a handle must
+     come from a trusted client (docs/scale_out.md).  What comes out must be a model
+     (TypeError otherwise).
 
 Threads
 -------
@@ -38,6 +57,7 @@ import os
 import pickle
 import sys
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -77,15 +97,59 @@ def _import_dask(owner):
     return dask, da
 
 
-# -- the model, once per process ------------------------------------------------------------------
-_CACHE_SIZE = 4
-_models: "collections.OrderedDict[str, Any]" = collections.OrderedDict()   # token -> model, LRU last
-_models_lock = threading.Lock()
+# -- the model, once per thread of a process (the module notes' design) -----------------------------
+_CACHE_SIZE = 4                          # models per thread
+# (SHA-256 of the pickle, thread ident) -> model, least recently used first
+_models: "collections.OrderedDict[tuple[str, int], Any]" = collections.OrderedDict()
+_models_lock = threading.Lock()          # guards _models and _unpickled, never held to unpickle
 _unpickled = 0                           # models unpickled by this process (tests read it)
+# handle -> (the bytes object hashed, its SHA-256), filled only by _digest (design A)
+_digests: "weakref.WeakKeyDictionary[ModelHandle, tuple[bytes, str]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _is_model(obj):
+    return not isinstance(obj, type) and all(callable(getattr(obj, hook, None))
+                                             for hook in _HOOKS)
+
+
+def _handle_from_blob(blob):
+    """A handle from its pickle's bytes, as a pickled handle is rebuilt."""
+    handle = ModelHandle.__new__(ModelHandle)
+    handle.__setstate__({"_blob": blob})
+    return handle
+
+
+def _digest(handle):
+    """SHA-256 of the handle's bytes, hashed by this process once per handle and bytes object
+    (design A)."""
+    blob = handle._blob
+    with _models_lock:
+        entry = _digests.get(handle)
+    if entry is not None and entry[0] is blob:
+        return entry[1]
+    digest = hashlib.sha256(blob).hexdigest()
+    with _models_lock:
+        _digests[handle] = (blob, digest)
+    return digest
+
+
+def _drop_ended_threads_and_trim(ident):
+    """With the lock held: drop the entries of threads that have ended, and this thread's
+    least recently used ones beyond ``_CACHE_SIZE``."""
+    alive = {t.ident for t in threading.enumerate()}
+    mine = []
+    for key in list(_models):
+        if key[1] not in alive:
+            del _models[key]
+        elif key[1] == ident:
+            mine.append(key)
+    for key in mine[:-_CACHE_SIZE]:
+        del _models[key]
 
 
 class ModelHandle:
-    """A model pickled once, unpickled at most once per process.
+    """A model pickled once, unpickled at most once per thread of a process that runs it.
 
     Parameters
     ----------
@@ -95,34 +159,64 @@ class ModelHandle:
     Attributes
     ----------
     token : str
-        SHA-256 of the pickle: equal handles share one cached model per process.
+        SHA-256 of the pickle, computed in this process from the bytes (never taken from a
+        sender): the key of the cached models.
     nbytes : int
         Size of the pickle.
+
+    Notes
+    -----
+    The handle is a pickle and :meth:`model` unpickles it: build handles only from models and
+    accept them only from clients you trust, as with any pickle.
     """
 
     def __init__(self, model):
-        if isinstance(model, type) or not all(callable(getattr(model, hook, None))
-                                               for hook in _HOOKS):
+        if not _is_model(model):
             raise TypeError(f"ModelHandle: expected a mixedcore Model, got "
                             f"{type(model).__name__}: {model!r}")
         self._blob = pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)
-        self.token = hashlib.sha256(self._blob).hexdigest()
-        self.nbytes = len(self._blob)
+
+    def __reduce__(self):
+        # only the bytes travel; the receiving process hashes them itself (design A)
+        return _handle_from_blob, (self._blob,)
+
+    def __setstate__(self, state):
+        # a handle pickled with its attributes (by an earlier version) keeps its bytes only
+        blob = state.get("_blob") if isinstance(state, dict) else None
+        if not isinstance(blob, bytes):
+            raise TypeError(f"ModelHandle: a pickled handle must hold its model's pickle as "
+                            f"bytes, got {type(blob).__name__}")
+        self.__dict__.clear()
+        self._blob = blob
+
+    @property
+    def token(self):
+        return _digest(self)
+
+    @property
+    def nbytes(self):
+        return len(self._blob)
 
     def model(self):
-        """The model, unpickled the first time this process asks for this token."""
+        """This thread's copy of the model, unpickled the first time this thread asks for
+        these bytes (later calls on the thread return the same object)."""
         global _unpickled
+        ident = threading.current_thread().ident   # registers a thread threading did not start
+        key = (_digest(self), ident)
         with _models_lock:
-            found = _models.get(self.token)
+            found = _models.get(key)
             if found is not None:
-                _models.move_to_end(self.token)
+                _models.move_to_end(key)
                 return found
-            found = pickle.loads(self._blob)
+        found = pickle.loads(self._blob)            # no lock held (design C)
+        if not _is_model(found):
+            raise TypeError(f"ModelHandle.model: the pickle holds a {type(found).__name__}, "
+                            f"not a mixedcore Model")
+        with _models_lock:
             _unpickled += 1
-            _models[self.token] = found
-            while len(_models) > _CACHE_SIZE:
-                _models.popitem(last=False)
-            return found
+            _models[key] = found
+            _drop_ended_threads_and_trim(ident)
+        return found
 
     def __repr__(self):
         return f"ModelHandle(token={self.token[:12]}..., nbytes={self.nbytes})"
@@ -201,7 +295,8 @@ def model_threads():
 
 def worker_info():
     """This process's view, for ``client.run(mixedcore.scale_out.worker_info)``: how many
-    models it has unpickled (``models_unpickled``), how many it holds (``models_cached``), and
+    models it has unpickled (``models_unpickled``), how many it holds (``models_cached``, one
+    copy per thread that ran a model counting once each), and
     the kernel threads a task would use here (``task_threads``), and the peak resident memory
     of the process so far in bytes (``peak_rss``, where the system reports it)."""
     with model_threads():
