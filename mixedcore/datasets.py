@@ -31,9 +31,11 @@ def load_demo(n_train=16000, n_test=4000, n_features=64, n_classes=10, clusters_
         raise ValueError(f"load_demo: n_classes must be >= 2, got {n_classes}")
     rng = np.random.default_rng(seed)
     n_centres = n_classes * clusters_per_class
-    # Centres in a 12-dimensional subspace, spread so that clusters of different classes touch.
-    basis = np.linalg.qr(rng.normal(size=(n_features, 12)))[0]
-    centres = rng.normal(scale=1.5, size=(n_centres, 12)) @ basis.T
+    # Centres in a 12-dimensional subspace (all of it with fewer features), spread so that
+    # clusters of different classes touch.
+    rank = min(12, n_features)
+    basis = np.linalg.qr(rng.normal(size=(n_features, rank)))[0]
+    centres = rng.normal(scale=1.5, size=(n_centres, rank)) @ basis.T
     labels_of_centre = np.arange(n_centres) % n_classes
     scales = rng.uniform(0.6, 1.0, size=n_centres)
 

@@ -559,3 +559,20 @@ def test_compile_takes_keras3_arguments_in_keras3_order():
         model.compile("sgd", "mse", auto_scale_loss="yes")
     with pytest.raises(ValueError, match="steps_per_execution"):
         model.compile("sgd", "mse", steps_per_execution=0)
+
+
+@pytest.mark.parametrize("n_features", [1, 5, 11, 12, 13])
+def test_load_demo_any_feature_count(n_features):
+    """Fewer than 12 features use the whole space for the centres; the shapes and labels hold."""
+    (x, y), (xt, yt) = datasets.load_demo(n_train=50, n_test=20, n_features=n_features,
+                                          n_classes=3, seed=1)
+    assert x.shape == (50, n_features) and xt.shape == (20, n_features)
+    assert x.dtype == np.float32 and y.dtype == np.int64 and set(y) <= {0, 1, 2}
+    assert np.isfinite(x).all()
+
+
+def test_load_demo_bad_arguments():
+    with pytest.raises(ValueError, match=r"load_demo: n_features must be a positive int, got 0"):
+        datasets.load_demo(n_features=0)
+    with pytest.raises(ValueError, match=r"load_demo: n_classes must be >= 2, got 1"):
+        datasets.load_demo(n_classes=1)
