@@ -20,10 +20,19 @@ Design:
   E. Training: ``call(x, training=True)`` keeps what ``backward`` needs; ``backward(dy)`` returns
      the input gradient in the input's dtype and leaves the weight gradients (variable dtype) in
      ``self.gradients``, in the order of ``self.trainable_weights``.
+  F. Weights that a file will give.  While a model is rebuilt from a file
+     (``weights_from_file``), the library's layers create their weights as placeholders: the
+     shape and dtype without memory, and no initializer run (no random draws, no QR of an
+     orthogonal kernel).  The loader compares the file's shapes with them before it reads
+     anything; ``set_weights`` then replaces each placeholder by an array of its own.  A weight
+     larger than the machine's memory is refused by ``add_weight`` in every case.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
+import os
 import re
 from typing import Any, Sequence
 
@@ -38,6 +47,32 @@ from mixedcore.dtype_policies import policy_config, resolve_policy
 from mixedcore.layers import _node
 
 _name_counts: dict = {}
+# Within weights_from_file(): the library's layers create their weights as placeholders (F)
+_FROM_FILE = contextvars.ContextVar("mixedcore_weights_from_file", default=False)
+
+
+def memory_bytes() -> int:
+    """The machine's physical memory in bytes (2**40 when the system does not say): no single
+    weight or activation of a model that can run here is larger."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        total = -1
+    return total if total > 0 else 1 << 40
+
+
+@contextlib.contextmanager
+def weights_from_file():
+    """Within the block, the library's layers create each weight as a placeholder of its shape
+    and dtype (a read-only view of one zero, which allocates nothing) instead of running its
+    initializer: a model being loaded gets its values from the file, once the file's shapes
+    have been checked against the placeholders'.  What is still a placeholder afterwards is
+    initialized by :meth:`Layer.initialize_pending`."""
+    token = _FROM_FILE.set(True)
+    try:
+        yield
+    finally:
+        _FROM_FILE.reset(token)
 
 
 def _snake(name):
@@ -200,6 +235,7 @@ class Layer:
         self._values = []         # weight arrays, variable dtype
         self._trainable_flags = []
         self._regularizers = []
+        self._pending = {}        # F: weight name -> (initializer, seed) of a placeholder
         self._version = 0
         self._cache_key = None
         self._cache = None
@@ -274,7 +310,16 @@ class Layer:
                 n += 1
                 name = f"variable_{n}"
         regularizer = _regularizers.get(regularizer)
-        value = _initializers.initialize(initializer, shape, vd, seed=seed)
+        nbytes = int(np.prod(shape, dtype=object)) * vd.itemsize
+        if nbytes > memory_bytes():
+            raise ValueError(f"{owner}: weight {name!r} of shape {shape} ({vd.name}) needs "
+                             f"{nbytes} bytes, more than this machine's memory "
+                             f"({memory_bytes()} bytes)")
+        if _FROM_FILE.get() and type(self).__module__.startswith("mixedcore."):
+            value = np.broadcast_to(np.zeros((), vd), shape)
+            self._pending[name] = (initializer, seed)
+        else:
+            value = _initializers.initialize(initializer, shape, vd, seed=seed)
         self._names.append(name)
         self._values.append(value)
         self._trainable_flags.append(bool(trainable))
@@ -353,8 +398,29 @@ class Layer:
                 raise ValueError(f"{owner}: weight {k} ({self._names[i]!r}) has shape {w.shape}, "
                                  f"expected {self._values[i].shape}")
         for i, w in zip(order, arrays):
-            target = self._values[i]
-            target[...] = to_compute(w, target.dtype)
+            self._assign(i, to_compute(w, self._values[i].dtype))
+        self.weights_updated()
+
+    def _assign(self, index, value):
+        """Write ``value`` (of the weight's shape) into the weight at ``index`` in creation
+        order; a placeholder (F) is replaced by an array of its own."""
+        target = self._values[index]
+        if self._pending.pop(self._names[index], None) is not None:
+            self._values[index] = np.array(value, dtype=target.dtype, order="C")
+        else:
+            target[...] = value
+
+    def initialize_pending(self):
+        """Run the initializers of the weights still placeholders (F), as ``add_weight``
+        would have."""
+        if not self._pending:
+            return
+        for name, (initializer, seed) in list(self._pending.items()):
+            i = self._names.index(name)
+            value = self._values[i]
+            self._values[i] = _initializers.initialize(initializer, value.shape, value.dtype,
+                                                       seed=seed)
+            del self._pending[name]
         self.weights_updated()
 
     def _weight(self, name):
@@ -438,7 +504,7 @@ class Layer:
     # operands, bias tiles) and what a training call kept for backward is left out; the
     # unpickled layer redoes the derived parts on its first call, to the same bits.
     _DERIVED_STATE = {"_cache": None, "_cache_key": None, "_packed": dict, "_folded": None,
-                      "_bias_cache": dict, "_train_cache": None}
+                      "_bias_cache": dict, "_train_cache": None, "_pending": dict}
 
     def __getstate__(self):
         state = dict(self.__dict__)

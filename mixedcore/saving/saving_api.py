@@ -19,8 +19,9 @@ from mixedcore._version import __version__
 from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.archive import (_CONFIG, _METADATA, _WEIGHTS_H5, _WEIGHTS_NPZ, _Archive,
                                       write_archive)
-from mixedcore.saving.config import (_as_policy, _dumps, _keras2_checked, _model_dict,
-                                     _model_from_dict, _written_by_keras2, safe_mode_scope)
+from mixedcore.saving.config import (_as_policy, _dumps, _initialize_pending, _keras2_checked,
+                                     _loads, _model_dict, _model_from_dict, _written_by_keras2,
+                                     safe_mode_scope)
 from mixedcore.saving.file_utils import (_KERAS_FORMAT_VERSION, _atomic_write, _fail, _kind,
                                          _path_of)
 from mixedcore.saving.h5_store import _H5Store, _h5py, _legacy_weights_group, _open_h5, _text
@@ -169,12 +170,13 @@ def _load_model(owner, path, custom, policy, compile):
             metadata = archive.json(_METADATA)
             if isinstance(metadata, dict) and _written_by_keras2(metadata.get("keras_version")):
                 config = _keras2_checked(owner, path, config)
-            model = _model_from_dict(owner, path, config, custom, policy)
+            model = _model_from_dict(owner, path, config, custom, policy, from_file=True)
             store = archive.weights_store()
             try:
                 _load_structured(owner, path, model, store, skip_mismatch=False)
             finally:
                 store.close()
+            _initialize_pending(model)
         if compile and config.get("compile_config"):
             _compile_from_file(owner, path, model, config["compile_config"], custom)
         return model
@@ -188,14 +190,15 @@ def _load_model(owner, path, custom, policy, compile):
             raise _fail(owner, path, f"has no model_config attribute: it is {what}; build the "
                                      f"model and call model.load_weights({path!r})")
         try:
-            config = json.loads(_text(raw))
-        except (UnicodeDecodeError, ValueError) as exc:
+            text = _text(raw)
+        except UnicodeDecodeError as exc:
             raise _fail(owner, path, f"its model_config is not valid JSON ({exc})") from None
+        config = _loads(owner, path, text, "its model_config")
         version = h5.attrs.get("keras_version") if "keras_version" in h5.attrs else None
         if _written_by_keras2(version) or (
                 isinstance(config, dict) and _written_by_keras2(config.get("keras_version"))):
             config = _keras2_checked(owner, path, config)
-        model = _model_from_dict(owner, path, config, custom, policy)
+        model = _model_from_dict(owner, path, config, custom, policy, from_file=True)
         group = _legacy_weights_group(owner, path, h5)
         if group is None:
             if model.weights:
@@ -203,11 +206,12 @@ def _load_model(owner, path, custom, policy, compile):
                                          "missing")
         else:
             _load_legacy(owner, path, model, group, skip_mismatch=False, by_name_only=True)
+        _initialize_pending(model)
         training = h5.attrs.get("training_config") if "training_config" in h5.attrs else None
         training = _text(training) if training is not None else None
     if compile and training:
         try:
-            training = json.loads(training)
+            training = _loads(owner, path, training, "its training_config")
         except ValueError:
             warnings.warn(f"{owner}: {path}: its training_config is not valid JSON; the model "
                           f"is loaded uncompiled", stacklevel=2)
@@ -328,10 +332,7 @@ def model_from_json(json_string, custom_objects=None):
     owner = "model_from_json"
     if not isinstance(json_string, (str, bytes)):
         raise TypeError(f"{owner}: expected a JSON string, got {type(json_string).__name__}")
-    try:
-        config = json.loads(json_string)
-    except ValueError as exc:
-        raise ValueError(f"{owner}: not valid JSON ({exc})") from None
+    config = _loads(owner, None, json_string)
     custom = _registry.check_custom_objects(owner, custom_objects)
     if isinstance(config, dict) and _written_by_keras2(config.get("keras_version")):
         config = _keras2_checked(owner, "the JSON string", config)
