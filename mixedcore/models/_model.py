@@ -312,7 +312,7 @@ class Model(Trainer, Layer):
             if w.shape != shape:
                 raise ValueError(f"{owner}: weight {k} ({name}) has shape {w.shape}, expected "
                                  f"{shape}")
-        where = {}
+        where: dict = {}
         for layer in self._leaf_layers():
             for index, value in enumerate(layer._values):
                 where.setdefault(id(value), (layer, index))
