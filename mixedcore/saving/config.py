@@ -13,6 +13,18 @@ policy when Keras built it) when that is among the tied, else to the policy met 
 stored with the reference policy, or with none, take the new policy; a layer stored with another
 policy was set that way explicitly (a float32 softmax at the end of a mixed model) and keeps it,
 as do integer and bool policies.  Input layers keep their dtype.
+
+A config from a file is untrusted.  Its JSON is parsed within bounds (:func:`_loads`): a text
+holding far more lists and objects than its entries (its ``"class_name"`` keys) can need is
+refused before it is parsed, JSON nested deeper than ``_MAX_DEPTH`` levels after (Python's own
+parser stops near 1000, which is a ValueError too), so the walks over the config that follow
+its nesting (nested models, each a call within a call) stay far from the interpreter's limit.
+Walks over the layers of one model (the graph's order, weights, serialization) keep their own
+stacks and take any number of layers.  When the weights will come from the file, the model is
+rebuilt with placeholder weights (``layers._base.weights_from_file``): no initializer runs and
+nothing is allocated until the loader has compared the file's shapes with the model's.  A
+tensor whose one sample is larger than the machine's memory is refused after the build (an
+absurd Input dimension), as ``add_weight`` refuses such a weight.
 """
 import contextlib
 import contextvars
@@ -32,7 +44,7 @@ from mixedcore.saving.file_utils import _fail
 from mixedcore.saving.weight_structure import _is_model
 
 _MODEL_CLASSES = ("Sequential", "Functional", "Model")
-# Bounds of a config's JSON (H).  A model's config holds a few lists and objects per entry
+# Bounds of a config's JSON (see the module's docstring).  A model's config holds a few lists and objects per entry
 # (measured: 3 to 8 per "class_name" in Keras's, tf.keras's and mixedcore's files); one with far
 # more is refused before it is parsed, since parsing "[]," costs some 20 times its text.
 _CONTAINERS_PER_ENTRY = 32
@@ -55,7 +67,7 @@ def safe_mode_scope(safe_mode):
 
 
 def _loads(owner, source, text, what=None):
-    """The value of the JSON ``text`` (str or bytes) of a config, parsed within bounds (H):
+    """The value of the JSON ``text`` (str or bytes) of a config, parsed within bounds:
     refused before parsing when it holds far more lists and objects than its entries can need,
     and after parsing when nested deeper than ``_MAX_DEPTH``.  ``what`` names the text in the
     messages, which name ``source`` (the file) unless it is None."""
@@ -404,7 +416,7 @@ def register_model_reader(reader):
 def _model_from_dict(owner, source, model_dict, custom, policy, from_file=False):
     """A model from a serialized model dict ({"class_name", "config", ...}), normalized (B).
     ``from_file``: the weights will be read from the file, so the library's layers create
-    placeholders instead of initializing them (F); the loader checks the file's shapes against
+    placeholders instead of initializing them (layers/_base.py, design F); the loader checks the file's shapes against
     them, reads the values, then calls :func:`_initialize_pending`."""
     if not isinstance(model_dict, dict) or "class_name" not in model_dict or \
             "config" not in model_dict:
@@ -493,7 +505,7 @@ def _check_activations(owner, source, model):
 
 
 def _initialize_pending(model):
-    """Initialize the weights a load left as placeholders (F): those the file did not give."""
+    """Initialize the weights a load left as placeholders: those the file did not give."""
     for m in _nested(model):
         for layer in [m] + [layer for layer in m.layers if not _is_model(layer)]:
             if hasattr(layer, "initialize_pending"):
