@@ -24,7 +24,7 @@ Design:
      (``weights_from_file``), the library's layers create their weights as placeholders: the
      shape and dtype without memory, and no initializer run (no random draws, no QR of an
      orthogonal kernel).  The loader compares the file's shapes with them before it reads
-     anything; ``set_weights`` then replaces each placeholder by an array of its own.  A weight
+     anything, then gives each an array of its own (``realize_placeholders``).  A weight
      larger than the machine's memory is refused by ``add_weight`` in every case.
 """
 from __future__ import annotations
@@ -47,8 +47,9 @@ from mixedcore.dtype_policies import policy_config, resolve_policy
 from mixedcore.layers import _node
 
 _name_counts: dict = {}
-# Within weights_from_file(): the library's layers create their weights as placeholders (F)
-_FROM_FILE = contextvars.ContextVar("mixedcore_weights_from_file", default=False)
+# Within weights_from_file(): every layer made since (F); None outside
+_FROM_FILE: contextvars.ContextVar = contextvars.ContextVar("mixedcore_weights_from_file",
+                                                             default=None)
 
 
 def memory_bytes() -> int:
@@ -65,14 +66,38 @@ def memory_bytes() -> int:
 def weights_from_file():
     """Within the block, the library's layers create each weight as a placeholder of its shape
     and dtype (a read-only view of one zero, which allocates nothing) instead of running its
-    initializer: a model being loaded gets its values from the file, once the file's shapes
-    have been checked against the placeholders'.  What is still a placeholder afterwards is
-    initialized by :meth:`Layer.initialize_pending`."""
-    token = _FROM_FILE.set(True)
+    initializer (F): a model being loaded gets its values from the file, once the file's shapes
+    have been checked against the placeholders'.  :func:`realize_placeholders` then gives them
+    memory."""
+    token = _FROM_FILE.set([])
     try:
         yield
     finally:
         _FROM_FILE.reset(token)
+
+
+def realize_placeholders(holders, initialize=False):
+    """Give every placeholder made so far in the enclosing :func:`weights_from_file` an array of
+    its own: zeros for the loader to overwrite, or with ``initialize`` the values its
+    initializer draws.  The new array replaces the placeholder in every layer made within the
+    block (a composite layer adopts its parts' weights as its own) and in ``holders``."""
+    made = _FROM_FILE.get()
+    if not made:
+        return
+    fresh = {}
+    for layer in made:
+        for name, (initializer, seed) in getattr(layer, "_pending", {}).items():
+            old = layer._values[layer._names.index(name)]
+            fresh[id(old)] = (_initializers.initialize(initializer, old.shape, old.dtype, seed=seed)
+                              if initialize else np.zeros(old.shape, old.dtype))
+        layer._pending = {}
+    for layer in list(made) + list(holders):
+        values = getattr(layer, "_values", None)
+        for i, v in enumerate(values or ()):
+            if id(v) in fresh:
+                values[i] = fresh[id(v)]
+                layer.weights_updated()
+    made.clear()
 
 
 def _snake(name):
@@ -236,6 +261,9 @@ class Layer:
         self._trainable_flags = []
         self._regularizers = []
         self._pending = {}        # F: weight name -> (initializer, seed) of a placeholder
+        made = _FROM_FILE.get()
+        if made is not None:
+            made.append(self)
         self._version = 0
         self._cache_key = None
         self._cache = None
@@ -315,7 +343,7 @@ class Layer:
             raise ValueError(f"{owner}: weight {name!r} of shape {shape} ({vd.name}) needs "
                              f"{nbytes} bytes, more than this machine's memory "
                              f"({memory_bytes()} bytes)")
-        if _FROM_FILE.get() and type(self).__module__.startswith("mixedcore."):
+        if _FROM_FILE.get() is not None and type(self).__module__.startswith("mixedcore."):
             value = np.broadcast_to(np.zeros((), vd), shape)
             self._pending[name] = (initializer, seed)
         else:
@@ -398,29 +426,8 @@ class Layer:
                 raise ValueError(f"{owner}: weight {k} ({self._names[i]!r}) has shape {w.shape}, "
                                  f"expected {self._values[i].shape}")
         for i, w in zip(order, arrays):
-            self._assign(i, to_compute(w, self._values[i].dtype))
-        self.weights_updated()
-
-    def _assign(self, index, value):
-        """Write ``value`` (of the weight's shape) into the weight at ``index`` in creation
-        order; a placeholder (F) is replaced by an array of its own."""
-        target = self._values[index]
-        if self._pending.pop(self._names[index], None) is not None:
-            self._values[index] = np.array(value, dtype=target.dtype, order="C")
-        else:
-            target[...] = value
-
-    def initialize_pending(self):
-        """Run the initializers of the weights still placeholders (F), as ``add_weight``
-        would have."""
-        if not self._pending:
-            return
-        for name, (initializer, seed) in list(self._pending.items()):
-            i = self._names.index(name)
-            value = self._values[i]
-            self._values[i] = _initializers.initialize(initializer, value.shape, value.dtype,
-                                                       seed=seed)
-            del self._pending[name]
+            target = self._values[i]
+            target[...] = to_compute(w, target.dtype)
         self.weights_updated()
 
     def _weight(self, name):

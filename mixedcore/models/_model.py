@@ -312,14 +312,8 @@ class Model(Trainer, Layer):
             if w.shape != shape:
                 raise ValueError(f"{owner}: weight {k} ({name}) has shape {w.shape}, expected "
                                  f"{shape}")
-        where: dict = {}
-        for layer in self._leaf_layers():
-            for index, value in enumerate(layer._values):
-                where.setdefault(id(value), (layer, index))
         for target, w in zip(self.weights, arrays):
-            value = to_compute(w, target.dtype) if is_floating(w.dtype) else w
-            layer, index = where[id(target)]
-            layer._assign(index, value)
+            target[...] = to_compute(w, target.dtype) if is_floating(w.dtype) else w
         self.weights_updated()
 
     def save_weights(self, filepath: str | os.PathLike, overwrite: bool = True) -> None:

@@ -21,7 +21,7 @@ parser stops near 1000, which is a ValueError too), so the walks over the config
 its nesting (nested models, each a call within a call) stay far from the interpreter's limit.
 Walks over the layers of one model (the graph's order, weights, serialization) keep their own
 stacks and take any number of layers.  When the weights will come from the file, the model is
-rebuilt with placeholder weights (``layers._base.weights_from_file``): no initializer runs and
+rebuilt with placeholder weights (``layers._base.weights_from_file``, entered by the loader): no initializer runs and
 nothing is allocated until the loader has compared the file's shapes with the model's.  A
 tensor whose one sample is larger than the machine's memory is refused after the build (an
 absurd Input dimension), as ``add_weight`` refuses such a weight.
@@ -38,7 +38,7 @@ from mixedcore import dtype_policies as _policies
 from mixedcore.dtype_policies import DTypePolicy
 from mixedcore._dtypes import np_dtype
 from mixedcore.layers import _ops
-from mixedcore.layers._base import memory_bytes, weights_from_file
+from mixedcore.layers._base import memory_bytes, realize_placeholders
 from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.file_utils import _fail
 from mixedcore.saving.weight_structure import _is_model
@@ -413,17 +413,16 @@ def register_model_reader(reader):
     return reader
 
 
-def _model_from_dict(owner, source, model_dict, custom, policy, from_file=False):
+def _model_from_dict(owner, source, model_dict, custom, policy):
     """A model from a serialized model dict ({"class_name", "config", ...}), normalized (B).
-    ``from_file``: the weights will be read from the file, so the library's layers create
-    placeholders instead of initializing them (layers/_base.py, design F); the loader checks the file's shapes against
-    them, reads the values, then calls :func:`_initialize_pending`."""
+    Within ``layers._base.weights_from_file`` (a load whose weights the file gives) the
+    library's layers get placeholder weights, which the loader checks against the file's shapes
+    before any memory is given to them."""
     if not isinstance(model_dict, dict) or "class_name" not in model_dict or \
             "config" not in model_dict:
         raise _fail(owner, source, "the model config is not a dict with 'class_name' and "
                                    "'config'")
-    with weights_from_file() if from_file else contextlib.nullcontext():
-        model = _rebuild(owner, source, model_dict, custom, policy)
+    model = _rebuild(owner, source, model_dict, custom, policy)
     _check_activations(owner, source, model)
     return model
 
@@ -506,10 +505,11 @@ def _check_activations(owner, source, model):
 
 def _initialize_pending(model):
     """Initialize the weights a load left as placeholders: those the file did not give."""
+    holders = []
     for m in _nested(model):
-        for layer in [m] + [layer for layer in m.layers if not _is_model(layer)]:
-            if hasattr(layer, "initialize_pending"):
-                layer.initialize_pending()
+        holders.append(m)
+        holders.extend(layer for layer in m.layers if not _is_model(layer))
+    realize_placeholders(holders, initialize=True)
 
 
 def clone_with_policy(owner, model, policy):

@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 from mixedcore._version import __version__
+from mixedcore.layers._base import weights_from_file
 from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.archive import (_CONFIG, _METADATA, _WEIGHTS_H5, _WEIGHTS_NPZ, _Archive,
                                       write_archive)
@@ -161,7 +162,7 @@ def _load_model(owner, path, custom, policy, compile):
     if kind == "npy":
         raise _fail(owner, path, "is a .npy array, not a model file")
     if kind == "zip":
-        with _Archive(owner, path) as archive:
+        with _Archive(owner, path) as archive, weights_from_file():
             config = archive.json(_CONFIG)
             if config is None:
                 raise _fail(owner, path, f"the zip archive has no {_CONFIG}, so it is not a "
@@ -170,7 +171,7 @@ def _load_model(owner, path, custom, policy, compile):
             metadata = archive.json(_METADATA)
             if isinstance(metadata, dict) and _written_by_keras2(metadata.get("keras_version")):
                 config = _keras2_checked(owner, path, config)
-            model = _model_from_dict(owner, path, config, custom, policy, from_file=True)
+            model = _model_from_dict(owner, path, config, custom, policy)
             store = archive.weights_store()
             try:
                 _load_structured(owner, path, model, store, skip_mismatch=False)
@@ -181,7 +182,7 @@ def _load_model(owner, path, custom, policy, compile):
             _compile_from_file(owner, path, model, config["compile_config"], custom)
         return model
     h5 = _open_h5(owner, path, path)
-    with h5:
+    with h5, weights_from_file():
         raw = h5.attrs.get("model_config") if "model_config" in h5.attrs else None
         if raw is None:
             what = ("a weights file (Keras 3 layout)" if "layers" in h5 or "vars" in h5 else
@@ -198,7 +199,7 @@ def _load_model(owner, path, custom, policy, compile):
         if _written_by_keras2(version) or (
                 isinstance(config, dict) and _written_by_keras2(config.get("keras_version"))):
             config = _keras2_checked(owner, path, config)
-        model = _model_from_dict(owner, path, config, custom, policy, from_file=True)
+        model = _model_from_dict(owner, path, config, custom, policy)
         group = _legacy_weights_group(owner, path, h5)
         if group is None:
             if model.weights:

@@ -21,6 +21,7 @@ import os
 import warnings
 
 from mixedcore._version import __version__
+from mixedcore.layers._base import realize_placeholders
 from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.file_utils import _KERAS_FORMAT_VERSION, _MAX_EXPANSION, _fail
 from mixedcore.saving.h5_store import _legacy_groups, _write_attr_list, _write_dataset
@@ -148,6 +149,7 @@ def _apply(owner, source, plan, skip_mismatch, problems):
         warnings.warn(f"{owner}: {source}: skipping {_describe(layer)}: {text}", stacklevel=4)
     _check_capacity(owner, source, [arr for layer, arrays in plan.items()
                                     if layer not in bad_layers for arr in arrays.values()])
+    realize_placeholders(plan)          # a model being loaded: its weights get memory now
     values = {}
     for layer, arrays in plan.items():
         if layer in bad_layers:
