@@ -20,10 +20,19 @@ Design:
   E. Training: ``call(x, training=True)`` keeps what ``backward`` needs; ``backward(dy)`` returns
      the input gradient in the input's dtype and leaves the weight gradients (variable dtype) in
      ``self.gradients``, in the order of ``self.trainable_weights``.
+  F. Weights that a file will give.  While a model is rebuilt from a file
+     (``weights_from_file``), the library's layers create their weights as placeholders: the
+     shape and dtype without memory, and no initializer run (no random draws, no QR of an
+     orthogonal kernel).  The loader compares the file's shapes with them before it reads
+     anything, then gives each an array of its own (``realize_placeholders``).  A weight
+     larger than the machine's memory is refused by ``add_weight`` in every case.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
+import os
 import re
 from typing import Any, Sequence
 
@@ -38,6 +47,57 @@ from mixedcore.dtype_policies import policy_config, resolve_policy
 from mixedcore.layers import _node
 
 _name_counts: dict = {}
+# Within weights_from_file(): every layer made since (F); None outside
+_FROM_FILE: contextvars.ContextVar = contextvars.ContextVar("mixedcore_weights_from_file",
+                                                             default=None)
+
+
+def memory_bytes() -> int:
+    """The machine's physical memory in bytes (2**40 when the system does not say): no single
+    weight or activation of a model that can run here is larger."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        total = -1
+    return total if total > 0 else 1 << 40
+
+
+@contextlib.contextmanager
+def weights_from_file():
+    """Within the block, the library's layers create each weight as a placeholder of its shape
+    and dtype (a read-only view of one zero, which allocates nothing) instead of running its
+    initializer (F): a model being loaded gets its values from the file, once the file's shapes
+    have been checked against the placeholders'.  :func:`realize_placeholders` then gives them
+    memory."""
+    token = _FROM_FILE.set([])
+    try:
+        yield
+    finally:
+        _FROM_FILE.reset(token)
+
+
+def realize_placeholders(holders, initialize=False):
+    """Give every placeholder made so far in the enclosing :func:`weights_from_file` an array of
+    its own: zeros for the loader to overwrite, or with ``initialize`` the values its
+    initializer draws.  The new array replaces the placeholder in every layer made within the
+    block (a composite layer adopts its parts' weights as its own) and in ``holders``."""
+    made = _FROM_FILE.get()
+    if not made:
+        return
+    fresh = {}
+    for layer in made:
+        for name, (initializer, seed) in getattr(layer, "_pending", {}).items():
+            old = layer._values[layer._names.index(name)]
+            fresh[id(old)] = (_initializers.initialize(initializer, old.shape, old.dtype, seed=seed)
+                              if initialize else np.zeros(old.shape, old.dtype))
+        layer._pending = {}
+    for layer in list(made) + list(holders):
+        values = getattr(layer, "_values", None)
+        for i, v in enumerate(values or ()):
+            if id(v) in fresh:
+                values[i] = fresh[id(v)]
+                layer.weights_updated()
+    made.clear()
 
 
 def _snake(name):
@@ -200,6 +260,10 @@ class Layer:
         self._values = []         # weight arrays, variable dtype
         self._trainable_flags = []
         self._regularizers = []
+        self._pending = {}        # F: weight name -> (initializer, seed) of a placeholder
+        made = _FROM_FILE.get()
+        if made is not None:
+            made.append(self)
         self._version = 0
         self._cache_key = None
         self._cache = None
@@ -274,7 +338,16 @@ class Layer:
                 n += 1
                 name = f"variable_{n}"
         regularizer = _regularizers.get(regularizer)
-        value = _initializers.initialize(initializer, shape, vd, seed=seed)
+        nbytes = int(np.prod(shape, dtype=object)) * vd.itemsize
+        if nbytes > memory_bytes():
+            raise ValueError(f"{owner}: weight {name!r} of shape {shape} ({vd.name}) needs "
+                             f"{nbytes} bytes, more than this machine's memory "
+                             f"({memory_bytes()} bytes)")
+        if _FROM_FILE.get() is not None and type(self).__module__.startswith("mixedcore."):
+            value = np.broadcast_to(np.zeros((), vd), shape)
+            self._pending[name] = (initializer, seed)
+        else:
+            value = _initializers.initialize(initializer, shape, vd, seed=seed)
         self._names.append(name)
         self._values.append(value)
         self._trainable_flags.append(bool(trainable))
@@ -438,7 +511,7 @@ class Layer:
     # operands, bias tiles) and what a training call kept for backward is left out; the
     # unpickled layer redoes the derived parts on its first call, to the same bits.
     _DERIVED_STATE = {"_cache": None, "_cache_key": None, "_packed": dict, "_folded": None,
-                      "_bias_cache": dict, "_train_cache": None}
+                      "_bias_cache": dict, "_train_cache": None, "_pending": dict}
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -121,30 +121,43 @@ class Graph:
 
     # -- structure ------------------------------------------------------------------------------
     def _walk(self):
+        """The nodes in the post-order of a depth-first walk back from the outputs (design A),
+        and ``{id(layer): (index, layer)}`` in the order the walk first met the layers.  The
+        walk keeps its own stack, so a chain of any length is walked."""
         input_ids = {id(t) for t in self.inputs}
         done, in_progress, order, first_seen = set(), set(), [], {}
 
-        def visit(tensor):
+        def enter(tensor):
+            """The node that made ``tensor`` when the walk must visit it, else None."""
             layer, node_index, _ = tensor.keras_history
             node = layer._inbound_nodes[node_index]
             if id(node) in done:
-                return
+                return None
             if id(tensor) in input_ids and not isinstance(layer, InputLayer):
                 done.add(id(node))           # an intermediate tensor given as an input
-                return
+                return None
             if id(node) in in_progress:
                 raise ValueError(f"{self.owner}: tensor {tensor!r} from layer '{layer.name}' is "
                                  f"part of a cycle")
             first_seen.setdefault(id(layer), (len(first_seen), layer))
             in_progress.add(id(node))
-            for t in node.input_tensors:
-                visit(t)
-            in_progress.discard(id(node))
-            done.add(id(node))
-            order.append(node)
+            return node
 
-        for t in self.outputs:
-            visit(t)
+        for output in self.outputs:
+            start = enter(output)
+            stack = [] if start is None else [(start, iter(start.input_tensors))]
+            while stack:
+                node, pending = stack[-1]
+                tensor = next(pending, None)
+                if tensor is None:
+                    stack.pop()
+                    in_progress.discard(id(node))
+                    done.add(id(node))
+                    order.append(node)
+                    continue
+                child = enter(tensor)
+                if child is not None:
+                    stack.append((child, iter(child.input_tensors)))
         for t in self.inputs:               # unused inputs still belong to the model
             layer = t.keras_history[0]
             if isinstance(layer, InputLayer):

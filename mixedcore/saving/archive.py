@@ -4,7 +4,6 @@ member and written uncompressed, as Keras writes it.
 """
 import contextlib
 import io
-import json
 import os
 import shutil
 import struct
@@ -12,6 +11,7 @@ import tempfile
 import zipfile
 import zlib
 
+from mixedcore.saving.config import _loads
 from mixedcore.saving.file_utils import _EXPANSION_FLOOR, _MAX_EXPANSION, _fail
 from mixedcore.saving.h5_store import _H5Store, _open_h5
 from mixedcore.saving.npz_store import _NpzStore
@@ -107,11 +107,7 @@ class _Archive:
     def json(self, name):
         if name not in self.names:
             return None
-        data = self.read(name, _MAX_JSON_BYTES)
-        try:
-            return json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise _fail(self.owner, self.path, f"{name} is not valid JSON ({exc})") from None
+        return _loads(self.owner, self.path, self.read(name, _MAX_JSON_BYTES), name)
 
     def member_file(self, name):
         """A seekable binary file of member ``name``: a window on the archive when the member is

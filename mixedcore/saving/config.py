@@ -13,6 +13,18 @@ policy when Keras built it) when that is among the tied, else to the policy met 
 stored with the reference policy, or with none, take the new policy; a layer stored with another
 policy was set that way explicitly (a float32 softmax at the end of a mixed model) and keeps it,
 as do integer and bool policies.  Input layers keep their dtype.
+
+A config from a file is untrusted.  Its JSON is parsed within bounds (:func:`_loads`): a text
+holding far more lists and objects than its entries (its ``"class_name"`` keys) can need is
+refused before it is parsed, JSON nested deeper than ``_MAX_DEPTH`` levels after (Python's own
+parser stops near 1000, which is a ValueError too), so the walks over the config that follow
+its nesting (nested models, each a call within a call) stay far from the interpreter's limit.
+Walks over the layers of one model (the graph's order, weights, serialization) keep their own
+stacks and take any number of layers.  When the weights will come from the file, the model is
+rebuilt with placeholder weights (``layers._base.weights_from_file``, entered by the loader): no initializer runs and
+nothing is allocated until the loader has compared the file's shapes with the model's.  A
+tensor whose one sample is larger than the machine's memory is refused after the build (an
+absurd Input dimension), as ``add_weight`` refuses such a weight.
 """
 import contextlib
 import contextvars
@@ -24,12 +36,22 @@ import numpy as np
 
 from mixedcore import dtype_policies as _policies
 from mixedcore.dtype_policies import DTypePolicy
+from mixedcore._dtypes import np_dtype
 from mixedcore.layers import _ops
+from mixedcore.layers._base import memory_bytes, realize_placeholders
 from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.file_utils import _fail
 from mixedcore.saving.weight_structure import _is_model
 
 _MODEL_CLASSES = ("Sequential", "Functional", "Model")
+# Bounds of a config's JSON (see the module's docstring).  A model's config holds a few lists and objects per entry
+# (measured: 3 to 8 per "class_name" in Keras's, tf.keras's and mixedcore's files); one with far
+# more is refused before it is parsed, since parsing "[]," costs some 20 times its text.
+_CONTAINERS_PER_ENTRY = 32
+_CONTAINERS_FLOOR = 4096
+# A model nested in another adds 3 levels; 256 levels leave room for models nested about 80
+# deep, more than can run (each level of nesting is a call within a call).
+_MAX_DEPTH = 256
 # load_model's safe_mode while it rebuilds a model: a Lambda layer is read only when it is False
 _SAFE_MODE = contextvars.ContextVar("mixedcore_safe_mode", default=True)
 
@@ -42,6 +64,44 @@ def safe_mode_scope(safe_mode):
         yield
     finally:
         _SAFE_MODE.reset(token)
+
+
+def _loads(owner, source, text, what=None):
+    """The value of the JSON ``text`` (str or bytes) of a config, parsed within bounds:
+    refused before parsing when it holds far more lists and objects than its entries can need,
+    and after parsing when nested deeper than ``_MAX_DEPTH``.  ``what`` names the text in the
+    messages, which name ``source`` (the file) unless it is None."""
+    def problem(text):
+        return _fail(owner, source, text) if source is not None else ValueError(f"{owner}: {text}")
+    subject = what or "the JSON"
+    brackets = (b"[", b"{", b'"class_name"') if isinstance(text, (bytes, bytearray)) else \
+        ("[", "{", '"class_name"')
+    containers = text.count(brackets[0]) + text.count(brackets[1])
+    entries = text.count(brackets[2])
+    allowed = _CONTAINERS_FLOOR + _CONTAINERS_PER_ENTRY * entries
+    if containers > allowed:
+        raise problem(f"{subject} holds {containers} JSON lists and objects for {entries} "
+                      f"entries (class names), more than the {allowed} a model's config can "
+                      f"need; it is refused before it is parsed")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise problem(f"{subject} is nested deeper than Python's JSON parser goes; a model's "
+                      f"config needs at most {_MAX_DEPTH} levels") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise problem(f"{what} is not valid JSON ({exc})" if what else
+                      f"not valid JSON ({exc})") from None
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            raise problem(f"{subject} is nested more than {_MAX_DEPTH} levels deep, more than a "
+                          f"model's config can need (models nested about 80 deep)")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return value
 
 
 def _layer_classes():
@@ -104,12 +164,8 @@ class _Normalizer:
         self.reference = None           # the model's policy name, what dtype_policy= replaces (G)
 
     def known(self, entry):
-        name = entry.get("class_name")
-        registered = entry.get("registered_name")
-        if registered and registered in self.custom and name not in self.custom:
-            self.custom[name] = self.custom[registered]
         return _registry.lookup("layer", entry, self.custom) is not None or \
-            name in _MODEL_CLASSES
+            entry.get("class_name") in _MODEL_CLASSES
 
     def model(self, class_name, config):
         if class_name == "Sequential":
@@ -358,20 +414,26 @@ def register_model_reader(reader):
 
 
 def _model_from_dict(owner, source, model_dict, custom, policy):
-    """A model from a serialized model dict ({"class_name", "config", ...}), normalized (B)."""
+    """A model from a serialized model dict ({"class_name", "config", ...}), normalized (B).
+    Within ``layers._base.weights_from_file`` (a load whose weights the file gives) the
+    library's layers get placeholder weights, which the loader checks against the file's shapes
+    before any memory is given to them."""
     if not isinstance(model_dict, dict) or "class_name" not in model_dict or \
             "config" not in model_dict:
         raise _fail(owner, source, "the model config is not a dict with 'class_name' and "
                                    "'config'")
+    model = _rebuild(owner, source, model_dict, custom, policy)
+    _check_activations(owner, source, model)
+    return model
+
+
+def _rebuild(owner, source, model_dict, custom, policy):
     for reader in _MODEL_READERS:
         model = reader(owner, source, model_dict, custom, policy)
         if model is not None:
             return model
     model_dict = _strip_sharing(model_dict)
     class_name = model_dict["class_name"]
-    registered = model_dict.get("registered_name")
-    if registered and registered in custom and class_name not in custom:
-        custom[class_name] = custom[registered]
     cls = _model_class(owner, source, model_dict, custom)
     normalizer = _Normalizer(owner, source, custom, policy)
     if policy is not None:
@@ -402,6 +464,52 @@ def _model_from_dict(owner, source, model_dict, custom, policy):
     if policy is not None:
         _set_model_policies(model, policy)
     return model
+
+
+def _nested(model):
+    """``model`` and every model inside it, each once (a walk with its own stack)."""
+    seen, stack, out = set(), [model], []
+    while stack:
+        m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        out.append(m)
+        stack.extend(layer for layer in getattr(m, "layers", ()) if _is_model(layer))
+    return out
+
+
+def _check_activations(owner, source, model):
+    """Refuse a model one of whose tensors, for one sample, is larger than the machine's
+    memory (an absurd Input dimension): it could never run."""
+    limit = memory_bytes()
+    for m in _nested(model):
+        graph = getattr(m, "_graph", None)
+        if graph is None:
+            continue
+        tensors = list(graph.inputs) + [t for node in graph.nodes for t in node.output_tensors]
+        for t in tensors:
+            elements = 1
+            for d in t.shape[1:]:
+                elements *= d if d is not None else 1
+            try:
+                itemsize = np_dtype(t.dtype).itemsize
+            except (TypeError, ValueError):
+                itemsize = 1
+            if elements * itemsize > limit:
+                layer = t.keras_history[0].name if t.keras_history else "?"
+                raise _fail(owner, source, f"one sample of the output of layer '{layer}' has "
+                                           f"shape {t.shape[1:]}, {elements * itemsize} bytes, "
+                                           f"more than this machine's memory ({limit} bytes)")
+
+
+def _initialize_pending(model):
+    """Initialize the weights a load left as placeholders: those the file did not give."""
+    holders = []
+    for m in _nested(model):
+        holders.append(m)
+        holders.extend(layer for layer in m.layers if not _is_model(layer))
+    realize_placeholders(holders, initialize=True)
 
 
 def clone_with_policy(owner, model, policy):

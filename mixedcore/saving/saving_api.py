@@ -16,11 +16,13 @@ import warnings
 import numpy as np
 
 from mixedcore._version import __version__
+from mixedcore.layers._base import weights_from_file
 from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.archive import (_CONFIG, _METADATA, _WEIGHTS_H5, _WEIGHTS_NPZ, _Archive,
                                       write_archive)
-from mixedcore.saving.config import (_as_policy, _dumps, _keras2_checked, _model_dict,
-                                     _model_from_dict, _written_by_keras2, safe_mode_scope)
+from mixedcore.saving.config import (_as_policy, _dumps, _initialize_pending, _keras2_checked,
+                                     _loads, _model_dict, _model_from_dict, _written_by_keras2,
+                                     safe_mode_scope)
 from mixedcore.saving.file_utils import (_KERAS_FORMAT_VERSION, _atomic_write, _fail, _kind,
                                          _path_of)
 from mixedcore.saving.h5_store import _H5Store, _h5py, _legacy_weights_group, _open_h5, _text
@@ -160,7 +162,7 @@ def _load_model(owner, path, custom, policy, compile):
     if kind == "npy":
         raise _fail(owner, path, "is a .npy array, not a model file")
     if kind == "zip":
-        with _Archive(owner, path) as archive:
+        with _Archive(owner, path) as archive, weights_from_file():
             config = archive.json(_CONFIG)
             if config is None:
                 raise _fail(owner, path, f"the zip archive has no {_CONFIG}, so it is not a "
@@ -175,11 +177,12 @@ def _load_model(owner, path, custom, policy, compile):
                 _load_structured(owner, path, model, store, skip_mismatch=False)
             finally:
                 store.close()
+            _initialize_pending(model)
         if compile and config.get("compile_config"):
             _compile_from_file(owner, path, model, config["compile_config"], custom)
         return model
     h5 = _open_h5(owner, path, path)
-    with h5:
+    with h5, weights_from_file():
         raw = h5.attrs.get("model_config") if "model_config" in h5.attrs else None
         if raw is None:
             what = ("a weights file (Keras 3 layout)" if "layers" in h5 or "vars" in h5 else
@@ -188,9 +191,10 @@ def _load_model(owner, path, custom, policy, compile):
             raise _fail(owner, path, f"has no model_config attribute: it is {what}; build the "
                                      f"model and call model.load_weights({path!r})")
         try:
-            config = json.loads(_text(raw))
-        except (UnicodeDecodeError, ValueError) as exc:
+            text = _text(raw)
+        except UnicodeDecodeError as exc:
             raise _fail(owner, path, f"its model_config is not valid JSON ({exc})") from None
+        config = _loads(owner, path, text, "its model_config")
         version = h5.attrs.get("keras_version") if "keras_version" in h5.attrs else None
         if _written_by_keras2(version) or (
                 isinstance(config, dict) and _written_by_keras2(config.get("keras_version"))):
@@ -203,11 +207,12 @@ def _load_model(owner, path, custom, policy, compile):
                                          "missing")
         else:
             _load_legacy(owner, path, model, group, skip_mismatch=False, by_name_only=True)
+        _initialize_pending(model)
         training = h5.attrs.get("training_config") if "training_config" in h5.attrs else None
         training = _text(training) if training is not None else None
     if compile and training:
         try:
-            training = json.loads(training)
+            training = _loads(owner, path, training, "its training_config")
         except ValueError:
             warnings.warn(f"{owner}: {path}: its training_config is not valid JSON; the model "
                           f"is loaded uncompiled", stacklevel=2)
@@ -328,10 +333,7 @@ def model_from_json(json_string, custom_objects=None):
     owner = "model_from_json"
     if not isinstance(json_string, (str, bytes)):
         raise TypeError(f"{owner}: expected a JSON string, got {type(json_string).__name__}")
-    try:
-        config = json.loads(json_string)
-    except ValueError as exc:
-        raise ValueError(f"{owner}: not valid JSON ({exc})") from None
+    config = _loads(owner, None, json_string)
     custom = _registry.check_custom_objects(owner, custom_objects)
     if isinstance(config, dict) and _written_by_keras2(config.get("keras_version")):
         config = _keras2_checked(owner, "the JSON string", config)

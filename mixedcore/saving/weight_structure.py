@@ -16,11 +16,14 @@ Everything is checked (counts, shapes, numeric dtypes) before any weight is set,
 load leaves the model as it was; shapes are checked before data are read, so a file cannot make
 mixedcore allocate more than the model's own weights.
 """
+import math
+import os
 import warnings
 
 from mixedcore._version import __version__
+from mixedcore.layers._base import realize_placeholders
 from mixedcore.saving import object_registration as _registry
-from mixedcore.saving.file_utils import _KERAS_FORMAT_VERSION, _fail
+from mixedcore.saving.file_utils import _KERAS_FORMAT_VERSION, _MAX_EXPANSION, _fail
 from mixedcore.saving.h5_store import _legacy_groups, _write_attr_list, _write_dataset
 from mixedcore.saving.object_registration import keras_snake_case
 
@@ -144,6 +147,9 @@ def _apply(owner, source, plan, skip_mismatch, problems):
         raise _fail(owner, source, f"the weights do not fit the model: {listing}{more}")
     for layer, text in problems:
         warnings.warn(f"{owner}: {source}: skipping {_describe(layer)}: {text}", stacklevel=4)
+    _check_capacity(owner, source, [arr for layer, arrays in plan.items()
+                                    if layer not in bad_layers for arr in arrays.values()])
+    realize_placeholders(plan)          # a model being loaded: its weights get memory now
     values = {}
     for layer, arrays in plan.items():
         if layer in bad_layers:
@@ -159,6 +165,23 @@ def _apply(owner, source, plan, skip_mismatch, problems):
         values[layer] = new
     for layer, new in values.items():
         layer.set_weights(new)
+
+
+def _check_capacity(owner, source, arrays):
+    """Refuse, before any is read, weights whose declared shapes hold more numbers than the
+    file could store: at least a byte each, or a hundredth of one under compression (an HDF5
+    dataset may declare a shape without storing its data, and reading it would make the
+    missing numbers)."""
+    try:
+        size = os.path.getsize(source)
+    except (OSError, TypeError, ValueError):
+        return
+    elements = sum(math.prod(int(d) for d in arr.shape) for arr in arrays)
+    if elements > _MAX_EXPANSION * size:
+        biggest = max(arrays, key=lambda arr: math.prod(int(d) for d in arr.shape))
+        raise _fail(owner, source, f"the weights declare {elements} numbers (the largest, "
+                                   f"{biggest.where}, has shape {biggest.shape}), more than a "
+                                   f"file of {size} bytes can hold")
 
 
 def _check_array(layer, pos, arr, label):
