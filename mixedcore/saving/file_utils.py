@@ -1,6 +1,10 @@
 """What every file of this package needs: errors naming the file, the path argument, the kind
 of a file read from its first bytes, writing through a temporary file, the zip limits.
 
+Every failure to read a file is a ValueError naming the file: the stores raise their own, and
+:func:`_reading` turns what the file readers underneath (h5py and libhdf5, zipfile, zlib, struct)
+raise on a corrupt file into one, so that a caller catches one type whatever the damage.
+
 A file is recognised by its content, not its name: a zip archive (a ``.keras`` model, or a
 ``.npz`` of weights) or an HDF5 file (a legacy ``.h5`` model, ``.weights.h5``, tf.keras
 weights).  The name only chooses what to write.  Files are written to a temporary file beside
@@ -10,6 +14,9 @@ existing file intact.
 import contextlib
 import os
 import secrets
+import struct
+import zipfile
+import zlib
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 # The Keras format generation these files follow (Keras reads this field only for display).
@@ -21,6 +28,45 @@ _EXPANSION_FLOOR = 256 << 20
 
 def _fail(owner, source, what):
     return ValueError(f"{owner}: {source}: {what}")
+
+
+# Where an exception raised while reading a file may come from for it to mean "this file is
+# corrupt": the innermost frame of its traceback is in one of these packages or modules.
+_READER_PACKAGES = ("h5py",)
+_READER_MODULES = ("zipfile", "struct", "zlib", "io", "_compression", "shutil")
+
+
+def _raised_by_reader(exc):
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0]
+    return module in _READER_PACKAGES or module in _READER_MODULES
+
+
+@contextlib.contextmanager
+def _reading(owner, path):
+    """Within: an exception that the file readers raise on a damaged file (h5py's OSError,
+    RuntimeError, KeyError, TypeError, NotImplementedError or ValueError, zipfile's and zlib's
+    errors, struct.error) becomes a ValueError naming ``owner`` and the file.  The library's own
+    errors already name the file and pass through, as does an exception raised by code of the
+    library itself (a bug shows as what it is)."""
+    try:
+        yield
+    except ValueError as exc:
+        if str(exc).startswith(f"{owner}: ") or not _raised_by_reader(exc):
+            raise
+        raise _fail(owner, path, f"cannot be read: the file is truncated or corrupt "
+                                 f"({exc})") from None
+    except (OSError, RuntimeError, KeyError, TypeError, NotImplementedError, EOFError,
+            IndexError, OverflowError, UnicodeDecodeError, struct.error, zipfile.BadZipFile,
+            zipfile.LargeZipFile, zlib.error) as exc:
+        if not _raised_by_reader(exc):
+            raise
+        raise _fail(owner, path, f"cannot be read: the file is truncated or corrupt "
+                                 f"({type(exc).__name__}: {exc})") from None
 
 
 def _path_of(owner, filepath):

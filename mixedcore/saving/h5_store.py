@@ -123,6 +123,9 @@ class _H5Store:
         out = {}
         for name in group:
             ds = _child(self.owner, self.source, group, name, want_group=False)
+            if ds is None:
+                raise _fail(self.owner, self.source, f"{group.name}/{name} is listed but cannot "
+                                                     f"be opened: the file is corrupt")
             out[name] = _dataset_array(self.owner, self.source, ds)
         return out
 
