@@ -55,6 +55,10 @@ class _Window(io.RawIOBase):
         self._pos = pos
         return pos
 
+    def extent(self):
+        """(file descriptor, start, size) of the bytes this window shows."""
+        return self._f.fileno(), self._start, self._size
+
     def readinto(self, b):
         n = min(len(b), max(0, self._size - self._pos))
         if n == 0:

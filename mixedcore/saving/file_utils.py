@@ -26,6 +26,18 @@ _MAX_EXPANSION = 100
 _EXPANSION_FLOOR = 256 << 20
 
 
+# Files that need not be checked again before libhdf5 reads them (h5_store): those this process
+# wrote, and parts of files (start, size) it checked, by identity (device, inode, size,
+# modification and change times: a file changed since no longer matches).
+_WRITTEN = set()
+_CHECKED = set()
+
+
+def _identity(fd):
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def _fail(owner, source, what):
     return ValueError(f"{owner}: {source}: {what}")
 
@@ -149,6 +161,12 @@ def temporary_beside(path):
     try:
         yield tmp
         os.replace(tmp, path)
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                _WRITTEN.add(_identity(fd))
+            finally:
+                os.close(fd)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
