@@ -29,8 +29,8 @@ _EXPANSION_FLOOR = 256 << 20
 # Files that need not be checked again before libhdf5 reads them (h5_store): those this process
 # wrote, and parts of files (start, size) it checked, by identity (device, inode, size,
 # modification and change times: a file changed since no longer matches).
-_WRITTEN = set()
-_CHECKED = set()
+_WRITTEN: set[tuple[int, ...]] = set()
+_CHECKED: set[tuple[tuple[int, ...], int, int]] = set()
 
 
 def _identity(fd):
