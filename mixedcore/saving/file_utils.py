@@ -12,6 +12,7 @@ the target and renamed over it once complete: a failed save leaves no partial fi
 existing file intact.
 """
 import contextlib
+import contextvars
 import os
 import secrets
 import struct
@@ -31,6 +32,20 @@ _EXPANSION_FLOOR = 256 << 20
 # modification and change times: a file changed since no longer matches).
 _WRITTEN: set[tuple[int, ...]] = set()
 _CHECKED: set[tuple[tuple[int, ...], int, int]] = set()
+
+
+# Whether HDF5 files are read in a separate process before this one opens them (h5_store):
+# load_model's safe_mode; True elsewhere (load_weights).
+_CHECK_HDF5 = contextvars.ContextVar("mixedcore_check_hdf5", default=True)
+
+
+@contextlib.contextmanager
+def _hdf5_checks(on):
+    token = _CHECK_HDF5.set(bool(on))
+    try:
+        yield
+    finally:
+        _CHECK_HDF5.reset(token)
 
 
 def _identity(fd):

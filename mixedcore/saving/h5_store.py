@@ -23,7 +23,8 @@ import sys
 import numpy as np
 
 from mixedcore._dtypes import BF16 as _BF16
-from mixedcore.saving.file_utils import _CHECKED, _WRITTEN, _Array, _fail, _identity
+from mixedcore.saving.file_utils import (_CHECK_HDF5, _CHECKED, _WRITTEN, _Array, _fail,
+                                         _identity)
 
 # HDF5 keeps attributes in the object header, whose limit Keras's legacy writer splits around.
 _ATTR_LIMIT = 64512
@@ -184,11 +185,10 @@ def _vet(owner, source, fd, start, size):
 def _open_h5(owner, source, path_or_file):
     """The HDF5 file at a path or in a seekable binary file (a window on an archive member, or
     a temporary file), opened for reading; first read in a separate process in safe mode."""
-    from mixedcore.saving.config import _SAFE_MODE
     h5py = _h5py()
     opened = None
     try:
-        if _SAFE_MODE.get():
+        if _CHECK_HDF5.get():
             if isinstance(path_or_file, str):
                 opened = open(path_or_file, "rb")
                 fd, start, size = opened.fileno(), 0, os.fstat(opened.fileno()).st_size

@@ -22,7 +22,7 @@ from mixedcore.saving.archive import (_CONFIG, _METADATA, _WEIGHTS_H5, _WEIGHTS_
 from mixedcore.saving.config import (_as_policy, _dumps, _keras2_checked, _model_dict,
                                      _model_from_dict, _written_by_keras2, safe_mode_scope)
 from mixedcore.saving.file_utils import (_KERAS_FORMAT_VERSION, _atomic_write, _fail, _kind,
-                                         _path_of, _reading)
+                                         _hdf5_checks, _path_of, _reading)
 from mixedcore.saving.h5_store import _H5Store, _h5py, _legacy_weights_group, _open_h5, _text
 from mixedcore.saving.npz_store import _load_npz
 from mixedcore.saving.weight_structure import (_load_legacy, _load_structured,
@@ -120,7 +120,10 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
         As Keras: a Lambda layer is refused unless it is False.  Even then mixedcore runs no
         code from the file: a Lambda's named function is taken from ``custom_objects`` or the
         registered objects, and a Python lambda's bytecode is refused (pickles are read only
-        through a whitelist of array types).
+        through a whitelist of array types).  When True, an HDF5 file (a legacy ``.h5``, the
+        weights of a ``.keras``) is first read by a separate process, so that a file that
+        crashes or hangs libhdf5 is refused rather than taking this process down
+        (docs/security.md); False skips that for a file you trust.
     dtype_policy : str, DTypePolicy or dict, optional
         A floating policy that replaces the model's policy, e.g. serve a model trained under
         mixed_float16 in "mixed_bfloat16" or "float32".  It replaces the policy of the layers
@@ -148,7 +151,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
         raise TypeError(f"{owner}: compile must be a bool, got {compile!r}")
     if not isinstance(safe_mode, (bool, np.bool_)):
         raise TypeError(f"{owner}: safe_mode must be a bool, got {safe_mode!r}")
-    with safe_mode_scope(safe_mode), _reading(owner, path):
+    with safe_mode_scope(safe_mode), _hdf5_checks(safe_mode), _reading(owner, path):
         return _load_model(owner, path, custom, policy, compile)
 
 
@@ -275,6 +278,12 @@ def load_weights(model, filepath, skip_mismatch=False):
     ValueError
         A missing, corrupt or wrong kind of file, or weights that do not fit the model (the
         message lists them); nothing is changed then.
+
+    Notes
+    -----
+    An HDF5 file is first read by a separate process, as ``load_model`` does in safe mode
+    (docs/security.md); a file this process wrote, or checked and not changed since, is not
+    checked again.
     """
     owner = "load_weights"
     path = _path_of(owner, filepath)
