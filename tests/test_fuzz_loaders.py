@@ -40,6 +40,8 @@ resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 from mixedcore import models
 reference = models.load_model(sys.argv[3], compile=False)
+def text(exc):
+    return str(exc).replace("\n", " ")[:300].encode("utf-8", "replace").decode("utf-8")
 for index, (how, path) in enumerate(json.load(open(sys.argv[1]))):
     print("start", index, flush=True)
     try:
@@ -50,11 +52,10 @@ for index, (how, path) in enumerate(json.load(open(sys.argv[1]))):
         print("result", index, "ok", flush=True)
     except ValueError as exc:
         named = path in str(exc)
-        print("result", index, "ValueError" if named else "unnamed-ValueError",
-              str(exc).replace("\n", " ")[:300], flush=True)
-    except BaseException as exc:
-        print("result", index, type(exc).__name__, str(exc).replace("\n", " ")[:300],
+        print("result", index, "ValueError" if named else "unnamed-ValueError", text(exc),
               flush=True)
+    except BaseException as exc:
+        print("result", index, type(exc).__name__, text(exc), flush=True)
 """
 
 
@@ -139,11 +140,11 @@ def _run_children(listing, count):
         try:
             proc = subprocess.run(
                 [sys.executable, "-c", _CHILD, part, str(DEFAULT_MEMORY), ARCHIVE],
-                capture_output=True, text=True, env=env, cwd=ROOT,
+                capture_output=True, text=True, errors="replace", env=env, cwd=ROOT,
                 timeout=90 + 15 * len(entries))
             stdout, code = proc.stdout, proc.returncode
         except subprocess.TimeoutExpired as exc:
-            stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             code, timed_out = None, True
         last = None
         for line in stdout.splitlines():
@@ -160,6 +161,7 @@ def _run_children(listing, count):
     return outcomes
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")
 @pytest.mark.parametrize("profile", PROFILE_PARAMS)
 def test_mutated_files_load_or_are_refused_naming_the_file(profile, seeds, tmp_path):
     per_format, seed = PROFILES[profile]

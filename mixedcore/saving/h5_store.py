@@ -155,7 +155,7 @@ def _vet(owner, source, fd, start, size):
         proc = subprocess.run(
             [sys.executable, "-c", _VET_PROGRAM, str(fd), str(start), str(size),
              str(_VET_MARGIN)], pass_fds=(fd,), capture_output=True, text=True,
-            timeout=timeout, env=env)
+            errors="replace", timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise _fail(owner, source, f"reading its HDF5 structure did not finish within "
                                    f"{timeout:.0f} s in a separate process (libhdf5 loops on "
