@@ -15,9 +15,6 @@ import contextlib
 import contextvars
 import os
 import secrets
-import struct
-import zipfile
-import zlib
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 # The Keras format generation these files follow (Keras reads this field only for display).
@@ -58,9 +55,12 @@ def _fail(owner, source, what):
 
 
 # Where an exception raised while reading a file may come from for it to mean "this file is
-# corrupt": the innermost frame of its traceback is in one of these packages or modules.
-_READER_PACKAGES = ("h5py",)
-_READER_MODULES = ("zipfile", "struct", "zlib", "io", "_compression", "shutil")
+# corrupt": the innermost frame of its traceback is in one of these modules (or their
+# submodules): h5py, zipfile and what it calls, and numpy's .npy / .npz readers and what they
+# call to parse a header.
+_READERS = ("h5py", "zipfile", "struct", "zlib", "io", "_compression", "shutil",
+            "numpy.lib.format", "numpy.lib._format_impl", "numpy.lib.npyio",
+            "numpy.lib._npyio_impl", "tokenize", "ast")
 
 
 def _raised_by_reader(exc):
@@ -69,27 +69,28 @@ def _raised_by_reader(exc):
         return False
     while tb.tb_next is not None:
         tb = tb.tb_next
-    module = str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0]
-    return module in _READER_PACKAGES or module in _READER_MODULES
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return any(module == r or module.startswith(r + ".") for r in _READERS)
 
 
 @contextlib.contextmanager
 def _reading(owner, path):
     """Within: an exception that the file readers raise on a damaged file (h5py's OSError,
     RuntimeError, KeyError, TypeError, NotImplementedError or ValueError, zipfile's and zlib's
-    errors, struct.error) becomes a ValueError naming ``owner`` and the file.  The library's own
-    errors already name the file and pass through, as does an exception raised by code of the
-    library itself (a bug shows as what it is)."""
+    errors, struct.error, a header numpy cannot parse) becomes a ValueError naming ``owner`` and
+    the file.  The library's own errors already name the file and pass through, as does an
+    exception raised by code of the library itself (a bug shows as what it is) and a
+    MemoryError."""
     try:
         yield
+    except MemoryError:
+        raise
     except ValueError as exc:
         if str(exc).startswith(f"{owner}: ") or not _raised_by_reader(exc):
             raise
         raise _fail(owner, path, f"cannot be read: the file is truncated or corrupt "
                                  f"({exc})") from None
-    except (OSError, RuntimeError, KeyError, TypeError, NotImplementedError, EOFError,
-            IndexError, OverflowError, UnicodeDecodeError, struct.error, zipfile.BadZipFile,
-            zipfile.LargeZipFile, zlib.error) as exc:
+    except Exception as exc:
         if not _raised_by_reader(exc):
             raise
         raise _fail(owner, path, f"cannot be read: the file is truncated or corrupt "
