@@ -10,6 +10,7 @@ Design:
   C. A file is written under a temporary name beside it and renamed when complete, as the
      saving functions write theirs (``temporary_beside``, re-exported from there).
 """
+import contextlib
 import os
 
 import numpy as np
@@ -17,12 +18,39 @@ import numpy as np
 from mixedcore.saving.file_utils import temporary_beside
 from mixedcore.saving.npy_reader import NpzReader, open_npy
 
-__all__ = ["CommandError", "check_shapes", "numeric", "policy_option", "read_inputs",
-           "temporary_beside"]
+__all__ = ["CommandError", "check_output", "check_shapes", "numeric", "policy_option",
+           "read_inputs", "temporary_beside", "written"]
 
 
 class CommandError(Exception):
     """A user error of the command: printed as ``error: <message>``, exit code 2."""
+
+
+def check_output(option, path, inputs):
+    """Refuse an output ``path`` (given by ``option``) that names one of ``inputs`` (what -> path),
+    is a directory, or lies in a directory that is missing or not writable."""
+    for what, source in inputs:
+        if source is not None and os.path.exists(path) and os.path.exists(source) and \
+                os.path.samefile(path, source):
+            raise CommandError(f"{option} {path!r} is {what} file; write elsewhere")
+    if os.path.isdir(path):
+        raise CommandError(f"{option}: {path!r} is a directory")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CommandError(f"{option}: the directory {directory!r} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CommandError(f"{option}: the directory {directory!r} is not writable")
+
+
+@contextlib.contextmanager
+def written(option, path):
+    """``temporary_beside(path)``, with a failure to write it (a full disk, a permission
+    refused) reported as a CommandError naming ``path``."""
+    try:
+        with temporary_beside(path) as tmp:
+            yield tmp
+    except OSError as exc:
+        raise CommandError(f"{option}: cannot write {path!r} ({exc.strerror or exc})") from None
 
 
 def policy_option(name):

@@ -3,7 +3,9 @@ predict | report``.
 
 Each command's work is in its own module of this package (``info``, ``demo``, ``bench``,
 ``predict``, ``report``); the handlers here turn the parsed arguments into its call, and its
-user errors into ``error: <message>`` on stderr with exit code 2.
+user errors into ``error: <message>`` on stderr with exit code 2: one line, no traceback, for
+an unreadable or corrupt file, an output that cannot be written, a size too large to run, or a
+malformed option alike.
 """
 import argparse
 import os
@@ -32,6 +34,14 @@ def _bench(args):
     from mixedcore.cli import bench
     bench.run(size=args.size, gemm=args.gemm, min_time=args.min_time)
     return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line (``prog: error: ...``) with exit code 2."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _predict(args):
@@ -64,18 +74,32 @@ def _report(args):
     return 0
 
 
-def _positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+def _positive_int(text, limit=1 << 31):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 1 <= value <= limit:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {limit}, got {value}")
     return value
 
 
-def _positive_float(text):
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+def _positive_float(text, limit=3600.0):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value <= limit:
+        raise argparse.ArgumentTypeError(f"must be > 0 and at most {limit:g}, got {value}")
     return value
+
+
+def _at_most(limit, kind=_positive_int):
+    """An argparse type: ``kind`` up to ``limit`` (sizes whose memory grows with them)."""
+    def check(text):
+        return kind(text, limit)
+    check.__name__ = kind.__name__
+    return check
 
 
 def _model_over_array_arguments(parser, verb):
@@ -89,10 +113,19 @@ def _model_over_array_arguments(parser, verb):
                         help="samples per batch (default 32)")
 
 
+# The largest sizes the demo and the bench take: their arrays grow with them (the bench holds
+# about 14 bytes per --size element and six --gemm squares of 4 bytes; the demo's Adam training
+# about 16 bytes per weight of its --hidden squares and 256 bytes per --samples sample), and
+# these keep each under about a GiB.
+_BENCH_MAX_SIZE = 1 << 26
+_BENCH_MAX_GEMM = 4096
+_DEMO_MAX_HIDDEN = 4096
+_DEMO_MAX_SAMPLES = 4_000_000
+
+
 def main(argv=None):
     from mixedcore._version import __version__
-    parser = argparse.ArgumentParser(prog="python -m mixedcore",
-                                     description="mixedcore command line")
+    parser = _Parser(prog="python -m mixedcore", description="mixedcore command line")
     parser.add_argument("--version", action="version", version=f"mixedcore {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="version, CPU dispatch level, threads, build")
@@ -102,12 +135,14 @@ def main(argv=None):
     demo.add_argument("--data", metavar="PATH.npz",
                       help="your own data: arrays x_train, y_train (integer labels or one-hot) "
                            "and optionally x_test, y_test (else the last 20%% of train)")
-    demo.add_argument("--epochs", type=_positive_int, default=5)
-    demo.add_argument("--batch-size", type=_positive_int, default=64)
-    demo.add_argument("--hidden", type=_positive_int, default=512,
-                      help="width of the two hidden layers (default 512)")
-    demo.add_argument("--samples", type=_positive_int, default=16000,
-                      help="training samples of the synthetic data (test: a quarter of it)")
+    demo.add_argument("--epochs", type=_at_most(10000), default=5)
+    demo.add_argument("--batch-size", type=_at_most(1 << 20), default=64)
+    demo.add_argument("--hidden", type=_at_most(_DEMO_MAX_HIDDEN), default=512,
+                      help=f"width of the two hidden layers (default 512, at most "
+                           f"{_DEMO_MAX_HIDDEN})")
+    demo.add_argument("--samples", type=_at_most(_DEMO_MAX_SAMPLES), default=16000,
+                      help=f"training samples of the synthetic data (test: a quarter of it; at "
+                           f"most {_DEMO_MAX_SAMPLES})")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1,
                       help="1: progress bar per epoch (default), 2: one line per epoch")
@@ -115,10 +150,10 @@ def main(argv=None):
                       help="seconds spent timing each inference policy (default 0.5)")
     bench = sub.add_parser("bench", help="a quick table of the kernels beside numpy, ml_dtypes "
                                          "and torch (when installed)")
-    bench.add_argument("--size", type=_positive_int, default=1 << 22,
-                       help="elements per cast / scan (default 4 Mi)")
-    bench.add_argument("--gemm", type=_positive_int, default=1024,
-                       help="square GEMM size (default 1024)")
+    bench.add_argument("--size", type=_at_most(_BENCH_MAX_SIZE), default=1 << 22,
+                       help="elements per cast / scan (default 4 Mi, at most 64 Mi)")
+    bench.add_argument("--gemm", type=_at_most(_BENCH_MAX_GEMM), default=1024,
+                       help=f"square GEMM size (default 1024, at most {_BENCH_MAX_GEMM})")
     bench.add_argument("--min-time", type=_positive_float, default=0.2,
                        help="seconds of timing per entry (default 0.2)")
     predict = sub.add_parser(

@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from mixedcore.cli.common import (CommandError, check_shapes, policy_option, read_inputs,
-                                  temporary_beside)
+from mixedcore.cli.common import (CommandError, check_output, check_shapes, policy_option,
+                                  read_inputs, written)
 
 __all__ = ["CommandError", "retain_freed_memory", "run"]
 
@@ -41,11 +41,6 @@ def _check_out(path, several, names):
                            f".npz (one array per output name), got {path!r}")
     if not several and not lower.endswith((".npy", ".npz")):
         raise CommandError(f"--out must end in .npy (or .npz), got {path!r}")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise CommandError(f"--out: the directory {directory!r} does not exist")
-    if os.path.isdir(path):
-        raise CommandError(f"--out: {path!r} is a directory")
 
 
 class _Progress:
@@ -119,9 +114,7 @@ def run(model_path, input_path, out_path, policy=None, batch_size=32, progress=N
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise CommandError(f"--batch-size must be a positive integer, got {batch_size!r}")
     policy = policy_option(policy)
-    for what, path in (("the model", model_path), ("the input", input_path)):
-        if os.path.exists(out_path) and os.path.exists(path) and os.path.samefile(out_path, path):
-            raise CommandError(f"--out {out_path!r} is {what} file; write the outputs elsewhere")
+    check_output("--out", out_path, (("the model", model_path), ("the input", input_path)))
     model = _load_model(model_path, policy)
     arrays = read_inputs(input_path, model)
     n = check_shapes(model, arrays)
@@ -133,7 +126,7 @@ def run(model_path, input_path, out_path, policy=None, batch_size=32, progress=N
     gathered = [[] for _ in names]
     single = None
     try:
-        with temporary_beside(out_path) as tmp:
+        with written("--out", out_path) as tmp:
             for start in range(0, n, batch_size):
                 chunk = [np.asarray(a[start:start + batch_size]) for a in arrays]
                 try:

@@ -4,8 +4,8 @@ import os
 
 import numpy as np
 
-from mixedcore.cli.common import (CommandError, check_shapes, numeric, policy_option,
-                                  read_inputs, temporary_beside)
+from mixedcore.cli.common import (CommandError, check_output, check_shapes, numeric,
+                                  policy_option, read_inputs, written)
 
 __all__ = ["run"]
 
@@ -52,6 +52,9 @@ def run(model_path, input_path, labels_path=None, policy=None, batch_size=32, js
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise CommandError(f"--batch-size must be a positive integer, got {batch_size!r}")
     policy = policy_option(policy)
+    if json_path is not None:
+        check_output("--json", json_path, (("the model", model_path), ("the input", input_path),
+                                          ("the labels", labels_path)))
     if not os.path.isfile(model_path):
         raise CommandError(f"model file {model_path!r} does not exist"
                            if not os.path.exists(model_path)
@@ -70,10 +73,6 @@ def run(model_path, input_path, labels_path=None, policy=None, batch_size=32, js
         if not model.compiled:
             raise CommandError(f"--labels: model file {model_path!r} was saved without its "
                                f"loss (not compiled), so there is no gradient to report")
-    if json_path is not None:
-        directory = os.path.dirname(os.path.abspath(json_path))
-        if not os.path.isdir(directory):
-            raise CommandError(f"--json: directory {directory!r} does not exist")
     x = arrays[0] if len(arrays) == 1 else dict(zip(model.input_names, arrays))
     try:
         result = numerics_report(model, x, labels, batch_size=batch_size, quantize=quantize)
@@ -83,7 +82,7 @@ def run(model_path, input_path, labels_path=None, policy=None, batch_size=32, js
         payload = {"model": result.model_name, "policy": result.policy,
                    "samples": result.samples, "loss_scale": result.loss_scale,
                    "layers": result.as_dict()}
-        with temporary_beside(json_path) as tmp:
+        with written("--json", json_path) as tmp:
             with open(tmp, "w") as f:
                 json.dump(payload, f, indent=1)
     return result

@@ -1,6 +1,12 @@
 """The ``.keras`` archive: a zip of config.json, metadata.json and the weights
 (model.weights.h5, or Keras's model.weights.npz variant), read without extracting a stored
 member and written uncompressed, as Keras writes it.
+
+An archive is read only when each member has one unambiguous name: two entries of one name
+(zipfile would read the last one, other readers the first), a name holding a NUL byte (zipfile
+cuts it there, so ``config.json\0.txt`` reads as ``config.json``), or names that differ only by
+a leading ``./`` or ``/`` or by backslashes are refused, as is a member whose local header names
+another file than the central directory does.
 """
 import contextlib
 import io
@@ -8,6 +14,7 @@ import os
 import shutil
 import struct
 import tempfile
+import time
 import zipfile
 import zlib
 
@@ -48,6 +55,10 @@ class _Window(io.RawIOBase):
         self._pos = pos
         return pos
 
+    def extent(self):
+        """(file descriptor, start, size) of the bytes this window shows."""
+        return self._f.fileno(), self._start, self._size
+
     def readinto(self, b):
         n = min(len(b), max(0, self._size - self._pos))
         if n == 0:
@@ -57,6 +68,26 @@ class _Window(io.RawIOBase):
         b[:len(data)] = data
         self._pos += len(data)
         return len(data)
+
+
+def _unambiguous_names(owner, path, infos):
+    """The set of member names, or ValueError when two members could be taken for one another."""
+    seen = {}
+    for info in infos:
+        name = info.orig_filename
+        if "\0" in name:
+            raise _fail(owner, path, f"the member name {name!r} holds a NUL byte (zip readers "
+                                     f"differ on where it ends): refusing an ambiguous archive")
+        key = name.replace("\\", "/")
+        while key.startswith(("./", "/")):
+            key = key[2:] if key.startswith("./") else key[1:]
+        if key in seen:
+            first = seen[key]
+            what = "twice" if first == name else f"as {first!r} and {name!r}"
+            raise _fail(owner, path, f"the member {key!r} is stored {what} (readers differ on "
+                                     f"which one counts): refusing an ambiguous archive")
+        seen[key] = name
+    return set(seen.values())
 
 
 class _Archive:
@@ -69,12 +100,17 @@ class _Archive:
         try:
             self._file = self._cleanup.enter_context(open(path, "rb"))
             self.zip = self._cleanup.enter_context(zipfile.ZipFile(self._file))
-            self.names = set(self.zip.namelist())
+            infos = self.zip.infolist()
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError,
                 struct.error) as exc:
             self._cleanup.close()
             raise _fail(owner, path, f"not a readable zip archive, the file is truncated or "
                                      f"corrupt ({exc})") from None
+        try:
+            self.names = _unambiguous_names(owner, path, infos)
+        except BaseException:
+            self._cleanup.close()
+            raise
 
     def __enter__(self):
         return self
@@ -120,6 +156,10 @@ class _Archive:
                 if len(header) != 30 or header[:4] != b"PK\x03\x04":
                     raise zipfile.BadZipFile(f"bad local header for {name}")
                 name_len, extra_len = struct.unpack("<HH", header[26:30])
+                local_name = self._file.read(name_len)
+                if local_name not in (info.orig_filename.encode("utf-8"),
+                                      info.orig_filename.encode("cp437", "replace")):
+                    raise zipfile.BadZipFile(f"the local header of {name} names {local_name!r}")
                 start = info.header_offset + 30 + name_len + extra_len
                 if start + info.file_size > os.fstat(self._file.fileno()).st_size:
                     raise zipfile.BadZipFile(f"{name} runs past the end of the file")
@@ -159,9 +199,15 @@ class _Archive:
                                            f"(members: {sorted(self.names)})")
 
 
-def write_archive(path, metadata_json, config_json, weights_h5_path):
-    """Write the archive ``path`` from the JSON texts and an HDF5 weights file."""
+def write_archive(path, metadata_json, config_json, weights_h5):
+    """Write the archive ``path`` from the JSON texts and an open HDF5 weights file
+    (``weights_h5``, a binary file read from its start)."""
+    size = weights_h5.seek(0, io.SEEK_END)
+    weights_h5.seek(0)
+    member = zipfile.ZipInfo(_WEIGHTS_H5, date_time=time.localtime()[:6])
+    member.file_size = size
     with open(path, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
         zf.writestr(zipfile.ZipInfo(_METADATA), metadata_json)
         zf.writestr(zipfile.ZipInfo(_CONFIG), config_json)
-        zf.write(weights_h5_path, _WEIGHTS_H5)
+        with zf.open(member, "w") as dest:
+            shutil.copyfileobj(weights_h5, dest, 1 << 20)

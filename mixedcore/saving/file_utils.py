@@ -1,6 +1,10 @@
 """What every file of this package needs: errors naming the file, the path argument, the kind
 of a file read from its first bytes, writing through a temporary file, the zip limits.
 
+Every failure to read a file is a ValueError naming the file: the stores raise their own, and
+:func:`_reading` turns what the file readers underneath (h5py and libhdf5, zipfile, zlib, struct)
+raise on a corrupt file into one, so that a caller catches one type whatever the damage.
+
 A file is recognised by its content, not its name: a zip archive (a ``.keras`` model, or a
 ``.npz`` of weights) or an HDF5 file (a legacy ``.h5`` model, ``.weights.h5``, tf.keras
 weights).  The name only chooses what to write.  Files are written to a temporary file beside
@@ -8,6 +12,7 @@ the target and renamed over it once complete: a failed save leaves no partial fi
 existing file intact.
 """
 import contextlib
+import contextvars
 import os
 import secrets
 
@@ -19,8 +24,77 @@ _MAX_EXPANSION = 100
 _EXPANSION_FLOOR = 256 << 20
 
 
+# Files that need not be checked again before libhdf5 reads them (h5_store): those this process
+# wrote, and parts of files (start, size) it checked, by identity (device, inode, size,
+# modification and change times: a file changed since no longer matches).
+_WRITTEN: set[tuple[int, ...]] = set()
+_CHECKED: set[tuple[tuple[int, ...], int, int]] = set()
+
+
+# Whether HDF5 files are read in a separate process before this one opens them (h5_store):
+# load_model's safe_mode; True elsewhere (load_weights).
+_CHECK_HDF5 = contextvars.ContextVar("mixedcore_check_hdf5", default=True)
+
+
+@contextlib.contextmanager
+def _hdf5_checks(on):
+    token = _CHECK_HDF5.set(bool(on))
+    try:
+        yield
+    finally:
+        _CHECK_HDF5.reset(token)
+
+
+def _identity(fd):
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def _fail(owner, source, what):
     return ValueError(f"{owner}: {source}: {what}")
+
+
+# Where an exception raised while reading a file may come from for it to mean "this file is
+# corrupt": the innermost frame of its traceback is in one of these modules (or their
+# submodules): h5py, zipfile and what it calls, and numpy's .npy / .npz readers and what they
+# call to parse a header.
+_READERS = ("h5py", "zipfile", "struct", "zlib", "io", "_compression", "shutil",
+            "numpy.lib.format", "numpy.lib._format_impl", "numpy.lib.npyio",
+            "numpy.lib._npyio_impl", "tokenize", "ast")
+
+
+def _raised_by_reader(exc):
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return any(module == r or module.startswith(r + ".") for r in _READERS)
+
+
+@contextlib.contextmanager
+def _reading(owner, path):
+    """Within: an exception that the file readers raise on a damaged file (h5py's OSError,
+    RuntimeError, KeyError, TypeError, NotImplementedError or ValueError, zipfile's and zlib's
+    errors, struct.error, a header numpy cannot parse) becomes a ValueError naming ``owner`` and
+    the file.  The library's own errors already name the file and pass through, as does an
+    exception raised by code of the library itself (a bug shows as what it is) and a
+    MemoryError."""
+    try:
+        yield
+    except MemoryError:
+        raise
+    except ValueError as exc:
+        if str(exc).startswith(f"{owner}: ") or not _raised_by_reader(exc):
+            raise
+        raise _fail(owner, path, f"cannot be read: the file is truncated or corrupt "
+                                 f"({exc})") from None
+    except Exception as exc:
+        if not _raised_by_reader(exc):
+            raise
+        raise _fail(owner, path, f"cannot be read: the file is truncated or corrupt "
+                                 f"({type(exc).__name__}: {exc})") from None
 
 
 def _path_of(owner, filepath):
@@ -103,6 +177,12 @@ def temporary_beside(path):
     try:
         yield tmp
         os.replace(tmp, path)
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                _WRITTEN.add(_identity(fd))
+            finally:
+                os.close(fd)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

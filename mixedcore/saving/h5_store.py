@@ -6,11 +6,25 @@ Every object read is checked to be of the file itself (no external links, no ext
 virtual datasets) and of the wanted kind; datasets must hold numbers.  Keras 3's layout keeps a
 layer's variables as ``<path>/vars/<i>`` datasets (:class:`_H5Store`); the legacy layout keeps
 them by layer name, in the order of the ``weight_names`` attribute (:func:`_legacy_groups`).
+
+libhdf5 trusts the structure of the file it parses: a single changed byte can make it crash
+(SIGSEGV) or loop forever while reading an attribute or a group, in this process or in Keras's.
+So, in safe mode (``load_model``'s default, and always for ``load_weights``), a file is first
+read in full by a separate process (:func:`_vet`: every group, link, attribute and dataset, the
+datasets in bounded slices) under a time and memory limit, from the very file descriptor this
+process then reads; only when that process finishes is the file opened here.  The same bytes
+give libhdf5 the same paths, so what crashed or hung there is refused here as a ValueError.
 """
+import os
+import signal
+import subprocess
+import sys
+
 import numpy as np
 
 from mixedcore._dtypes import BF16 as _BF16
-from mixedcore.saving.file_utils import _Array, _fail
+from mixedcore.saving.file_utils import (_CHECK_HDF5, _CHECKED, _WRITTEN, _Array, _fail,
+                                         _identity)
 
 # HDF5 keeps attributes in the object header, whose limit Keras's legacy writer splits around.
 _ATTR_LIMIT = 64512
@@ -25,13 +39,186 @@ def _h5_errors():
     return (OSError, RuntimeError, ValueError, KeyError, TypeError)
 
 
-def _open_h5(owner, source, path_or_file):
-    h5py = _h5py()
+# The program the separate process runs: argv = fd, start, size.  Once h5py is imported it
+# limits its address space to what it has plus twice the file and a margin, reads what this
+# module reads (and more), and prints "vetted" when every read succeeded, else "failed" and the
+# first error.
+_VET_PROGRAM = r"""
+import io, os, resource, sys
+fd, start, size, margin = (int(a) for a in sys.argv[1:5])
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+import h5py
+pages = int(open("/proc/self/statm").read().split()[0])
+limit = pages * os.sysconf("SC_PAGE_SIZE") + 2 * size + margin
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+print("ready", flush=True)
+
+class Window(io.RawIOBase):
+    def __init__(self):
+        super().__init__()
+        self.pos = 0
+    def readable(self):
+        return True
+    def seekable(self):
+        return True
+    def tell(self):
+        return self.pos
+    def seek(self, offset, whence=0):
+        self.pos = (0, self.pos, size)[whence] + offset
+        if self.pos < 0:
+            raise OSError("negative seek")
+        return self.pos
+    def readinto(self, b):
+        if self.pos + len(b) > size + (1 << 20):
+            raise OSError(f"a read of {len(b)} bytes at {self.pos}, past the end of the file")
+        n = min(len(b), max(0, size - self.pos))
+        data = os.pread(fd, n, start + self.pos) if n else b""
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+NAMES = ("model_config", "training_config", "keras_version", "backend", "layer_names",
+         "layer_names0", "weight_names", "weight_names0", "dtype")
+SLICE = 32 << 20
+seen = set()
+errors = []
+
+def attempt(fn, *args):
     try:
+        return fn(*args)
+    except BaseException as exc:
+        errors.append(f"{type(exc).__name__}: {exc}")
+        return None
+
+def attrs(obj):
+    a = obj.attrs
+    for name in list(attempt(list, a) or []) + list(NAMES):
+        if attempt(a.__contains__, name):
+            attempt(a.__getitem__, name)
+
+def dataset(ds):
+    info = attempt(lambda: (ds.external, ds.is_virtual, ds.dtype, ds.shape, ds.size))
+    if info is None or info[0] or info[1]:
+        return
+    _, _, dtype, shape, count = info
+    if len(shape) == 0 or dtype.itemsize * max(1, count) <= SLICE:
+        attempt(ds.__getitem__, ())
+        return
+    row = max(1, dtype.itemsize * (count // max(shape[0], 1)))
+    step = max(1, SLICE // row)
+    for i in range(0, shape[0], step):
+        attempt(ds.__getitem__, slice(i, i + step))
+
+def walk(group, depth):
+    key = attempt(hash, group.id)
+    if key in seen or depth > 64 or len(seen) > 200000:
+        return
+    seen.add(key)
+    attrs(group)
+    for name in attempt(list, group) or []:
+        attempt(group.__contains__, name)
+        link = attempt(group.get, name, None, False, True)
+        if link is None or isinstance(link, h5py.ExternalLink):
+            continue
+        obj = attempt(group.__getitem__, name)
+        if isinstance(obj, h5py.Group):
+            walk(obj, depth + 1)
+        elif isinstance(obj, h5py.Dataset) and attempt(hash, obj.id) not in seen:
+            seen.add(attempt(hash, obj.id))
+            attrs(obj)
+            dataset(obj)
+
+f = attempt(h5py.File, Window(), "r")
+if f is not None:
+    walk(f, 0)
+    attempt(f.visititems, lambda name, obj: None)
+    attempt(f.close)
+if errors:
+    print("failed", errors[0].replace("\n", " ")[:500], flush=True)
+else:
+    print("vetted", flush=True)
+"""
+# The address space the separate process may take beyond what it holds once h5py is imported
+# and twice the file: 32 MiB slices of the datasets, h5py's chunk cache, the objects of the walk.
+_VET_MARGIN = 256 << 20
+# Seconds the separate process may take, plus one per 50 MB of the file.
+_VET_TIMEOUT = 60
+
+
+def _vet(owner, source, fd, start, size):
+    """Read the HDF5 file of ``size`` bytes at ``start`` of the open file ``fd`` in a separate
+    process; ValueError naming ``source`` when libhdf5 fails, crashes, hangs or asks for more
+    memory than the file can need there."""
+    timeout = _VET_TIMEOUT + size / 50e6
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _VET_PROGRAM, str(fd), str(start), str(size),
+             str(_VET_MARGIN)], pass_fds=(fd,), capture_output=True, text=True,
+            errors="replace", timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise _fail(owner, source, f"reading its HDF5 structure did not finish within "
+                                   f"{timeout:.0f} s in a separate process (libhdf5 loops on "
+                                   f"it): the file is corrupt or crafted, and is not read")
+    lines = proc.stdout.splitlines()
+    if proc.returncode == 0 and lines[-1:] == ["vetted"]:
+        _CHECKED.add((_identity(fd), start, size))
+        return
+    if proc.returncode == 0 and lines and lines[-1].startswith("failed "):
+        raise _fail(owner, source, f"cannot be read as an HDF5 file; it is truncated or "
+                                   f"corrupt ({lines[-1][len('failed '):]})")
+    if "ready" not in lines and proc.returncode >= 0:
+        raise RuntimeError(f"{owner}: cannot start the process that checks HDF5 files "
+                           f"(exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    if proc.returncode < 0:
+        try:
+            how = f"signal {signal.Signals(-proc.returncode).name}"
+        except ValueError:
+            how = f"signal {-proc.returncode}"
+    else:
+        how = f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"
+    raise _fail(owner, source, f"reading its HDF5 structure crashed libhdf5 in a separate "
+                               f"process ({how}): the file is corrupt or crafted, and is not "
+                               f"read")
+
+
+def _open_h5(owner, source, path_or_file):
+    """The HDF5 file at a path or in a seekable binary file (a window on an archive member, or
+    a temporary file), opened for reading; first read in a separate process in safe mode."""
+    h5py = _h5py()
+    opened = None
+    try:
+        if _CHECK_HDF5.get():
+            if isinstance(path_or_file, str):
+                opened = open(path_or_file, "rb")
+                fd, start, size = opened.fileno(), 0, os.fstat(opened.fileno()).st_size
+                # read what was vetted, even if the name now points elsewhere (Linux)
+                proc_path = f"/proc/self/fd/{fd}"
+                if os.path.exists(proc_path):
+                    path_or_file = proc_path
+            else:
+                fd, start, size = _file_extent(path_or_file)
+            identity = _identity(fd)
+            if identity not in _WRITTEN and (identity, start, size) not in _CHECKED:
+                _vet(owner, source, fd, start, size)
         return h5py.File(path_or_file, "r")
     except _h5_errors() as exc:
+        if isinstance(exc, ValueError) and str(exc).startswith(f"{owner}: "):
+            raise
         raise _fail(owner, source, f"cannot be read as an HDF5 file; it is truncated or "
                                    f"corrupt ({exc})") from None
+    finally:
+        if opened is not None:
+            opened.close()
+
+
+def _file_extent(fileobj):
+    """(fd, start, size) of a binary file object: a window on an open file, or a whole file."""
+    window = getattr(fileobj, "extent", None)
+    if window is not None:
+        return window()
+    fd = fileobj.fileno()
+    return fd, 0, os.fstat(fd).st_size
 
 
 def _text(value):
@@ -123,6 +310,9 @@ class _H5Store:
         out = {}
         for name in group:
             ds = _child(self.owner, self.source, group, name, want_group=False)
+            if ds is None:
+                raise _fail(self.owner, self.source, f"{group.name}/{name} is listed but cannot "
+                                                     f"be opened: the file is corrupt")
             out[name] = _dataset_array(self.owner, self.source, ds)
         return out
 

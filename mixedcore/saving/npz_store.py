@@ -631,5 +631,5 @@ def _load_npz(owner, path, model):
             raise _fail(owner, path, str(exc)) from None
     try:
         model.set_weights(arrays)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:          # the file's arrays, not the caller's
         raise _fail(owner, path, str(exc)) from None

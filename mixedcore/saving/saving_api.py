@@ -7,10 +7,10 @@ weights go (``weight_structure``) live in their own modules; the compile state i
 model's: its trainer methods ``get_compile_config``, ``get_training_config`` and
 ``compile_from_config`` make and read it.
 """
-import contextlib
 import datetime
 import json
 import os
+import tempfile
 import warnings
 
 import numpy as np
@@ -24,7 +24,7 @@ from mixedcore.saving.config import (_as_policy, _dumps, _initialize_pending, _k
                                      _loads, _model_dict, _model_from_dict, _written_by_keras2,
                                      safe_mode_scope)
 from mixedcore.saving.file_utils import (_KERAS_FORMAT_VERSION, _atomic_write, _fail, _kind,
-                                         _path_of)
+                                         _hdf5_checks, _path_of, _reading)
 from mixedcore.saving.h5_store import _H5Store, _h5py, _legacy_weights_group, _open_h5, _text
 from mixedcore.saving.npz_store import _load_npz
 from mixedcore.saving.weight_structure import (_load_legacy, _load_structured,
@@ -78,14 +78,11 @@ def _save_keras(owner, model, path, overwrite):
         "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S")})
     h5py = _h5py()
     with _atomic_write(owner, path, overwrite) as tmp:
-        weights_tmp = tmp + ".weights"
-        try:
-            with h5py.File(weights_tmp, "w") as h5:
+        # the weights go through a file without a name (no one can plant a link to follow)
+        with tempfile.TemporaryFile(dir=os.path.dirname(tmp)) as weights:
+            with h5py.File(weights, "w") as h5:
                 _write_structured(model, h5)
-            write_archive(tmp, metadata_json, config_json, weights_tmp)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(weights_tmp)
+            write_archive(tmp, metadata_json, config_json, weights)
 
 
 def _save_legacy_h5(owner, model, path, overwrite):
@@ -125,7 +122,10 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
         As Keras: a Lambda layer is refused unless it is False.  Even then mixedcore runs no
         code from the file: a Lambda's named function is taken from ``custom_objects`` or the
         registered objects, and a Python lambda's bytecode is refused (pickles are read only
-        through a whitelist of array types).
+        through a whitelist of array types).  When True, an HDF5 file (a legacy ``.h5``, the
+        weights of a ``.keras``) is first read by a separate process, so that a file that
+        crashes or hangs libhdf5 is refused rather than taking this process down
+        (docs/security.md); False skips that for a file you trust.
     dtype_policy : str, DTypePolicy or dict, optional
         A floating policy that replaces the model's policy, e.g. serve a model trained under
         mixed_float16 in "mixed_bfloat16" or "float32".  It replaces the policy of the layers
@@ -153,7 +153,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
         raise TypeError(f"{owner}: compile must be a bool, got {compile!r}")
     if not isinstance(safe_mode, (bool, np.bool_)):
         raise TypeError(f"{owner}: safe_mode must be a bool, got {safe_mode!r}")
-    with safe_mode_scope(safe_mode):
+    with safe_mode_scope(safe_mode), _hdf5_checks(safe_mode), _reading(owner, path):
         return _load_model(owner, path, custom, policy, compile)
 
 
@@ -283,12 +283,23 @@ def load_weights(model, filepath, skip_mismatch=False):
     ValueError
         A missing, corrupt or wrong kind of file, or weights that do not fit the model (the
         message lists them); nothing is changed then.
+
+    Notes
+    -----
+    An HDF5 file is first read by a separate process, as ``load_model`` does in safe mode
+    (docs/security.md); a file this process wrote, or checked and not changed since, is not
+    checked again.
     """
     owner = "load_weights"
     path = _path_of(owner, filepath)
     if not getattr(model, "built", True):
         raise ValueError(f"{owner}: the model is not built yet; start it with Input(shape=...) "
                          f"or call build() first")
+    with _reading(owner, path):
+        _load_weights(owner, path, model, skip_mismatch)
+
+
+def _load_weights(owner, path, model, skip_mismatch):
     kind = _kind(owner, path)
     if kind == "npy":
         raise _fail(owner, path, "is a single .npy array; save weights with np.savez")
