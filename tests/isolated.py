@@ -77,6 +77,14 @@ def _limits(memory):
     return apply
 
 
+def package_parent():
+    """The directory holding the mixedcore this process imported (a checkout's or an installed
+    one): what a child puts on its path, running from tests/ where no unbuilt source tree (an
+    unpacked sdist) shadows it."""
+    import mixedcore
+    return os.path.dirname(os.path.dirname(mixedcore.__file__))
+
+
 def run_isolated(body, timeout=60, memory=DEFAULT_MEMORY, env=None, cwd=None):
     """Run ``body`` (the statements of a function, any indentation) in a child interpreter.
 
@@ -87,12 +95,8 @@ def run_isolated(body, timeout=60, memory=DEFAULT_MEMORY, env=None, cwd=None):
         "\n" + _EPILOGUE
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("MIXEDCORE_NUM_THREADS", "2")
-    # the mixedcore this process imported (a checkout's or an installed one), from tests/ by
-    # default, where no unbuilt source tree (an unpacked sdist) shadows it
-    import mixedcore
     child_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (os.path.dirname(os.path.dirname(mixedcore.__file__)),
-                    child_env.get("PYTHONPATH", "")) if p)
+        p for p in (package_parent(), child_env.get("PYTHONPATH", "")) if p)
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=timeout, env=child_env, cwd=cwd or TESTS,

@@ -23,9 +23,9 @@ import zipfile
 
 import pytest
 
-from isolated import DEFAULT_MEMORY, ROOT
+from isolated import DEFAULT_MEMORY, TESTS, package_parent
 
-DATA = os.path.join(ROOT, "tests", "data", "tf_keras")
+DATA = os.path.join(TESTS, "data", "tf_keras")
 ARCHIVE = os.path.join(DATA, "mlp_float32.keras")
 
 PROFILES = {"quick": (6, 20240601), "long": (150, None)}
@@ -135,12 +135,12 @@ def _run_children(listing, count):
         part = listing + f".{start}"
         with open(part, "w") as f:
             json.dump(entries, f)
-        env = dict(os.environ, PYTHONPATH=ROOT, MIXEDCORE_NUM_THREADS="1")
+        env = dict(os.environ, PYTHONPATH=package_parent(), MIXEDCORE_NUM_THREADS="1")
         timed_out = False
         try:
             proc = subprocess.run(
                 [sys.executable, "-c", _CHILD, part, str(DEFAULT_MEMORY), ARCHIVE],
-                capture_output=True, text=True, errors="replace", env=env, cwd=ROOT,
+                capture_output=True, text=True, errors="replace", env=env, cwd=TESTS,
                 timeout=90 + 15 * len(entries))
             stdout, code = proc.stdout, proc.returncode
         except subprocess.TimeoutExpired as exc:

@@ -14,11 +14,11 @@ import h5py
 import numpy as np
 import pytest
 
-from isolated import ROOT, assert_refused, run_isolated
+from isolated import TESTS, assert_refused, package_parent, run_isolated
 from mixedcore import layers, models
 from mixedcore.saving import file_utils, saving_api
 
-DATA = os.path.join(ROOT, "tests", "data", "tf_keras")
+DATA = os.path.join(TESTS, "data", "tf_keras")
 LEGACY = os.path.join(DATA, "mlp_float32.h5")
 ARCHIVE = os.path.join(DATA, "mlp_float32.keras")
 
@@ -245,7 +245,7 @@ def test_save_writes_no_named_temporary_but_its_own(tmp_path, monkeypatch):
 # -- the command line ---------------------------------------------------------------------------
 
 def _cli(*args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=package_parent())
     return subprocess.run([sys.executable, "-m", "mixedcore", *args], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=300)
 
