@@ -51,8 +51,29 @@ del _compiled_core_missing
 
 from mixedcore._version import __version__  # noqa: E402
 
-from mixedcore import kernels
-from mixedcore.dtype_policies import (
+def _import_engine():
+    """Import the kernels, which apply the MIXEDCORE_* variables.  A variable the engine cannot
+    take is a ValueError for a program importing mixedcore; run as the command line (``python -m
+    mixedcore``, whose package import happens while sys.argv[0] is still "-m", or the
+    ``mixedcore`` script) it is the command line's one-line error with exit code 2."""
+    import os
+    import sys
+    try:
+        from mixedcore import kernels
+    except ValueError as exc:
+        command = sys.argv[:1] == ["-m"] or \
+            os.path.basename(sys.argv[0] if sys.argv else "") == "mixedcore"
+        if command and str(exc).startswith(("MIXEDCORE_", "OMP_NUM_THREADS")):
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        raise
+    return kernels
+
+
+kernels = _import_engine()
+del _import_engine
+
+from mixedcore.dtype_policies import (  # noqa: E402
     DTypePolicy,
     Policy,
     dtype_policy,

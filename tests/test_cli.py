@@ -292,3 +292,21 @@ def test_report_quantize_option(tmp_path, capsys):
     assert "quantization error of each layer" in out and "int4" in out
     with pytest.raises(SystemExit):
         main(args + ["--quantize", "int3"])
+
+
+@pytest.mark.parametrize("variable, value", [("MIXEDCORE_ISA", "foo"),
+                                             ("MIXEDCORE_NUM_THREADS", "x"),
+                                             ("MIXEDCORE_GEMM_MC", "-3")])
+def test_a_bad_environment_variable_is_one_line_and_exit_2(variable, value):
+    """The command line reports a MIXEDCORE_* variable the engine cannot take as its other user
+    errors; a program importing mixedcore gets the ValueError."""
+    env = dict(os.environ, **{variable: value})
+    result = subprocess.run([sys.executable, "-m", "mixedcore", "info"], capture_output=True,
+                            text=True, timeout=60, cwd=PACKAGE_ROOT, env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith(f"error: {variable}={value!r}") and "Traceback" not in \
+        result.stderr
+    result = subprocess.run([sys.executable, "-c", "import mixedcore"], capture_output=True,
+                            text=True, timeout=60, cwd=PACKAGE_ROOT, env=env)
+    assert result.returncode == 1 and f"ValueError: {variable}={value!r}" in result.stderr
