@@ -51,27 +51,26 @@ del _compiled_core_missing
 
 from mixedcore._version import __version__  # noqa: E402
 
-def _import_engine():
-    """Import the kernels, which apply the MIXEDCORE_* variables.  A variable the engine cannot
-    take is a ValueError for a program importing mixedcore; run as the command line (``python -m
+def _engine_setting_error(exc):
+    """The kernels apply the MIXEDCORE_* variables on import.  A variable the engine cannot take
+    is a ValueError for a program importing mixedcore; run as the command line (``python -m
     mixedcore``, whose package import happens while sys.argv[0] is still "-m", or the
     ``mixedcore`` script) it is the command line's one-line error with exit code 2."""
     import os
     import sys
-    try:
-        from mixedcore import kernels
-    except ValueError as exc:
-        command = sys.argv[:1] == ["-m"] or \
-            os.path.basename(sys.argv[0] if sys.argv else "") == "mixedcore"
-        if command and str(exc).startswith(("MIXEDCORE_", "OMP_NUM_THREADS")):
-            print(f"error: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-        raise
-    return kernels
+    command = sys.argv[:1] == ["-m"] or \
+        os.path.basename(sys.argv[0] if sys.argv else "") == "mixedcore"
+    if command and str(exc).startswith(("MIXEDCORE_", "OMP_NUM_THREADS")):
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
-kernels = _import_engine()
-del _import_engine
+try:
+    from mixedcore import kernels
+except ValueError as _exc:
+    _engine_setting_error(_exc)
+    raise
+del _engine_setting_error
 
 from mixedcore.dtype_policies import (  # noqa: E402
     DTypePolicy,
