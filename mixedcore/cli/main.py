@@ -37,10 +37,12 @@ def _bench(args):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose errors are one line (``prog: error: ...``) with exit code 2."""
+    """argparse's parser, whose errors are one line (``prog: error: ...; usage: ...``) with exit
+    code 2."""
 
     def error(self, message):
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        usage = " ".join(self.format_usage().split())
+        print(f"{self.prog}: error: {message}; {usage} (--help for more)", file=sys.stderr)
         sys.exit(2)
 
 
