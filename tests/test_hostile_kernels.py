@@ -133,6 +133,9 @@ CASES = {
         'big((2**30, 2**30, 1, 1)), big((2**30, 2**30, 1, 1)), scale=1.0))',
         'ok("attention", lambda: K.attention(big((0, 2**20, 1, 4)), big((0, 2**20, 3, 4)), '
         'big((0, 2**20, 3, 4)), scale=1.0))',
+        # an empty output under B x H = 2**60 units: nothing to compute
+        'ok("attention", lambda: K.attention(big((2**30, 2**30, 1, 1)), big((2**30, 2**30, 1, 1)), '
+        'big((2**30, 2**30, 1, 0)), scale=1.0))',
         'ok("attention", lambda: K.attention(big((1, 2, 3, 4)), big((1, 2, 2**12, 4)), '
         'big((1, 2, 2**12, 4)), scale=1.0))',
     ],

@@ -147,8 +147,9 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, scale: float,
     direct = out is not None and out.flags.aligned
     work = out if direct and out is not None else new_array("attention", "the output",
                                                             (b, h, t, dv), target_dt)
-    _lib.attention(q, k, v, m, work, _CODES[dt], _CODES[target_dt], _lib.round_f32(scale),
-                   bool(causal))
+    if work.size:           # an empty output (Dv = 0 with a broadcast B x H) has nothing to do
+        _lib.attention(q, k, v, m, work, _CODES[dt], _CODES[target_dt], _lib.round_f32(scale),
+                       bool(causal))
     if out is not None and not direct:
         out[...] = work
         return out

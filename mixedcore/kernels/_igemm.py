@@ -92,6 +92,7 @@ def quantize_rows(x: np.ndarray, *, out: np.ndarray | None = None,
                 from None
     # the result, and the rows of a view that does not reshape without a copy
     check_bytes(fname, "x", x.shape, x.dtype.itemsize)
+    check_bytes(fname, "the scales", scale_shape, x.dtype.itemsize)
     rows = math.prod(x.shape[:-1])
     x2 = x.reshape(rows, k)
     q = out if out is not None and out.flags.c_contiguous else np.empty(x.shape, _I8)

@@ -59,8 +59,8 @@ static void check_gemm(void)
                  MC_GEMM_TOOBIG && p.data == NULL, "n near INT64_MAX");
     CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_BF16, big_, big_, &p) == MC_GEMM_TOOBIG,
              "bfloat16 pairs");
-    CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_F32, (int64_t)1 << 40, 16, &p) ==
-                 MC_GEMM_TOOBIG, "above MC_BYTES_MAX without overflow");
+    CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_F32, (int64_t)1 << 42, 16, &p) ==
+                 MC_GEMM_TOOBIG, "2**48 bytes: above MC_BYTES_MAX without overflow");
     ct_context("gemm");
     float out[4] = {7.0f, 7.0f, 7.0f, 7.0f};
     mc_gemm_call c;

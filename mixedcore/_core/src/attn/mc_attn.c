@@ -40,7 +40,7 @@ int mc_attention(const mc_attn_args *a)
     const int64_t units = mc_size_mul(a->b, a->h);
     if (units < 0)
         return MC_ATTN_TOOBIG;
-    if (units == 0 || a->t == 0)
+    if (units == 0 || a->t == 0 || a->dv == 0)      /* an empty output: nothing to compute */
         return MC_ATTN_OK;
     if (a->q == NULL || a->k == NULL || a->v == NULL || a->out == NULL)
         return MC_ATTN_EARG;
