@@ -792,6 +792,10 @@ static int mc_gemm_planned_(const mc_level_kernels *lk, const mc_gemm_call *call
             return MC_GEMM_FORMAT;
     }
     mc_plan_finish_(&p, call, &want);
+    /* B's panels of one column block over all of K must be a size, whichever path packs them
+     * (a stride-0 B can claim any K; design b): the same refusal at every thread count */
+    if (pk == NULL && mc_packed_bytes_(p.kern->pairs, p.belem, p.kern->nr, call->g.k, p.blk.kc) < 0)
+        return MC_GEMM_TOOBIG;
     int r = mc_run_plan_(&p, call);
     if (r == 1) {                            /* design f: again, on float32 panels */
         p.kern = &lk->gemm.f32;
