@@ -94,7 +94,10 @@ static int mc_pool_sizes_(const mc_conv_geom *g, mc_pjob_ *job)
     job->tmax = mc_conv_tap_max_(g);
     job->tbytes = mc_size_round64(mc_size_bytes(job->tmax, 16));
     const int64_t total = mc_size_add(job->tbytes, mc_size_bytes(g->c, 8));
-    return total < 0 || total > MC_BYTES_MAX - 64 ? MC_POOL_TOOBIG : MC_POOL_OK;
+    /* the taps' indices in the window (mc_conv_taps_) must be counts too */
+    if (total < 0 || total > MC_BYTES_MAX - 64 || mc_size_mul(g->kh, g->kw) < 0)
+        return MC_POOL_TOOBIG;
+    return MC_POOL_OK;
 }
 
 int mc_pool(const mc_pool_call *call)
