@@ -360,3 +360,95 @@ def test_zero_d_operands_are_refused_as_numpy_does():
             np.matmul(a, b)
         with pytest.raises(ValueError, match="matmul"):
             kernels.matmul(a, b)
+
+
+# -- absurd shapes through broadcast views -------------------------------------------------------
+#
+# Every dimension is either small (0 to 3) or absurd (2**48 and up, as a stride-0 view claims it):
+# a result or buffer that involves an absurd dimension exceeds the 2**47 bytes the core allocates
+# and must be refused with a ValueError or TypeError, and one that does not is small; a crash, a
+# hang or a MemoryError fails.  The calls run in one child interpreter (tests/isolated.py), with
+# the drawing seeded so a failure is reproducible.
+
+_ABSURD_BODY = """
+import random
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+import mixedcore.kernels as K
+
+rng = random.Random(%(seed)d)
+F32 = np.float32
+
+
+def dim():
+    return rng.randrange(4) if rng.random() < 0.6 else 2 ** rng.randrange(48, 61)
+
+
+def view(ndim, dtype=F32, dims=(), last=()):
+    # a stride-0 view of ndim dimensions: `dims` first, `last` last, drawn ones between (a
+    # view numpy can describe: fewer than 2**62 bytes claimed)
+    for _ in range(50):
+        shape = tuple(dims) + tuple(dim() for _ in range(ndim - len(dims) - len(last))) + \
+            tuple(last)
+        if np.prod([max(d, 1) for d in shape], dtype=object) * np.dtype(dtype).itemsize < 2**62:
+            return as_strided(np.zeros(1, dtype), shape=shape, strides=(0,) * ndim)
+    raise LookupError       # the fixed dimensions already claim too much: another case
+
+
+def case():
+    kind = rng.randrange(9)
+    if kind == 0:
+        a = view(2)
+        b = view(2, dims=(a.shape[1],))
+        return lambda: K.matmul(a, b)
+    if kind == 1:
+        b = view(2)
+        return lambda: K.pack(b)
+    if kind == 2:
+        q = view(4)
+        k = view(4, dims=q.shape[:2], last=q.shape[3:])
+        v = view(4, dims=k.shape[:3])
+        return lambda: K.attention(q, k, v, scale=1.0)
+    if kind == 3:
+        x = view(4)
+        w = view(4, dims=(1 + rng.randrange(3), 1 + rng.randrange(3), x.shape[3]))
+        return lambda: K.conv2d(x, w, padding="same")
+    if kind == 4:
+        x = view(4)
+        w = view(4, dims=(1 + rng.randrange(3), 1 + rng.randrange(3), x.shape[3]))
+        return lambda: K.depthwise_conv2d(x, w, padding="same")
+    if kind == 5:
+        x = view(4)
+        size, strides = (dim() or 1, dim() or 1), (dim() or 1, dim() or 1)
+        mode = rng.choice(["max", "average"])
+        return lambda: K.pool2d(x, size, strides=strides, padding="same", mode=mode)
+    if kind == 6:
+        x = view(2)
+        return lambda: K.softmax(x)
+    if kind == 7:
+        x = view(2)
+        return lambda: K.layer_norm(x)
+    x = view(2)
+    return lambda: K.quantize_rows(x)
+
+
+for _ in range(%(count)d):
+    try:
+        call = case()
+    except LookupError:
+        continue
+    try:
+        call()
+    except (ValueError, TypeError):
+        pass
+print("cases", %(count)d)
+"""
+
+
+@pytest.mark.parametrize("profile", PROFILE_PARAMS)
+def test_absurd_broadcast_shapes(profile):
+    from isolated import assert_finishes
+    count = 40 if profile == "quick" else 1500
+    seed = 1 if profile == "quick" else np.random.SeedSequence().entropy % 2**32
+    outcome = assert_finishes(_ABSURD_BODY % {"seed": seed, "count": count}, timeout=300)
+    assert f"cases {count}" in outcome.stdout, (seed, outcome.describe())

@@ -25,7 +25,7 @@ cdef extern from "mc_attn.h" nogil:
         int64_t o_st[4]
         int out_type
         float scale
-    int MC_ATTN_OK, MC_ATTN_NOMEM
+    int MC_ATTN_OK, MC_ATTN_NOMEM, MC_ATTN_TOOBIG
     int64_t mc_attn_work_bytes(const mc_attn_args *a)
     int mc_attention(const mc_attn_args *a)
 
@@ -74,5 +74,8 @@ def attention(cnp.ndarray q, cnp.ndarray k, cnp.ndarray v, mask, cnp.ndarray out
     if r == MC_ATTN_NOMEM:
         raise MemoryError("attention: out of memory for the per-thread workspace "
                           f"({mc_attn_work_bytes(&args)} bytes)")
+    if r == MC_ATTN_TOOBIG:
+        raise ValueError(f"attention: the per-thread workspace of D = {args.d}, S = {args.s}, "
+                         f"Dv = {args.dv} would need more than {MC_BYTES_MAX} bytes")
     if r != MC_ATTN_OK:
         raise ValueError(f"attention: invalid arguments for the C driver (status {r})")

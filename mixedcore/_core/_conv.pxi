@@ -34,7 +34,7 @@ cdef extern from "mc_conv.h" nogil:
         int out_type
         const void *bias
         int act
-    int MC_CONV_OK, MC_CONV_NOMEM, MC_CONV_FORMAT
+    int MC_CONV_OK, MC_CONV_NOMEM, MC_CONV_FORMAT, MC_CONV_TOOBIG
     int mc_conv_gemm(const mc_conv_call *call)
     void mc_conv_im2col(const mc_conv_geom *g, const char *x, int es, int64_t c0, int64_t cg,
                         char *dst)
@@ -85,6 +85,9 @@ def conv_gemm(cnp.ndarray x, tuple packed, cnp.ndarray out, object bias, tuple g
         free(w)
     if r == MC_CONV_NOMEM:
         raise MemoryError("conv2d: cannot allocate the work buffers")
+    if r == MC_CONV_TOOBIG:
+        raise ValueError(f"conv2d: the work buffers of geometry {geom} with {groups} groups of "
+                         f"{f // max(groups, 1)} filters need more than {MC_BYTES_MAX} bytes")
     return r
 
 
@@ -129,3 +132,6 @@ def conv_depthwise(cnp.ndarray x, cnp.ndarray w, cnp.ndarray out, object bias, t
         r = mc_conv_depthwise(&call)
     if r == MC_CONV_NOMEM:
         raise MemoryError("depthwise_conv2d: cannot allocate the work buffers")
+    if r == MC_CONV_TOOBIG:
+        raise ValueError(f"depthwise_conv2d: the work buffers of geometry {geom} with depth "
+                         f"multiplier {mult} need more than {MC_BYTES_MAX} bytes")

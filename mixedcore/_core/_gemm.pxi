@@ -46,7 +46,7 @@ cdef extern from "mc_gemm.h" nogil:
         int64_t batch
         const int64_t *offs
         const mc_packed *packed
-    int MC_GEMM_OK, MC_GEMM_NOMEM, MC_GEMM_FORMAT
+    int MC_GEMM_OK, MC_GEMM_NOMEM, MC_GEMM_FORMAT, MC_GEMM_TOOBIG
     int mc_gemm(const mc_gemm_call *call)
     int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int64_t n,
                      mc_packed *out)
@@ -157,9 +157,9 @@ def gemm_pack(cnp.ndarray b, int type_code, object dtype):
     pm.dtype = dtype
     with nogil:
         r = mc_gemm_pack(data, rs, cs, type_code, k, n, &pm.p)
-    if r != MC_GEMM_OK and pm.p.nbytes == 0 and k > 0 and n > 0:
-        raise ValueError(f"pack: b of shape ({k}, {n}) would need more than 2**63 bytes of "
-                         f"panels (a broadcast view claims more than memory can hold)")
+    if r == MC_GEMM_TOOBIG:
+        raise ValueError(f"pack: b of shape ({k}, {n}) would need more than {MC_BYTES_MAX} "
+                         f"bytes of panels (a broadcast view claims more than memory can hold)")
     if r != MC_GEMM_OK:
         raise MemoryError(f"pack: cannot allocate {pm.p.nbytes} bytes for the packed matrix")
     return pm
@@ -221,4 +221,7 @@ def gemm_run(cnp.ndarray a, object b, cnp.ndarray out, object c, object bias, ob
         r = mc_gemm(&call)
     if r == MC_GEMM_NOMEM:
         raise MemoryError("matmul: cannot allocate the packing buffers")
+    if r == MC_GEMM_TOOBIG:
+        raise ValueError(f"matmul: packing B ({k} x {n}) would need more than {MC_BYTES_MAX} "
+                         f"bytes (a broadcast view claims more than memory can hold)")
     return r

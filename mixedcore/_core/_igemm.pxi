@@ -36,7 +36,7 @@ cdef extern from "mc_igemm.h" nogil:
         int64_t b_rs, b_cs
         const mc_ipacked *packed
         int64_t kc
-    int MC_IGEMM_OK, MC_IGEMM_NOMEM, MC_IGEMM_FORMAT, MC_IGEMM_SIZE, MC_IGEMM_I32, MC_IGEMM_MAX_K
+    int MC_IGEMM_OK, MC_IGEMM_NOMEM, MC_IGEMM_FORMAT, MC_IGEMM_SIZE, MC_IGEMM_TOOBIG, MC_IGEMM_I32, MC_IGEMM_MAX_K
     int mc_igemm(const mc_igemm_call *call)
     int64_t mc_igemm_packed_bytes(int nr, int64_t k, int64_t n, int64_t kc)
     int mc_igemm_pack(const signed char *b, int64_t rs, int64_t cs, int64_t k, int64_t n,
@@ -109,6 +109,12 @@ def igemm_pack(cnp.ndarray b):
     pm.dtype = _np.dtype(_np.int8)
     with nogil:
         r = mc_igemm_pack(data, rs, cs, k, n, 0, &pm.q)
+    if r == MC_IGEMM_TOOBIG:
+        raise ValueError(f"pack: an int8 b of shape ({k}, {n}) would need more than "
+                         f"{MC_BYTES_MAX} bytes of panels (a broadcast view claims more than "
+                         f"memory can hold)")
+    if r == MC_IGEMM_SIZE:
+        raise ValueError(f"pack: an int8 b has at most {MC_IGEMM_MAX_K} rows (k), got {k}")
     if r != MC_IGEMM_OK:
         raise MemoryError(f"pack: cannot allocate {pm.q.nbytes} bytes for the packed matrix")
     pm.p.k = k
@@ -161,6 +167,10 @@ def igemm_run(cnp.ndarray a, object b, cnp.ndarray out, object a_scale, object b
         raise MemoryError("matmul_int8: cannot allocate the packing buffers")
     if r == MC_IGEMM_SIZE:
         raise ValueError(f"matmul_int8: k = {k} is above {MC_IGEMM_MAX_K}")
+    if r == MC_IGEMM_TOOBIG:
+        raise ValueError(f"matmul_int8: packing B ({k} x {n}) would need more than "
+                         f"{MC_BYTES_MAX} bytes (a broadcast view claims more than memory "
+                         f"can hold)")
     return r
 
 

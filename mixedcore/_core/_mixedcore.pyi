@@ -10,6 +10,7 @@ import numpy as np
 ISA_NAMES: tuple[str, str, str, str]
 BLOCK_MAX: dict[str, int]
 THREADS_MAX: int
+BYTES_MAX: int
 CONV_FORMAT_ERROR: int
 GEMM_FORMAT_ERROR: int
 
@@ -143,6 +144,7 @@ def stats(arr: Any) -> int | tuple[tuple[int, int, int, int, int, int, int, int,
 # --- inference plans -----------------------------------------------------------------------------
 PLAN_NOMEM: int
 PLAN_FORMAT: int
+PLAN_TOOBIG: int
 def add_act(a: np.ndarray, b: np.ndarray, y: np.ndarray, n: int, act: int, a_type: int,
             b_type: int, y_type: int) -> None: ...
 class PlanSteps:

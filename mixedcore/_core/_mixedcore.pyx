@@ -41,6 +41,13 @@ cdef extern from *:
     const char *MC_BUILD_FLAGS
     const char *MC_BUILD_LEVELS
 
+cdef extern from "mc_checked.h" nogil:
+    int64_t MC_BYTES_MAX
+
+# The largest byte count the core allocates (src/mc_checked.h): the kernels refuse larger
+# outputs and buffers with a ValueError before asking for memory.
+BYTES_MAX = MC_BYTES_MAX
+
 cdef extern from "mc_runtime.h" nogil:
     ctypedef void (*mc_unit_fn)(void *ctx, int64_t unit) noexcept nogil
     int MC_THREADS_MAX, MC_BLOCK_MAX_MC, MC_BLOCK_MAX_KC, MC_BLOCK_MAX_NC

@@ -35,12 +35,13 @@ cdef extern from "mc_plan.h" nogil:
         int kind
         int src, src2, dst
         mc_plan_u u
-    int MC_PLAN_OK, MC_PLAN_NOMEM, MC_PLAN_FORMAT, MC_PLAN_EARG
+    int MC_PLAN_OK, MC_PLAN_NOMEM, MC_PLAN_FORMAT, MC_PLAN_EARG, MC_PLAN_TOOBIG
     int mc_plan_run(const mc_plan_step *steps, int64_t s0, int64_t s1, char *const *bufs,
                     int64_t *failed)
 
 PLAN_NOMEM = MC_PLAN_NOMEM
 PLAN_FORMAT = MC_PLAN_FORMAT
+PLAN_TOOBIG = MC_PLAN_TOOBIG
 
 
 def add_act(cnp.ndarray a, cnp.ndarray b, cnp.ndarray y, int64_t n, int act, int a_type,

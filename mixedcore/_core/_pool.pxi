@@ -15,7 +15,7 @@ cdef extern from "mc_pool.h" nogil:
         const char *x
         int x_type
         char *out
-    int MC_POOL_OK, MC_POOL_NOMEM
+    int MC_POOL_OK, MC_POOL_NOMEM, MC_POOL_TOOBIG
     int mc_pool(const mc_pool_call *call)
     int mc_pool_grad(const mc_pool_call *call, const char *dy, char *dx)
 
@@ -33,6 +33,9 @@ def conv_pool(cnp.ndarray x, cnp.ndarray out, tuple geom, int op, int x_type):
         r = mc_pool(&call)
     if r == MC_POOL_NOMEM:
         raise MemoryError("pool2d: cannot allocate the work buffers")
+    if r == MC_POOL_TOOBIG:
+        raise ValueError(f"pool2d: the windows (geometry {geom}) need tap lists larger than "
+                         f"{MC_BYTES_MAX} bytes")
 
 
 def conv_pool_grad(cnp.ndarray x, cnp.ndarray dy, cnp.ndarray dx, tuple geom, int op,
@@ -51,3 +54,6 @@ def conv_pool_grad(cnp.ndarray x, cnp.ndarray dy, cnp.ndarray dx, tuple geom, in
         r = mc_pool_grad(&call, dyp, dxp)
     if r == MC_POOL_NOMEM:
         raise MemoryError("pool2d_grad: cannot allocate the work buffers")
+    if r == MC_POOL_TOOBIG:
+        raise ValueError(f"pool2d_grad: the windows (geometry {geom}) need tap lists larger than "
+                         f"{MC_BYTES_MAX} bytes")

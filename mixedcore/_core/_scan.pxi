@@ -22,7 +22,7 @@ cdef extern from "mc_scan.h" nogil:
         int nd
         const int64_t *shape
         const int64_t *strides
-    int MC_SCAN_OK, MC_SCAN_NOMEM, MC_SCAN_SELF_OVERLAP, MC_SCAN_MAY_OVERLAP
+    int MC_SCAN_OK, MC_SCAN_NOMEM, MC_SCAN_SELF_OVERLAP, MC_SCAN_MAY_OVERLAP, MC_SCAN_TOOBIG
     int mc_scan_all_finite(const mc_scan_array *arrays, int64_t count, int *finite,
                            int64_t *index)
     int mc_scan_unscale(const mc_scan_array *arrays, int64_t count, double scale,
@@ -132,14 +132,18 @@ cdef int _scan_build(_ScanTable table, tuple arrays, bint for_write) except? -2:
     return -1
 
 
-cdef int _scan_error(int r, int64_t index) except? -2:
-    """The report of the driver's error ``r`` (MemoryError for an allocation that failed)."""
+cdef int _scan_error(str fname, int r, int64_t index) except? -2:
+    """The report of the driver's error ``r`` (MemoryError for an allocation that failed,
+    ValueError naming ``fname`` for arrays whose bytes add up past INT64_MAX)."""
     if r == MC_SCAN_SELF_OVERLAP:
         return index * 8 + SCAN_SELF_OVERLAP
     if r == MC_SCAN_MAY_OVERLAP:
         return index * 8 + SCAN_MAY_OVERLAP
     if r == MC_SCAN_NOMEM:
         raise MemoryError()
+    if r == MC_SCAN_TOOBIG:
+        raise ValueError(f"{fname}: the arrays up to array {index} hold more than 2**63 bytes "
+                         f"together (views that claim more than memory can hold)")
     raise ValueError(f"scan: invalid descriptor of array {index} (error {r})")
 
 
@@ -157,7 +161,7 @@ def all_finite(arrays):
     with nogil:
         r = mc_scan_all_finite(table.desc, table.count, &finite, &index)
     if r != MC_SCAN_OK:
-        return -_scan_error(r, index) - 1
+        return -_scan_error("all_finite", r, index) - 1
     return finite
 
 
@@ -176,7 +180,7 @@ def unscale_check(arrays, double scale, bint check_extents=True):
     with nogil:
         r = mc_scan_unscale(table.desc, table.count, scale, check_extents, &finite, &index)
     if r != MC_SCAN_OK:
-        return -_scan_error(r, index) - 1
+        return -_scan_error("unscale_and_check", r, index) - 1
     return finite
 
 
@@ -196,5 +200,5 @@ def stats(arr):
     with nogil:
         r = mc_scan_stats(table.desc, table.count, &total, &index)
     if r != MC_SCAN_OK:
-        return -_scan_error(r, index) - 1
+        return -_scan_error("numerics_stats", r, index) - 1
     return tuple(total.count[k] for k in range(9)), total.max_bits

@@ -5,8 +5,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._checks import (FLOAT_CODES, as_native, check_out, float_code,
-                                       resolve_dtype)
+from mixedcore.kernels._checks import (FLOAT_CODES, as_native, check_bytes, check_out,
+                                       float_code, new_array, resolve_dtype)
 
 # name -> activation code of the compiled core (mc_act.h); the same codes as matmul's epilogue
 ACT_CODES = {"linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4, "relu6": 5, "silu": 6,
@@ -47,7 +47,7 @@ def _flat(a, order):
 def _output(fname, out, shape, order, inputs):
     """(result, flat work array, whether work is a view of result)."""
     if out is None:
-        result = np.empty(shape, _F32, order=order)
+        result = new_array(fname, "the result", shape, _F32, order=order)
         return result, result.ravel(order=order), True
     check_out(fname, out, shape, _F32, inputs)
     contiguous = out.flags.f_contiguous if order == "F" else out.flags.c_contiguous
@@ -216,6 +216,7 @@ def softmax(x: ArrayLike, axis: int = -1, *, log: bool = False,
     axis = int(axis) % x.ndim
     if out is not None:
         check_out("softmax", out, x.shape, _F32, (x,))
+    check_bytes("softmax", "the float32 result", x.shape, 4)
     last = axis == x.ndim - 1
     rows = x if last else np.moveaxis(x, axis, -1)
     if not (rows.flags.c_contiguous and rows.dtype.isnative and rows.flags.aligned):
@@ -250,6 +251,7 @@ def add(a: ArrayLike, b: ArrayLike, *, activation: str | None = None,
         if code not in (0, 1, 2):
             raise TypeError(f"{fname}: {what} must be float16, bfloat16 or float32, got "
                             f"{v.dtype}")
+        check_bytes(fname, what, v.shape, 4)    # its copy, and the result (at most float32)
         arrays.append(np.ascontiguousarray(as_native(v)))
     if arrays[0].shape != arrays[1].shape:
         raise ValueError(f"{fname}: a and b must have one shape, got {arrays[0].shape} and "

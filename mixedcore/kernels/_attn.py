@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._checks import as_native, bfloat16, check_out, float_code
+from mixedcore.kernels._checks import as_native, bfloat16, check_out, float_code, new_array
 
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
 _CODES = {_F16: 0, _BF16: 1, _F32: 2}
@@ -145,9 +145,11 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, scale: float,
         inputs = (q, k, v) if mask is None else (q, k, v, mask)
         check_out("attention", out, (b, h, t, dv), target_dt, inputs)
     direct = out is not None and out.flags.aligned
-    work = out if direct and out is not None else np.empty((b, h, t, dv), dtype=target_dt)
-    _lib.attention(q, k, v, m, work, _CODES[dt], _CODES[target_dt], _lib.round_f32(scale),
-                   bool(causal))
+    work = out if direct and out is not None else new_array("attention", "the output",
+                                                            (b, h, t, dv), target_dt)
+    if work.size:           # an empty output (Dv = 0 with a broadcast B x H) has nothing to do
+        _lib.attention(q, k, v, m, work, _CODES[dt], _CODES[target_dt], _lib.round_f32(scale),
+                       bool(causal))
     if out is not None and not direct:
         out[...] = work
         return out

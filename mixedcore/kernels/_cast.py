@@ -7,8 +7,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._checks import (FLOAT_CODES, SUPPORTED_NAMES, as_native, check_out,
-                                       float_code, resolve_dtype)
+from mixedcore.kernels._checks import (FLOAT_CODES, SUPPORTED_NAMES, as_native, check_bytes,
+                                       check_out, float_code, resolve_dtype)
 
 # The float8 formats only the cast family takes (type codes after the four of FLOAT_CODES,
 # src/mc_types.h).
@@ -107,6 +107,7 @@ def cast(x: ArrayLike, dtype: DTypeLike, *, out: np.ndarray | None = None,
         raise ValueError(f"cast: saturate=True needs a float8 target dtype (float8_e4m3fn or "
                          f"float8_e5m2), got {target}")
     if out is None:
+        check_bytes("cast", "the result", x.shape, target.itemsize)
         result = work = np.empty_like(x, dtype=target, subok=False)
     else:
         check_out("cast", out, x.shape, target, (x,))

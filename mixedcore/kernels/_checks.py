@@ -1,10 +1,13 @@
 """The argument checks every kernel family shares: the float dtypes of the compiled core and
-their type codes, dtype names, byte order and alignment, overlapping arrays, and ``out=``.
+their type codes, dtype names, byte order and alignment, overlapping arrays, ``out=``, and the
+sizes of the arrays a kernel makes.
 
 Each check raises the ``TypeError`` / ``ValueError`` the public function documents, with the
 function's name first.
 """
 from __future__ import annotations
+
+import math
 
 import ml_dtypes
 import numpy as np
@@ -21,6 +24,12 @@ FLOAT_CODES = {
     np.dtype(np.float64): 3,
 }
 SUPPORTED_NAMES = "float16, bfloat16, float32, float64"
+
+# The largest byte count the compiled core allocates (src/mc_checked.h): 2**47, the user address
+# space of a 64-bit Linux process.  A broadcast or stride-0 view can claim any shape, and shapes
+# of several operands multiply (M x N of a product, the windows of a convolution); an array or
+# buffer above this size cannot be allocated anywhere, so asking for it is an argument error.
+BYTES_MAX = _lib.BYTES_MAX
 
 
 def float_code(dtype):
@@ -87,3 +96,29 @@ def check_out(fname, out, shape, dtype, inputs=()):
     for x in inputs:
         if overlaps(out, x):
             raise ValueError(f"{fname}: out overlaps an input array; pass a separate array")
+
+
+def check_bytes(fname, what, shape, itemsize):
+    """Refuse ``what`` of ``shape`` items of ``itemsize`` bytes when it is larger than
+    BYTES_MAX, with the ValueError of ``fname``."""
+    nbytes = math.prod(int(d) for d in shape) * int(itemsize)
+    if nbytes > BYTES_MAX:
+        raise ValueError(f"{fname}: {what} of shape {tuple(int(d) for d in shape)} would need "
+                         f"{nbytes} bytes, more than the {BYTES_MAX} a process can address (a "
+                         f"broadcast view or a large window claims more than memory can hold)")
+
+
+def new_array(fname, what, shape, dtype, *, zeros=False, order="C"):
+    """A new array (``np.empty``, or ``np.zeros``) of ``shape`` and ``dtype``, after
+    check_bytes."""
+    dt = np.dtype(dtype)
+    check_bytes(fname, what, shape, dt.itemsize)
+    return (np.zeros if zeros else np.empty)(shape, dt, order=order)
+
+
+def contiguous(fname, what, x):
+    """``x`` C-contiguous: itself, or a copy after check_bytes (a broadcast view copied takes
+    the memory its shape claims)."""
+    if not x.flags.c_contiguous:
+        check_bytes(fname, what, x.shape, x.dtype.itemsize)
+    return np.ascontiguousarray(x)

@@ -14,7 +14,8 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._cast import cast
-from mixedcore.kernels._checks import FLOAT_CODES, as_native, bfloat16, check_out, resolve_dtype
+from mixedcore.kernels._checks import (FLOAT_CODES, as_native, bfloat16, check_bytes, check_out,
+                                       contiguous, new_array, resolve_dtype)
 from mixedcore.kernels._gemm import ACTIVATIONS, GEMM_CODES, GEMM_NAMES, matmul, pack
 from mixedcore.kernels._window import IntPair, image_operand, window_geometry
 
@@ -148,7 +149,11 @@ def pack_conv(kernel: ArrayLike, groups: int = 1, dtype: DTypeLike | None = None
     -------
     PackedConv
     """
-    fname = "pack_conv"
+    return _pack_conv("pack_conv", kernel, groups, dtype)
+
+
+def _pack_conv(fname, kernel, groups, dtype):
+    """pack_conv, its errors naming ``fname``."""
     if not isinstance(kernel, np.ndarray):
         kernel = np.asarray(kernel)
     if kernel.ndim != 4:
@@ -160,6 +165,9 @@ def pack_conv(kernel: ArrayLike, groups: int = 1, dtype: DTypeLike | None = None
     if f % groups:
         raise ValueError(f"{fname}: filters ({f}) must be a multiple of groups ({groups})")
     fg = f // groups
+    # each group's matrix is a copy of the kernel's slice when the kernel is a view, and its
+    # panels take at least as many bytes
+    check_bytes(fname, "the kernel", kernel.shape, kernel.dtype.itemsize)
     mats = tuple(pack(kernel[..., g * fg:(g + 1) * fg].reshape(kh * kw * cg, fg), dtype=dtype)
                  for g in range(int(groups)))
     return PackedConv((kh, kw, cg, f), int(groups), mats)
@@ -235,12 +243,14 @@ def conv2d(x: ArrayLike, kernel: ArrayLike | PackedConv, *, strides: IntPair = 1
     shape = (geom[0], geom[12], geom[13], f)
     if 0 in shape:
         return np.empty(shape, dtype=target)
-    packed = kernel if isinstance(kernel, PackedConv) else pack_conv(kernel, groups, dtype=x.dtype)
+    check_bytes(fname, "the output", shape, target.itemsize)
+    packed = kernel if isinstance(kernel, PackedConv) else _pack_conv(fname, kernel, groups,
+                                                                      x.dtype)
     if pointwise((kh, kw), groups, geom):
         # a pointwise convolution's im2col matrix is x itself: the product is the GEMM's
         return matmul(x.reshape(-1, c), packed.matrices[0], bias=bias32,
                       activation=activation, out_dtype=target).reshape(shape)
-    out = np.empty(shape, dtype=target)
+    out = new_array(fname, "the output", shape, target)
     r = _lib.conv_gemm(x, packed.matrices, out, bias32, geom, groups, f, GEMM_CODES[x.dtype],
                        GEMM_CODES[target], act)
     if r == _lib.CONV_FORMAT_ERROR:
@@ -271,7 +281,7 @@ def im2col(x: ArrayLike, kernel_size: IntPair, *, strides: IntPair = 1, padding:
     geom = window_geometry(fname, x.shape, kernel_size, strides, padding, dilation_rate)
     c0, c1 = _channels(fname, channels, x.shape[3])
     m = geom[0] * geom[12] * geom[13]
-    out = np.empty((m, geom[4] * geom[5] * (c1 - c0)), dtype=x.dtype)
+    out = new_array(fname, "the output", (m, geom[4] * geom[5] * (c1 - c0)), x.dtype)
     if out.size:
         _lib.conv_im2col(x, out, geom, x.dtype.itemsize, c0, c1 - c0)
     return out
@@ -299,9 +309,9 @@ def col2im(cols: ArrayLike, input_shape: Sequence[int], kernel_size: IntPair, *,
     expected = (geom[0] * geom[12] * geom[13], geom[4] * geom[5] * (c1 - c0))
     if cols.shape != expected:
         raise ValueError(f"{fname}: cols has shape {cols.shape}, expected {expected}")
-    cols = np.ascontiguousarray(as_native(cols))
+    cols = contiguous(fname, "cols", as_native(cols))
     if out is None:
-        out = np.zeros(input_shape, dtype=dt)
+        out = new_array(fname, "the output", input_shape, dt, zeros=True)
     else:
         check_out(fname, out, input_shape, dt, [cols])
         if not (out.flags.c_contiguous and out.flags.aligned):
@@ -352,13 +362,15 @@ def depthwise_conv2d(x: ArrayLike, kernel: ArrayLike, *, strides: IntPair = 1,
         target, wdt = _F64, _F64
     else:
         target, wdt = _out_dtype(fname, out_dtype), _F32
+    check_bytes(fname, "the output", (geom[0], geom[12], geom[13], c * mult), target.itemsize)
+    check_bytes(fname, "the kernel", (kh, kw, c, mult), wdt.itemsize)
     w = depthwise_weights(kernel, wdt)
     b = None
     if bias is not None:
         b = _bias32(fname, bias, c * mult)
         if f64:
             b = np.ascontiguousarray(cast(as_native(bias), _F64))
-    out = np.empty((geom[0], geom[12], geom[13], c * mult), dtype=target)
+    out = new_array(fname, "the output", (geom[0], geom[12], geom[13], c * mult), target)
     if out.size:
         _lib.conv_depthwise(x, w, out, b, geom, mult, FLOAT_CODES[x.dtype], FLOAT_CODES[target],
                             act)

@@ -13,7 +13,8 @@ from mixedcore._core import _mixedcore as _lib
 from mixedcore._core._mixedcore import PackedMatrix
 from mixedcore.kernels._act import ACT_CODES
 from mixedcore.kernels._cast import cast
-from mixedcore.kernels._checks import as_native, bfloat16, check_out, float_code, resolve_dtype
+from mixedcore.kernels._checks import (as_native, bfloat16, check_bytes, check_out, float_code,
+                                       new_array, resolve_dtype)
 from mixedcore.kernels._runtime import ISA_LEVELS
 
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
@@ -269,6 +270,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
 
     if c is None and beta32 != 0:
         raise ValueError(f"matmul: beta = {beta} needs c")
+    check_bytes("matmul", "the result", out_shape, target.itemsize)
     c32 = None
     if c is not None:
         if not isinstance(c, np.ndarray):
@@ -288,7 +290,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
             c32 = as_native(cb)
 
     if out is None:
-        result = np.empty(out_shape, dtype=target)
+        result = new_array("matmul", "the result", out_shape, target)
         work_out = result
     else:
         check_out("matmul", out, out_shape, target, inputs)
@@ -438,6 +440,7 @@ def pack(b: ArrayLike, dtype: DTypeLike | None = None) -> PackedMatrix:
             raise TypeError(f"pack: unsupported dtype {b.dtype} of b; supported: "
                             f"{GEMM_NAMES}, float64")
     if b.dtype != target:
+        check_bytes("pack", f"b converted to {target}", b.shape, target.itemsize)
         b = cast(b, target)
     b = as_native(b)
     return _lib.gemm_pack(b, GEMM_CODES[target], target)

@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore._core._mixedcore import PackedInt8Matrix, PackedMatrix
-from mixedcore.kernels._checks import as_native, bfloat16, check_out
+from mixedcore.kernels._checks import as_native, bfloat16, check_bytes, check_out, new_array
 from mixedcore.kernels._gemm import ACTIVATIONS, _batch_offsets
 from mixedcore.kernels._runtime import ISA_LEVELS
 
@@ -90,6 +90,9 @@ def quantize_rows(x: np.ndarray, *, out: np.ndarray | None = None,
         except (TypeError, ValueError) as exc:   # the message names `out`: say which one
             raise type(exc)(str(exc).replace(f"{fname}: out", f"{fname}: scale_out", 1)) \
                 from None
+    # the result, and the rows of a view that does not reshape without a copy
+    check_bytes(fname, "x", x.shape, x.dtype.itemsize)
+    check_bytes(fname, "the scales", scale_shape, x.dtype.itemsize)
     rows = math.prod(x.shape[:-1])
     x2 = x.reshape(rows, k)
     q = out if out is not None and out.flags.c_contiguous else np.empty(x.shape, _I8)
@@ -252,7 +255,7 @@ def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarr
         bias32 = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
         bias_stride = 4 if bias32.shape[0] == n and n > 1 else 0
     if out is None:
-        result = work = np.empty(out_shape, dtype=target)
+        result = work = new_array(fname, "the result", out_shape, target)
     else:
         check_out(fname, out, out_shape, target, inputs)
         result = out

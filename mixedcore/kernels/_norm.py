@@ -8,7 +8,8 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._checks import as_native, float_code, overlaps, resolve_dtype
+from mixedcore.kernels._checks import (as_native, check_bytes, float_code, overlaps,
+                                       resolve_dtype)
 
 _F32 = np.dtype(np.float32)
 # the types the kernel reads and writes: float16, bfloat16, float32 (codes of mc_convert_scalar.h)
@@ -160,6 +161,7 @@ def layer_norm(x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | N
         for a in (x, residual, gamma, beta):
             if a is not None and overlaps(out, a):
                 raise ValueError("layer_norm: out overlaps an input array; pass a separate array")
+    check_bytes("layer_norm", "the result", x.shape, max(target.itemsize, x.dtype.itemsize))
     xr = _rows(x)
     rr = _rows(residual) if residual is not None else None
     rows = x.size // c

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._checks import FLOAT_CODES
+from mixedcore.kernels._checks import BYTES_MAX, FLOAT_CODES, check_bytes
 from mixedcore.kernels._conv import (PackedConv, _activation, _bias32, _out_dtype,
                                      depthwise_kernel, depthwise_weights, pointwise)
 from mixedcore.kernels._gemm import GEMM_CODES, GEMM_NAMES, PackedMatrix
@@ -87,6 +87,7 @@ class Plan:
         if self._outputs is not None:
             raise ValueError("Plan: the plan is finished; no step can be added")
         index = len(self._buffers)
+        check_bytes("Plan", "a buffer", shape, np.dtype(dtype).itemsize)
         self._buffers.append(_Buffer(tuple(int(d) for d in shape), np.dtype(dtype), kind,
                                      index if root is None else root, len(self._ops)))
         return index
@@ -389,6 +390,9 @@ class Plan:
             buf.offset = offset
             placed.append(buf)
             size = max(size, offset + need)
+        if size > BYTES_MAX:
+            raise ValueError(f"Plan.finish: the arena would need {size} bytes, more than the "
+                             f"{BYTES_MAX} a process can address")
         self._arena_size = size
         self._free.append(self._new_arena())
 
@@ -504,6 +508,9 @@ class Plan:
                              f"{self.level!r}, which the current level "
                              f"{ISA_LEVELS[_lib.get_level()]!r} cannot use; build the plan "
                              f"again")
+        if status == _lib.PLAN_TOOBIG:
+            raise ValueError(f"Plan.run: step {failed} would need work buffers larger than "
+                             f"{BYTES_MAX} bytes")
         raise MemoryError(f"Plan.run: step {failed} could not allocate its work buffers")
 
 

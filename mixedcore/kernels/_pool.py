@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._cast import cast
-from mixedcore.kernels._checks import FLOAT_CODES, as_native
+from mixedcore.kernels._checks import FLOAT_CODES, as_native, check_bytes, new_array
 from mixedcore.kernels._window import IntPair, image_operand, window_geometry
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -73,7 +73,7 @@ def pool2d(x: ArrayLike, pool_size: IntPair, *, strides: IntPair | None = None,
     """
     fname = "pool2d"
     x, op, geom = _pooling(fname, x, pool_size, strides, padding, mode)
-    out = np.empty((geom[0], geom[12], geom[13], geom[3]), dtype=x.dtype)
+    out = new_array(fname, "the output", (geom[0], geom[12], geom[13], geom[3]), x.dtype)
     if out.size:
         _lib.conv_pool(x, out, geom, op, FLOAT_CODES[x.dtype])
     return out
@@ -95,8 +95,9 @@ def pool2d_grad(x: ArrayLike, dy: ArrayLike, pool_size: IntPair, *,
         raise ValueError(f"{fname}: dy has shape {dy.shape}, expected {expected}")
     if FLOAT_CODES.get(dy.dtype.newbyteorder("=")) is None:
         raise TypeError(f"{fname}: unsupported dy dtype {dy.dtype}")
+    check_bytes(fname, "dy", dy.shape, work.itemsize)
+    dx = new_array(fname, "dx", x.shape, work, zeros=True)
     dy = np.ascontiguousarray(cast(as_native(dy), work))
-    dx = np.zeros(x.shape, dtype=work)
     if dy.size:
         _lib.conv_pool_grad(x, dy, dx, geom, op, FLOAT_CODES[x.dtype])
     return dx

@@ -9,7 +9,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._checks import SUPPORTED_NAMES, as_native, bfloat16, float_code, overlaps
+from mixedcore.kernels._checks import (SUPPORTED_NAMES, as_native, bfloat16, contiguous,
+                                       float_code, overlaps)
 
 _lib.scan_set_bfloat16(bfloat16)
 
@@ -173,6 +174,8 @@ def _self_overlap_message(index, x):
 
 def _internal_overlap(x):
     """True when two indices of ``x`` reach overlapping bytes (exact: sorts every offset)."""
+    if any(stride == 0 and n > 1 for n, stride in zip(x.shape, x.strides)):
+        return True                 # a broadcast axis: found without listing its offsets
     offsets = np.zeros((), np.int64)
     for n, stride in zip(x.shape, x.strides):
         offsets = np.add.outer(offsets, np.arange(n, dtype=np.int64) * stride)
@@ -262,7 +265,7 @@ def numerics_stats(x):
     """
     x = _operand("numerics_stats", "x", x, array_like=True)
     if any(s == 0 and n > 1 for s, n in zip(x.strides, x.shape)):
-        x = np.ascontiguousarray(x)
+        x = contiguous("numerics_stats", "x", x)
     report = _lib.stats(x)
     if not isinstance(report, tuple):           # the operand is native and aligned by now
         raise RuntimeError(f"numerics_stats: internal error, report {_decode(report)}")

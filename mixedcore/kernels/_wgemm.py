@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore._core._mixedcore import PackedQuantized
-from mixedcore.kernels._checks import as_native, check_out
+from mixedcore.kernels._checks import as_native, check_bytes, check_out, contiguous, new_array
 from mixedcore.kernels._gemm import _OUT_DTYPES, ACTIVATIONS, GEMM_CODES, GEMM_NAMES
 
 _I8 = np.dtype(np.int8)
@@ -100,7 +100,7 @@ def pack_quantized(kernel: ArrayLike, *, bits: int, scale: ArrayLike,
     if k < 1 or n < 1:
         raise ValueError(f"{fname}: kernel must have at least one row and column, got shape "
                          f"{kern.shape}")
-    kern = np.ascontiguousarray(kern)
+    kern = contiguous(fname, "kernel", kern)
     if bits == 4 and n % 2:
         high = kern[:, -1].view(np.uint8) >> 4
         bad = np.flatnonzero(high)
@@ -244,8 +244,10 @@ def matmul_quantized(a: ArrayLike, packed: PackedQuantized, *, bias: ArrayLike |
         bias32 = np.ascontiguousarray(b, dtype=np.float32).reshape(-1)
         bias_stride = 4 if bias32.shape[0] == n and n > 1 else 0
 
+    # the result, and the rows of an x that does not reshape without a copy
+    check_bytes(fname, "x", x.shape, x.dtype.itemsize)
     if out is None:
-        result = np.empty(out_shape, dtype=target)
+        result = new_array(fname, "the result", out_shape, target)
     else:
         check_out(fname, out, out_shape, target, inputs)
         result = out

@@ -8,7 +8,9 @@ from typing import Tuple, Union
 
 import numpy as np
 
-from mixedcore.kernels._checks import as_native
+from mixedcore.kernels._checks import as_native, contiguous
+
+_INT64_MAX = 2**63 - 1
 
 # a size, stride or dilation: one int for both spatial axes, or (rows, columns)
 IntPair = Union[int, Tuple[int, int]]
@@ -70,6 +72,11 @@ def window_geometry(fname, shape, kernel_size, strides=1, padding="valid", dilat
     for size, before, after, k, s, d in ((h, pt, pb, ks[0], st[0], dl[0]),
                                          (w, pl, pr, ks[1], st[1], dl[1])):
         span = (k - 1) * d + 1
+        if max(size + before + after, span) > _INT64_MAX:
+            # the core indexes rows and columns of the padded input in int64
+            raise ValueError(f"{fname}: the padded input (spatial shape {(h, w)}, padding "
+                             f"{((pt, pb), (pl, pr))}) or the window {ks} with dilation {dl} "
+                             f"spans more than 2**63 - 1 positions")
         if size + before + after < span:
             raise ValueError(f"{fname}: the input (spatial shape {(h, w)}, padding "
                              f"{((pt, pb), (pl, pr))}) is smaller than the kernel window "
@@ -89,5 +96,4 @@ def image_operand(fname, x, dtypes, names):
     if x.ndim != 4:
         raise ValueError(f"{fname}: x must have shape (batch, height, width, channels), got "
                          f"{x.shape}")
-    x = as_native(x)
-    return np.ascontiguousarray(x)
+    return contiguous(fname, "x", as_native(x))

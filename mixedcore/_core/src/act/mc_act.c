@@ -10,6 +10,7 @@
  */
 #include <stddef.h>
 #include "mc_act.h"
+#include "mc_checked.h"
 #include "mc_kernels.h"
 #include "mc_runtime.h"
 #include "mc_types.h"
@@ -99,7 +100,7 @@ int mc_softmax(const float *x, float *y, int64_t rows, int64_t n, int log_)
         return MC_ACT_OK;
     mc_softmax_job_ job = {.fn = mc_kernels(mc_rt_level())->act.softmax, .x = x, .y = y,
                            .rows = rows, .n = n, .unit = 0, .log_ = log_ != 0};
-    const int nt = mc_rt_threads_for(rows * n, MC_ACT_PARALLEL_MIN);
+    const int nt = mc_rt_threads_for(mc_work_mul(rows, n), MC_ACT_PARALLEL_MIN);
     job.unit = mc_act_ceil_div_(rows, MC_ACT_UNITS_PER_THREAD_ * (int64_t)nt);
     if (job.unit < 1)
         job.unit = 1;

@@ -37,14 +37,20 @@ int mc_attention(const mc_attn_args *a)
         return MC_ATTN_EARG;
     if (!mc_attn_type_ok_(a->type) || !mc_attn_type_ok_(a->out_type))
         return MC_ATTN_EARG;
-    const int64_t units = a->b * a->h;
-    if (units == 0 || a->t == 0)
+    const int64_t units = mc_size_mul(a->b, a->h);
+    if (units < 0)
+        return MC_ATTN_TOOBIG;
+    if (units == 0 || a->t == 0 || a->dv == 0)      /* an empty output: nothing to compute */
         return MC_ATTN_OK;
     if (a->q == NULL || a->k == NULL || a->v == NULL || a->out == NULL)
         return MC_ATTN_EARG;
     mc_attn_job_ job = {.args = a, .fn = mc_kernels(mc_rt_level())->attn.unit,
                         .work_bytes = mc_attn_work_bytes(a), .nomem = 0};
-    int nt = mc_rt_threads_for(units * a->t * a->s * (a->d + a->dv), MC_ATTN_PARALLEL_MIN);
+    if (job.work_bytes < 0)
+        return MC_ATTN_TOOBIG;
+    int nt = mc_rt_threads_for(mc_work_mul(mc_work_mul(units, a->t),
+                                           mc_work_mul(a->s, a->d + a->dv)),
+                               MC_ATTN_PARALLEL_MIN);
     if (nt > units)
         nt = (int)units;
     mc_run(mc_attn_unit_, &job, units, nt);

@@ -43,8 +43,9 @@
  * Returns MC_ATTN_OK; MC_ATTN_NOMEM when a thread could not get its workspace of
  * mc_attn_work_bytes(a) bytes (the units of the threads that had one are written);
  * MC_ATTN_EARG (nothing written) for a negative size, a type code other than MC_F16 / MC_BF16
- * / MC_F32, or a NULL q, k, v or out with work to do. */
-enum { MC_ATTN_OK = 0, MC_ATTN_NOMEM = -1, MC_ATTN_EARG = -2 };
+ * / MC_F32, or a NULL q, k, v or out with work to do; MC_ATTN_TOOBIG (nothing written) when
+ * the workspace's size overflows or exceeds MC_BYTES_MAX (mc_checked.h). */
+enum { MC_ATTN_OK = 0, MC_ATTN_NOMEM = -1, MC_ATTN_EARG = -2, MC_ATTN_TOOBIG = -3 };
 int mc_attention(const mc_attn_args *a);
 
 #endif

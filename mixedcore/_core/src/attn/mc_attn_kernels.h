@@ -7,6 +7,7 @@
 #define MC_ATTN_KERNELS_H_
 
 #include <stdint.h>
+#include "mc_checked.h"
 
 #define MC_ATTN_KC 1024            /* float32-panel GEMM kernels' default KC */
 #define MC_ATTN_KC_PAIRS 2048      /* bfloat16-pair kernel's default KC (1024 pairs) */
@@ -40,12 +41,17 @@ static inline int64_t mc_attn_pad16_(int64_t n) { return (n + 15) & ~(int64_t)15
 
 /* Bytes of workspace a unit needs (design e): K^T and V (with 64 floats of slack after each,
  * which the vector tiles may read past their last row), and four rows of query, scores,
- * probabilities and output. */
+ * probabilities and output; -1 when the count overflows or exceeds MC_BYTES_MAX
+ * (mc_checked.h: D, S and Dv come from the caller's shapes, broadcast views included). */
 static inline int64_t mc_attn_work_bytes(const mc_attn_args *a)
 {
-    const int64_t sp = mc_attn_pad16_(a->s), dvp = mc_attn_pad16_(a->dv);
-    const int64_t floats = a->d * sp + a->s * dvp + 128 + 4 * (2 * sp + mc_attn_pad16_(a->d) + dvp);
-    return floats * 4 + 8 * (sp + 8) + 256;
+    const int64_t sp = mc_size_round_up(a->s, 16), dvp = mc_size_round_up(a->dv, 16);
+    const int64_t dp = mc_size_round_up(a->d, 16);
+    const int64_t rows = mc_size_mul(mc_size_add(mc_size_add(mc_size_mul(sp, 2), dp), dvp), 4);
+    const int64_t floats = mc_size_add(mc_size_add(mc_size_mul(a->d, sp), mc_size_mul(a->s, dvp)),
+                                       mc_size_add(rows, 128));
+    return mc_size_bytes(mc_size_add(mc_size_add(mc_size_mul(floats, 4),
+                                                 mc_size_mul(mc_size_add(sp, 8), 8)), 256), 1);
 }
 
 #endif

@@ -24,9 +24,11 @@
  *   e. Backward helpers run image by image, so every sum into the input gradient is taken in
  *      one order whatever the threads do.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "mc_checked.h"
 #include "mc_conv.h"
 #include "mc_convert_scalar.h"
 #include "mc_gemm.h"
@@ -42,7 +44,6 @@
 static int64_t mc_min_(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t mc_max_(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t mc_ceil_div_(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t mc_round64_(int64_t x) { return (x + 63) & ~(int64_t)63; }
 
 /* --- im2col ------------------------------------------------------------------------------------ */
 
@@ -210,10 +211,11 @@ static void mc_im2col_unit_(void *ctx, int64_t u)
 void mc_conv_im2col(const mc_conv_geom *g, const char *x, int es, int64_t c0, int64_t cg,
                     char *dst)
 {
-    mc_im2col_job_ job = {g, x, es, c0, cg, 0, g->n * g->oh * g->ow, g->kh * g->kw * cg, dst};
-    if (job.m == 0 || job.k == 0)
+    mc_im2col_job_ job = {g, x, es, c0, cg, 0, mc_size_mul(mc_size_mul(g->n, g->oh), g->ow),
+                          mc_size_mul(mc_size_mul(g->kh, g->kw), cg), dst};
+    if (job.m <= 0 || job.k <= 0)            /* empty, or larger than any dst (no dst then) */
         return;
-    const int nt = mc_rt_threads_for(job.m * job.k, MC_CONV_SMALL_MIN);
+    const int nt = mc_rt_threads_for(mc_work_mul(job.m, job.k), MC_CONV_SMALL_MIN);
     job.rows = mc_max_(mc_ceil_div_(job.m, 8 * nt), 1);
     mc_run(mc_im2col_unit_, &job, mc_ceil_div_(job.m, job.rows), nt);
 }
@@ -269,9 +271,10 @@ void mc_conv_col2im(const mc_conv_geom *g, const char *src, int type, int64_t c0
                     char *dx)
 {
     mc_col2im_job_ job = {g, src, type, c0, cg, dx};
-    if (g->n == 0 || g->oh * g->ow == 0 || cg == 0)
+    if (g->n == 0 || g->oh == 0 || g->ow == 0 || cg == 0)
         return;
-    const int nt = mc_rt_threads_for(g->n * g->oh * g->ow * g->kh * g->kw * cg,
+    const int nt = mc_rt_threads_for(mc_work_mul(mc_work_mul(mc_work_mul(g->n, g->oh), g->ow),
+                                                 mc_work_mul(mc_work_mul(g->kh, g->kw), cg)),
                                      MC_CONV_SMALL_MIN);
     mc_run(mc_col2im_unit_, &job, g->n, nt);
 }
@@ -355,11 +358,17 @@ static void mc_conv_unit_(void *ctx, int64_t u)
     const int64_t nrows = r1 - r0;
     const int64_t j0 = (u % job->cbands) * job->cols, j1 = mc_min_(j0 + job->cols, job->fg);
     const int use_acc = call->out_type != MC_F32 && job->k > job->kc;
-    const int64_t abytes = mc_round64_(mc_ceil_div_(nrows, mr) * mr * mc_steps_(kern, job->kc) * 4);
-    const int64_t tbytes = mc_round64_((int64_t)mr * job->kc * xes);
-    const int64_t lbytes = mc_round64_((int64_t)mr * nr * 4);
-    const int64_t cbytes = use_acc ? mc_round64_(nrows * job->fg * 4) : 0;
-    char *work = (char *)mc_workspace(MC_WS_WORK, abytes + tbytes + lbytes + cbytes);
+    const int64_t abytes = mc_size_round64(
+        mc_size_bytes(mc_size_mul(mc_size_round_up(nrows, mr), mc_steps_(kern, job->kc)), 4));
+    const int64_t tbytes = mc_size_round64(mc_size_bytes((int64_t)mr * xes, job->kc));
+    const int64_t lbytes = mc_size_round64((int64_t)mr * nr * 4);
+    const int64_t cbytes = use_acc ? mc_size_round64(mc_size_bytes(mc_size_mul(nrows, job->fg), 4)) : 0;
+    const int64_t wbytes = mc_size_add(mc_size_add(abytes, tbytes), mc_size_add(lbytes, cbytes));
+    if (wbytes < 0 || wbytes > MC_BYTES_MAX) {
+        mc_cjob_fail_(job, -2);
+        return;
+    }
+    char *work = (char *)mc_workspace(MC_WS_WORK, wbytes);
     if (work == NULL) {
         mc_cjob_fail_(job, -1);
         return;
@@ -466,11 +475,13 @@ static int mc_conv_run_(const mc_conv_call *call, const mc_level_kernels *lk, in
                       (!pk->pairs && pk->elem == 2 && job.kern->ukr_direct == NULL);
     job.belem = widen ? 4 : pk->elem;
     job.kc = pk->kc;
-    job.npad = mc_ceil_div_(pk->n, pk->nr) * pk->nr;
+    job.npad = mc_size_round_up(pk->n, pk->nr);
     job.k = pk->k;
     job.fg = pk->n;
     job.cg = call->geo.c / call->groups;
-    job.m = call->geo.n * call->geo.oh * call->geo.ow;
+    job.m = mc_size_mul(mc_size_mul(call->geo.n, call->geo.oh), call->geo.ow);
+    if (job.npad < 0 || job.m < 0)
+        return -2;
     job.epi = job.kern->epi != NULL ? job.kern->epi : mc_gemm_epi_scalar;
     const char *bdata_local[64];
     const char **bdata = bdata_local;
@@ -481,10 +492,12 @@ static int mc_conv_run_(const mc_conv_call *call, const mc_level_kernels *lk, in
     }
     int r = 0;
     if (widen) {
-        const int64_t per = mc_ceil_div_(pk->k, pk->kc) * job.npad * pk->kc * 4;
-        char *buf = (char *)mc_workspace(MC_WS_SHARED, per * call->groups);
+        const int64_t per = mc_size_bytes(
+            mc_size_mul(mc_size_mul(mc_size_ceil_div(pk->k, pk->kc), job.npad), pk->kc), 4);
+        const int64_t bytes = mc_size_bytes(per, call->groups);
+        char *buf = bytes < 0 ? NULL : (char *)mc_workspace(MC_WS_SHARED, bytes);
         if (buf == NULL)
-            r = -1;
+            r = bytes < 0 ? -2 : -1;
         for (int64_t grp = 0; r == 0 && grp < call->groups; ++grp) {
             mc_widen_(call->w[grp], (float *)(buf + grp * per));
             bdata[grp] = buf + grp * per;
@@ -499,7 +512,8 @@ static int mc_conv_run_(const mc_conv_call *call, const mc_level_kernels *lk, in
         mc_rt_blocks(&want);
         const int mr = job.kern->mr;
         const int64_t mc = mc_ceil_div_(want.mc > 0 ? want.mc : job.kern->mc, mr) * mr;
-        const int nt = mc_rt_threads_for(job.m * call->f * job.k, MC_CONV_PARALLEL_MIN);
+        const int nt = mc_rt_threads_for(mc_work_mul(mc_work_mul(job.m, call->f), job.k),
+                                         MC_CONV_PARALLEL_MIN);
         mc_conv_units_(&job, mc / mr, nt);
         mc_run(mc_conv_unit_, &job, mc_ceil_div_(job.m, job.rows) * job.cbands, nt);
         r = job.status;
@@ -518,7 +532,8 @@ int mc_conv_gemm(const mc_conv_call *call)
     if (r == 1)                              /* design c */
         r = mc_conv_run_(call, lk, 1);
     mc_fpenv_leave(&saved);
-    return r == MC_CONV_FORMAT ? MC_CONV_FORMAT : r < 0 ? MC_CONV_NOMEM : MC_CONV_OK;
+    return r == MC_CONV_FORMAT ? MC_CONV_FORMAT : r == -2 ? MC_CONV_TOOBIG
+                                                : r < 0 ? MC_CONV_NOMEM : MC_CONV_OK;
 }
 
 /* --- depthwise (design d) ----------------------------------------------------------------------- */
@@ -530,6 +545,7 @@ typedef struct {
     mc_cast_fn cast;             /* float32 -> the output type, or NULL */
     mc_gemm_epi_fn epi;          /* the GEMM's epilogue, for a row of a depth multiplier 1 */
     int64_t rows, nrows;         /* bands of rows (n, oh), and their number */
+    int64_t tmax, tbytes, rbytes;  /* taps of a tap list, bytes of the two lists, of a row */
     int status;
 } mc_dwjob_;
 
@@ -554,15 +570,15 @@ static void mc_dw_unit_(void *ctx, int64_t u)
     const int f64 = call->x_type == MC_F64;
     const int64_t es = mc_conv_es_(call->x_type), oes = mc_conv_es_(call->out_type);
     const int64_t ntap = g->kh * g->kw, cm = g->c * call->mult, ves = f64 ? 8 : 4;
-    /* the tap lists, the sums of one output row, and that row in float32 before rounding */
-    char *work = (char *)mc_workspace(MC_WS_WORK, mc_round64_(2 * ntap * 8) +
-                                                     2 * mc_round64_(g->ow * cm * ves));
+    /* the tap lists, the sums of one output row, and that row in float32 before rounding
+     * (sizes checked by mc_conv_depthwise) */
+    char *work = (char *)mc_workspace(MC_WS_WORK, job->tbytes + 2 * job->rbytes);
     if (work == NULL) {
         __atomic_store_n(&job->status, -1, __ATOMIC_RELAXED);
         return;
     }
-    int64_t *xoff = (int64_t *)work, *woff = xoff + ntap;
-    char *acc = work + mc_round64_(2 * ntap * 8), *v = acc + mc_round64_(g->ow * cm * ves);
+    int64_t *xoff = (int64_t *)work, *woff = xoff + job->tmax;
+    char *acc = work + job->tbytes, *v = acc + job->rbytes;
     const int64_t wm = ntap * g->c, pstride = g->sw * g->c * es;
     int64_t in0, in1;
     mc_dw_inner_(g, &in0, &in1);
@@ -632,8 +648,20 @@ static void mc_dw_unit_(void *ctx, int64_t u)
 int mc_conv_depthwise(const mc_dw_call *call)
 {
     const mc_conv_geom *g = &call->geo;
-    if (g->n * g->oh * g->ow * g->c * call->mult == 0)
+    if (g->n == 0 || g->oh == 0 || g->ow == 0 || g->c == 0 || call->mult == 0)
         return MC_CONV_OK;
+    /* the tap lists (bounded by the image, mc_conv_geom.h), a row of sums and a row in float32:
+     * a row is an ow x cm tile of the GEMM's epilogue, whose sizes are int; the weights'
+     * KH x KW x C x mult (the tap offsets) must be a count */
+    const int64_t cm = mc_size_mul(g->c, call->mult);
+    const int64_t tmax = mc_conv_tap_max_(g);
+    const int64_t tbytes = mc_size_round64(mc_size_bytes(tmax, 16));
+    const int64_t rbytes = mc_size_round64(
+        mc_size_bytes(mc_size_mul(g->ow, cm), call->x_type == MC_F64 ? 8 : 4));
+    const int64_t wbytes = mc_size_add(tbytes, mc_size_mul(rbytes, 2));
+    if (wbytes < 0 || wbytes > MC_BYTES_MAX || cm > INT_MAX || g->ow > INT_MAX ||
+        mc_size_mul(mc_size_mul(g->kh, g->kw), cm) < 0)
+        return MC_CONV_TOOBIG;
     mc_fpenv saved;
     mc_fpenv_enter(&saved);
     const mc_level_kernels *lk = mc_kernels(mc_rt_level());
@@ -645,8 +673,12 @@ int mc_conv_depthwise(const mc_dw_call *call)
     job.cast = call->out_type == MC_F32 || call->out_type == MC_F64
                    ? NULL : lk->convert.cast[MC_F32][call->out_type];
     job.epi = lk->gemm.f32.epi != NULL ? lk->gemm.f32.epi : mc_gemm_epi_scalar;
-    job.nrows = g->n * g->oh;
-    const int nt = mc_rt_threads_for(job.nrows * g->ow * g->c * call->mult * g->kh * g->kw,
+    job.tmax = tmax;
+    job.tbytes = tbytes;
+    job.rbytes = rbytes;
+    job.nrows = mc_size_mul(g->n, g->oh);
+    const int nt = mc_rt_threads_for(mc_work_mul(mc_work_mul(job.nrows, g->ow),
+                                                 mc_work_mul(cm, mc_work_mul(g->kh, g->kw))),
                                      MC_CONV_SMALL_MIN);
     job.rows = mc_max_(mc_ceil_div_(job.nrows, 8 * nt), 1);
     mc_run(mc_dw_unit_, &job, mc_ceil_div_(job.nrows, job.rows), nt);

@@ -39,7 +39,9 @@
 
 /* --- drivers ----------------------------------------------------------------------------------- */
 
-enum { MC_CONV_OK = 0, MC_CONV_NOMEM = -1, MC_CONV_FORMAT = -2 };
+/* MC_CONV_TOOBIG: a work buffer whose size overflows or exceeds MC_BYTES_MAX, or a geometry
+ * whose counts do not fit the kernels' types (mc_checked.h; nothing is written). */
+enum { MC_CONV_OK = 0, MC_CONV_NOMEM = -1, MC_CONV_FORMAT = -2, MC_CONV_TOOBIG = -3 };
 
 typedef struct {
     mc_conv_geom geo;

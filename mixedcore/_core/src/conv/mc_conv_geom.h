@@ -13,8 +13,10 @@
 #ifndef MC_CONV_GEOM_H_
 #define MC_CONV_GEOM_H_
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
+#include "mc_checked.h"
 #include "mc_types.h"
 
 typedef struct {
@@ -38,21 +40,33 @@ static inline double mc_conv_load_f64_(const char *p)
     return d;
 }
 
+/* The most valid taps an output pixel can have: distinct taps of a window read distinct rows
+ * and columns, so at most min(KH, H) x min(KW, W), however large the window, its padding or
+ * its dilation; the size of a tap list (mc_conv_taps_), bounded by the image.  -1 when that is
+ * above INT_MAX (mc_conv_taps_ counts in int): the drivers refuse such a geometry. */
+static inline int64_t mc_conv_tap_max_(const mc_conv_geom *g)
+{
+    const int64_t r = mc_size_mul(g->kh < g->h ? g->kh : g->h, g->kw < g->w ? g->kw : g->w);
+    return r > INT_MAX ? -1 : r;
+}
+
 /* The valid taps of output pixel (oh, ow) (design b): byte offsets into the image (es-byte
- * elements) and tap indices; returns their number. */
+ * elements) and tap indices; returns their number, at most mc_conv_tap_max_(g). */
 static inline int mc_conv_taps_(const mc_conv_geom *g, int64_t oh, int64_t ow, int64_t es,
                                 int64_t *xoff, int64_t *tap)
 {
     int nt = 0;
     const int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
-    for (int64_t i = 0; i < g->kh; ++i) {
+    /* the taps inside the image, found without walking the window (which padding can make
+     * far larger than the image) */
+    const int64_t ilo = ih0 >= 0 ? 0 : (-ih0 + g->dh - 1) / g->dh;
+    const int64_t ihi = ih0 >= g->h ? 0 : (g->h - ih0 + g->dh - 1) / g->dh;
+    const int64_t jlo = iw0 >= 0 ? 0 : (-iw0 + g->dw - 1) / g->dw;
+    const int64_t jhi = iw0 >= g->w ? 0 : (g->w - iw0 + g->dw - 1) / g->dw;
+    for (int64_t i = ilo; i < g->kh && i < ihi; ++i) {
         const int64_t ih = ih0 + i * g->dh;
-        if (ih < 0 || ih >= g->h)
-            continue;
-        for (int64_t j = 0; j < g->kw; ++j) {
+        for (int64_t j = jlo; j < g->kw && j < jhi; ++j) {
             const int64_t iw = iw0 + j * g->dw;
-            if (iw < 0 || iw >= g->w)
-                continue;
             xoff[nt] = (ih * g->w + iw) * g->c * es;
             tap[nt] = i * g->kw + j;
             ++nt;

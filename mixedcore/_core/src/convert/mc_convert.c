@@ -13,6 +13,7 @@
  *   d. The level and the thread count are read once, when the call starts.
  *   e. Index arithmetic is 64-bit throughout.
  */
+#include "mc_checked.h"
 #include "mc_convert.h"
 
 #include "mc_kernels.h"
@@ -123,10 +124,12 @@ int mc_cast(const char *src, int src_type, const int64_t *src_strides, char *dst
     for (int i = 0; i < nd; ++i) {
         if (shape[i] < 0)
             return MC_CAST_EINVAL;
-        total *= shape[i];
+        total = shape[i] == 0 || total == 0 ? 0 : mc_size_mul(total, shape[i]);
     }
     if (total == 0)
         return MC_CAST_OK;
+    if (total < 0)                           /* more elements than int64 counts */
+        return MC_CAST_EINVAL;
     int cnd = mc_coalesce_(nd, shape, src_strides, dst_strides, cshape, css, cds);
     if (cnd == 0) {
         cshape[0] = 1;

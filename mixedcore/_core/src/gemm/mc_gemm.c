@@ -53,6 +53,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "mc_checked.h"
 #include "mc_convert_scalar.h"
 #include "mc_gemm.h"
 #include "mc_gemm_scalar.h"
@@ -154,18 +155,14 @@ static int64_t mc_block_bytes_(const mc_gemm_kernel *kern, int64_t lanes, int64_
     return mc_round64_(lanes * mc_steps_(kern, kc) * 4);
 }
 
-/* Bytes of B packed in panels of `elem`-byte elements: npad columns, every K block. */
-/* The bytes of B's panels, or -1 when the count does not fit in int64 (a broadcast view can
- * claim any k and n: the caller then reports no memory). */
+/* The bytes of B packed in panels of `elem`-byte elements (npad columns, every K block), or -1
+ * when the count is too large (mc_checked.h: a broadcast view can claim any k and n; the
+ * caller reports MC_GEMM_TOOBIG). */
 static int64_t mc_packed_bytes_(int pairs, int elem, int64_t npad, int64_t k, int64_t kc)
 {
     const int64_t full = k / kc, rest = k - full * kc;
     const int64_t steps = pairs ? full * ((kc + 1) / 2) + (rest + 1) / 2 : k;
-    int64_t bytes;
-    if (npad < 0 || steps < 0 || __builtin_mul_overflow(npad, steps, &bytes) ||
-        __builtin_mul_overflow(bytes, (int64_t)elem, &bytes))
-        return -1;
-    return bytes;
+    return mc_size_bytes(mc_size_mul(npad, steps), elem);
 }
 
 static void mc_blocks_for_(const mc_gemm_kernel *kern, const mc_blocks *want, mc_gemm_blocks *blk)
@@ -240,7 +237,8 @@ static void mc_plan_finish_(mc_plan_ *p, const mc_gemm_call *call, const mc_bloc
     p->epi = contiguous && p->kern->epi != NULL ? p->kern->epi : mc_gemm_epi_scalar;
     p->ukr_epi = contiguous && p->kern->epi != NULL && g->alpha == 1.0f && g->beta == 0.0f
                      ? p->kern->ukr_epi : NULL;
-    p->nthreads = mc_rt_threads_for(call->batch * g->m * g->n * mc_max_(g->k, 1),
+    p->nthreads = mc_rt_threads_for(mc_work_mul(mc_work_mul(call->batch, g->m),
+                                                mc_work_mul(g->n, mc_max_(g->k, 1))),
                                     MC_GEMM_PARALLEL_MIN);
 }
 
@@ -474,7 +472,8 @@ static int mc_direct_ok_(const mc_gemm_kernel *kern, const mc_gemm_args *g)
 }
 
 /* Rows [m0, m1) x columns [n0, n1) of one item, on the calling thread, with B from `bs`.
- * Returns 0, 1 (a subnormal bfloat16 met by a pairs kernel: design f) or -1 (no memory). */
+ * Returns 0, 1 (a subnormal bfloat16 met by a pairs kernel: design f), -1 (no memory) or -2
+ * (a workspace too large to ask for). */
 static int mc_rect_(const mc_plan_ *p, const mc_gemm_args *gi, const mc_bsrc_ *bs, int64_t m0,
                     int64_t m1, int64_t n0, int64_t n1)
 {
@@ -490,8 +489,11 @@ static int mc_rect_(const mc_plan_ *p, const mc_gemm_args *gi, const mc_bsrc_ *b
     const int64_t bbytes = pack_b ? mc_round64_(ncpad / kern->nr * mc_bpanel_bytes_(p, blk->kc)) : 0;
     const int64_t abytes = mc_block_bytes_(kern, blk->mc, blk->kc);
     const int64_t tbytes = mc_round64_((int64_t)kern->mr * ldt * 4);
-    const int64_t cbytes = use_acc ? mc_round64_((m1 - m0) * ncmax * 4) : 0;
-    char *work = (char *)mc_workspace(MC_WS_WORK, bbytes + abytes + tbytes + cbytes);
+    const int64_t cbytes = use_acc ? mc_size_round64(mc_size_bytes(mc_size_mul(m1 - m0, ncmax), 4)) : 0;
+    const int64_t wbytes = mc_size_add(mc_size_add(bbytes, abytes), mc_size_add(tbytes, cbytes));
+    if (wbytes < 0 || wbytes > MC_BYTES_MAX)
+        return -2;
+    char *work = (char *)mc_workspace(MC_WS_WORK, wbytes);
     if (work == NULL)
         return -1;
     char *bp = work, *ap = work + bbytes;
@@ -717,15 +719,21 @@ static int mc_exec_(const mc_plan_ *p, const mc_gemm_call *call, const mc_bsrc_ 
         }
         /* design c: pack a column slab of B (phase 1), then its rectangles (phase 2) */
         const int nr = p->kern->nr;
-        const int64_t colbytes = mc_max_(mc_packed_bytes_(p->kern->pairs, p->belem, 1, job.gi.k, p->blk.kc), 1);
+        const int64_t panel = mc_packed_bytes_(p->kern->pairs, p->belem, nr, job.gi.k, p->blk.kc);
+        if (panel < 0)
+            return -2;
+        const int64_t colbytes = mc_max_(panel / nr, 1);
         const int64_t slab = mc_max_(MC_SLAB_BYTES_ / colbytes / nr, 1) * nr;
         for (int64_t s0 = 0; s0 < n && job.status == 0; s0 += slab) {
             const int64_t s1 = mc_min_(s0 + slab, n);
             job.npad = mc_ceil_div_(s1 - s0, nr) * nr;
             job.n0 = s0;
             job.n1 = s1;
-            job.dst = (char *)mc_workspace(MC_WS_SHARED, mc_packed_bytes_(p->kern->pairs, p->belem,
-                                                                          job.npad, job.gi.k, p->blk.kc));
+            const int64_t bytes = mc_packed_bytes_(p->kern->pairs, p->belem, job.npad, job.gi.k,
+                                                   p->blk.kc);
+            if (bytes < 0)
+                return -2;
+            job.dst = (char *)mc_workspace(MC_WS_SHARED, bytes);
             if (job.dst == NULL)
                 return -1;
             mc_panel_groups_(&job, job.gi.k, p->blk.kc, nr, nt);
@@ -749,17 +757,20 @@ static int mc_run_plan_(const mc_plan_ *p, const mc_gemm_call *call)
     const mc_packed *pk = call->packed;
     if (pk == NULL)
         return mc_exec_(p, call, NULL);
-    mc_bsrc_ bs = {pk->data, 0, mc_ceil_div_(pk->n, pk->nr) * pk->nr, pk->kc};
+    mc_bsrc_ bs = {pk->data, 0, mc_size_round_up(pk->n, pk->nr), pk->kc};
     const int widen = (pk->pairs && !p->kern->pairs) || (pk->elem == 2 && p->belem == 4);
     if (widen && pk->k > 0 && pk->n > 0) {
         mc_job_ job;
         memset(&job, 0, sizeof job);
         job.src = pk;
         job.npad = bs.npad;
-        job.dst = (char *)mc_workspace(MC_WS_SHARED, mc_packed_bytes_(0, 4, bs.npad, pk->k, pk->kc));
+        const int64_t bytes = mc_packed_bytes_(0, 4, bs.npad, pk->k, pk->kc);
+        if (bytes < 0)
+            return -2;
+        job.dst = (char *)mc_workspace(MC_WS_SHARED, bytes);
         if (job.dst == NULL)
             return -1;
-        const int nt = mc_rt_threads_for(pk->k * pk->n, MC_PACK_PARALLEL_MIN);
+        const int nt = mc_rt_threads_for(mc_work_mul(pk->k, pk->n), MC_PACK_PARALLEL_MIN);
         mc_panel_groups_(&job, pk->k, pk->kc, pk->nr, nt);
         mc_run(mc_unit_widen_, &job, mc_ceil_div_(pk->k, pk->kc) * job.ngroups, nt);
         bs.data = job.dst;
@@ -781,6 +792,10 @@ static int mc_gemm_planned_(const mc_level_kernels *lk, const mc_gemm_call *call
             return MC_GEMM_FORMAT;
     }
     mc_plan_finish_(&p, call, &want);
+    /* B's panels of one column block over all of K must be a size, whichever path packs them
+     * (a stride-0 B can claim any K; design b): the same refusal at every thread count */
+    if (pk == NULL && mc_packed_bytes_(p.kern->pairs, p.belem, p.kern->nr, call->g.k, p.blk.kc) < 0)
+        return MC_GEMM_TOOBIG;
     int r = mc_run_plan_(&p, call);
     if (r == 1) {                            /* design f: again, on float32 panels */
         p.kern = &lk->gemm.f32;
@@ -789,7 +804,7 @@ static int mc_gemm_planned_(const mc_level_kernels *lk, const mc_gemm_call *call
         mc_plan_finish_(&p, call, &want);
         r = mc_run_plan_(&p, call);
     }
-    return r < 0 ? MC_GEMM_NOMEM : MC_GEMM_OK;
+    return r == -2 ? MC_GEMM_TOOBIG : r < 0 ? MC_GEMM_NOMEM : MC_GEMM_OK;
 }
 
 int mc_gemm(const mc_gemm_call *call)
@@ -831,11 +846,11 @@ int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int
         out->elem = p.belem;
         out->nr = nr;
         out->kc = p.blk.kc;
-        const int64_t npad = mc_ceil_div_(n, nr) * nr;
+        const int64_t npad = mc_size_round_up(n, nr);
         out->nbytes = mc_packed_bytes_(p.kern->pairs, p.belem, npad, k, p.blk.kc);
         if (out->nbytes < 0) {
             out->nbytes = 0;
-            return MC_GEMM_NOMEM;
+            return MC_GEMM_TOOBIG;
         }
         if (out->nbytes == 0)
             return MC_GEMM_OK;
@@ -855,7 +870,7 @@ int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int
         job.npad = npad;
         job.n0 = 0;
         job.n1 = n;
-        const int nt = mc_rt_threads_for(k * n, MC_PACK_PARALLEL_MIN);
+        const int nt = mc_rt_threads_for(mc_work_mul(k, n), MC_PACK_PARALLEL_MIN);
         mc_panel_groups_(&job, k, p.blk.kc, nr, nt);
         mc_run(mc_unit_pack_, &job, mc_ceil_div_(k, p.blk.kc) * job.ngroups, nt);
         if (job.status == 0)

@@ -54,17 +54,20 @@ typedef struct {
     const mc_packed *packed;   /* B packed ahead (g.b unused), or NULL */
 } mc_gemm_call;
 
-enum { MC_GEMM_OK = 0, MC_GEMM_NOMEM = -1, MC_GEMM_FORMAT = -2 };
+enum { MC_GEMM_OK = 0, MC_GEMM_NOMEM = -1, MC_GEMM_FORMAT = -2, MC_GEMM_TOOBIG = -3 };
 
 /* One call: makes the plan (level, kernels, blocks, threads, accumulator, scratch) and runs it
  * on the team, all in the default floating-point environment.  MC_GEMM_FORMAT: the packed B's format
- * does not suit the current level. */
+ * does not suit the current level.  MC_GEMM_TOOBIG: a packing buffer or workspace whose size
+ * overflows or exceeds MC_BYTES_MAX (mc_checked.h; nothing is allocated for it). */
 int mc_gemm(const mc_gemm_call *call);
 /* The epilogue in plain C (mc_gemm_epi_fn; the generic level's, and every layout's the vector
  * epilogues do not take). */
 void mc_gemm_epi_scalar(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
                         int64_t i, int64_t j, int first, int last);
-/* Packs B (k x n, byte strides rs / cs) at the current level.  MC_GEMM_NOMEM or OK. */
+/* Packs B (k x n, byte strides rs / cs) at the current level.  OK, MC_GEMM_NOMEM, or
+ * MC_GEMM_TOOBIG when the panels' size overflows or exceeds MC_BYTES_MAX (out->nbytes 0, no
+ * buffer). */
 int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int64_t n,
                  mc_packed *out);
 void mc_gemm_packed_free(mc_packed *p);

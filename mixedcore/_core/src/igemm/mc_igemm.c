@@ -3,6 +3,7 @@
  * mc_igemm_generic.c). */
 #include <stdlib.h>
 #include <string.h>
+#include "mc_checked.h"
 #include "mc_igemm.h"
 #include "mc_igemm_scalar.h"
 #include "mc_kernels.h"
@@ -67,15 +68,12 @@ void mc_igemm_epi_scalar(const mc_igemm_args *g, const int32_t *tile, int ldt, i
 
 int64_t mc_igemm_packed_bytes(int nr, int64_t k, int64_t n, int64_t kc)
 {
-    /* per panel: every block's groups of 4 k and its nr sums */
-    const int64_t blocks = mc_ceil_div_(k, kc), full = k / kc, rest = k - full * kc;
-    const int64_t words = full * ((kc + 3) / 4) + (rest + 3) / 4 + blocks;   /* < 2**40 */
-    const int64_t panels = mc_ceil_div_(n, nr);
-    int64_t bytes;
-    if (n < 0 || panels > INT64_MAX / nr / 4 ||
-        __builtin_mul_overflow(panels * nr * 4, words, &bytes))
+    /* per panel: every block's groups of 4 k and its nr sums (mc_checked.h) */
+    if (k < 0 || kc <= 0)
         return -1;
-    return bytes;
+    const int64_t blocks = mc_size_ceil_div(k, kc), full = k / kc, rest = k - full * kc;
+    const int64_t words = mc_size_add(mc_size_mul(full, (kc + 3) / 4), (rest + 3) / 4 + blocks);
+    return mc_size_bytes(mc_size_mul(mc_size_round_up(n, nr), words), 4);
 }
 
 /* --- the plan --------------------------------------------------------------------------------- */
@@ -115,8 +113,11 @@ static int mc_irect_(const mc_iplan_ *p, const mc_igemm_args *gi, const mc_ibsrc
     const int64_t kqmax = (p->kc + 3) / 4;
     const int64_t abytes = mc_round64_(p->mc * kqmax * 4 * kern->a_elem);
     const int64_t tbytes = mc_round64_((int64_t)mr * ldt * 4);
-    const int64_t cbytes = use_acc ? mc_round64_((m1 - m0) * ncmax * 4) : 0;
-    char *work = (char *)mc_workspace(MC_WS_WORK, abytes + tbytes + cbytes);
+    const int64_t cbytes = use_acc ? mc_size_round64(mc_size_bytes(mc_size_mul(m1 - m0, ncmax), 4)) : 0;
+    const int64_t wbytes = mc_size_add(mc_size_add(abytes, tbytes), cbytes);
+    if (wbytes < 0 || wbytes > MC_BYTES_MAX)
+        return -2;
+    char *work = (char *)mc_workspace(MC_WS_WORK, wbytes);
     if (work == NULL)
         return -1;
     char *ap = work;
@@ -298,21 +299,26 @@ int mc_igemm(const mc_igemm_call *call)
     mc_fpenv_enter(&saved);
     mc_igemm_call c = *call;
     c.g.act_row = lk->act.forward;
-    p.nthreads = mc_rt_threads_for(call->batch * g0->m * g0->n * mc_max_(g0->k, 1),
+    p.nthreads = mc_rt_threads_for(mc_work_mul(mc_work_mul(call->batch, g0->m),
+                                               mc_work_mul(g0->n, mc_max_(g0->k, 1))),
                                    MC_IGEMM_PARALLEL_MIN);
     mc_ijob_ job;
     memset(&job, 0, sizeof job);
     job.p = &p;
     job.call = &c;
     const int nr = p.kern->nr;
-    job.bs.npad = mc_ceil_div_(g0->n, nr) * nr;
+    job.bs.npad = mc_size_round_up(g0->n, nr);
     job.bs.kc = p.kc;
     int r = MC_IGEMM_OK;
     if (call->packed != NULL) {
         job.bs.data = call->packed->data;
     } else if (g0->k > 0) {
         const int64_t bytes = mc_igemm_packed_bytes(nr, g0->k, g0->n, p.kc);
-        job.dst = bytes < 0 ? NULL : (char *)mc_workspace(MC_WS_SHARED, bytes);
+        if (bytes < 0) {
+            r = MC_IGEMM_TOOBIG;
+            goto done;
+        }
+        job.dst = (char *)mc_workspace(MC_WS_SHARED, bytes);
         if (job.dst == NULL) {
             r = MC_IGEMM_NOMEM;
             goto done;
@@ -322,13 +328,13 @@ int mc_igemm(const mc_igemm_call *call)
         job.b_cs = call->b_cs;
         job.k = g0->k;
         job.n = g0->n;
-        mc_ipack_all_(&job, mc_rt_threads_for(g0->k * g0->n, MC_IPACK_PARALLEL_MIN));
+        mc_ipack_all_(&job, mc_rt_threads_for(mc_work_mul(g0->k, g0->n), MC_IPACK_PARALLEL_MIN));
         job.bs.data = job.dst;
     }
     mc_irects_(&job, call->batch, g0->m, g0->n, p.nthreads);
     mc_run(mc_iunit_rect_, &job, call->batch * job.rg * job.cg, p.nthreads);
     if (job.status)
-        r = MC_IGEMM_NOMEM;
+        r = job.status == -2 ? MC_IGEMM_TOOBIG : MC_IGEMM_NOMEM;
 done:
     mc_fpenv_leave(&saved);
     return r;
@@ -353,8 +359,10 @@ int mc_igemm_pack(const int8_t *b, int64_t rs, int64_t cs, int64_t k, int64_t n,
     out->nr = p.kern->nr;
     out->kc = p.kc;
     out->nbytes = mc_igemm_packed_bytes(p.kern->nr, k, n, p.kc);
-    if (out->nbytes < 0)
-        return MC_IGEMM_NOMEM;
+    if (out->nbytes < 0) {
+        out->nbytes = 0;
+        return MC_IGEMM_TOOBIG;
+    }
     if (out->nbytes == 0 || k == 0)
         return MC_IGEMM_OK;
     void *data = NULL;
@@ -370,7 +378,7 @@ int mc_igemm_pack(const int8_t *b, int64_t rs, int64_t cs, int64_t k, int64_t n,
     job.k = k;
     job.n = n;
     job.dst = out->data;
-    mc_ipack_all_(&job, mc_rt_threads_for(k * n, MC_IPACK_PARALLEL_MIN));
+    mc_ipack_all_(&job, mc_rt_threads_for(mc_work_mul(k, n), MC_IPACK_PARALLEL_MIN));
     return MC_IGEMM_OK;
 }
 
@@ -430,7 +438,7 @@ void mc_igemm_quantize(const char *x, int type, int64_t rows, int64_t k, int64_t
         return;
     mc_fpenv saved;
     mc_fpenv_enter(&saved);
-    const int nt = mc_rt_threads_for(rows * mc_max_(k, 1), MC_IQUANT_PARALLEL_MIN);
+    const int nt = mc_rt_threads_for(mc_work_mul(rows, mc_max_(k, 1)), MC_IQUANT_PARALLEL_MIN);
     mc_iquant_job_ j = {mc_kernels(mc_rt_level())->igemm.quant, x, type, rows, k, x_rs, x_cs,
                         q_rs, 0, q, scale};
     j.band = mc_max_(mc_ceil_div_(rows, (int64_t)MC_UNITS_PER_THREAD_ * nt), 1);

@@ -65,18 +65,22 @@ typedef struct {
     int64_t kc;                /* K block depth when B is not packed (0: the level's) */
 } mc_igemm_call;
 
-enum { MC_IGEMM_OK = 0, MC_IGEMM_NOMEM = -1, MC_IGEMM_FORMAT = -2, MC_IGEMM_SIZE = -3 };
+enum { MC_IGEMM_OK = 0, MC_IGEMM_NOMEM = -1, MC_IGEMM_FORMAT = -2, MC_IGEMM_SIZE = -3,
+       MC_IGEMM_TOOBIG = -4 };
 
 /* One call, in the default floating-point environment.  MC_IGEMM_FORMAT: the packed B's NR is
- * not the current level's (nothing written).  MC_IGEMM_SIZE: K above MC_IGEMM_MAX_K. */
+ * not the current level's (nothing written).  MC_IGEMM_SIZE: K above MC_IGEMM_MAX_K.
+ * MC_IGEMM_TOOBIG: a packing buffer or workspace whose size overflows or exceeds MC_BYTES_MAX
+ * (mc_checked.h). */
 int mc_igemm(const mc_igemm_call *call);
 /* The epilogue in plain C (the generic and avx2 levels', and every strided layout's). */
 void mc_igemm_epi_scalar(const mc_igemm_args *g, const int32_t *tile, int ldt, int mr, int nr,
                          int64_t i, int64_t j, int first, int last);
-/* Bytes of B packed at a level's NR in blocks of kc, or -1 when the count overflows. */
+/* Bytes of B packed at a level's NR in blocks of kc, or -1 when the count overflows or exceeds
+ * MC_BYTES_MAX (mc_checked.h). */
 int64_t mc_igemm_packed_bytes(int nr, int64_t k, int64_t n, int64_t kc);
-/* Packs B (k x n, byte strides rs, cs) at the current level (kc 0: its default).  OK, NOMEM
- * or SIZE. */
+/* Packs B (k x n, byte strides rs, cs) at the current level (kc 0: its default).  OK, NOMEM,
+ * SIZE or TOOBIG (out->nbytes 0, no buffer). */
 int mc_igemm_pack(const int8_t *b, int64_t rs, int64_t cs, int64_t k, int64_t n, int64_t kc,
                   mc_ipacked *out);
 void mc_igemm_packed_free(mc_ipacked *p);

@@ -1,5 +1,6 @@
 /* Driver of the normalization family (layer normalization); see mc_norm.h. */
 #include <stddef.h>
+#include "mc_checked.h"
 #include "mc_convert_scalar.h"
 #include "mc_kernels.h"
 #include "mc_norm.h"
@@ -40,7 +41,7 @@ int mc_layer_norm(const mc_norm_job *job, int64_t rows)
         return MC_NORM_EARG;
     mc_norm_run_ run = {.fn = mc_kernels(mc_rt_level())->norm.layer_norm, .job = job,
                         .rows = rows, .unit = 0};
-    const int nt = mc_rt_threads_for(rows * job->n, MC_NORM_PARALLEL_MIN);
+    const int nt = mc_rt_threads_for(mc_work_mul(rows, job->n), MC_NORM_PARALLEL_MIN);
     run.unit = (rows + MC_NORM_UNITS_PER_THREAD_ * (int64_t)nt - 1) /
                (MC_NORM_UNITS_PER_THREAD_ * (int64_t)nt);
     if (run.unit < 1)

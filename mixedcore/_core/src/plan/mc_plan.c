@@ -29,6 +29,7 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         c.g.res = st->src2 >= 0 ? bufs[st->src2] : NULL;
         const int r = mc_gemm(&c);
         return r == MC_GEMM_OK ? MC_PLAN_OK : r == MC_GEMM_FORMAT ? MC_PLAN_FORMAT
+                                            : r == MC_GEMM_TOOBIG ? MC_PLAN_TOOBIG
                                                                    : MC_PLAN_NOMEM;
     }
     case MC_STEP_CONV: {
@@ -38,19 +39,24 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         c.res = st->src2 >= 0 ? bufs[st->src2] : NULL;
         const int r = mc_conv_gemm(&c);
         return r == MC_CONV_OK ? MC_PLAN_OK : r == MC_CONV_FORMAT ? MC_PLAN_FORMAT
+                                            : r == MC_CONV_TOOBIG ? MC_PLAN_TOOBIG
                                                                    : MC_PLAN_NOMEM;
     }
     case MC_STEP_DW: {
         mc_dw_call c = st->u.dw;
         c.x = bufs[st->src];
         c.out = bufs[st->dst];
-        return mc_conv_depthwise(&c) == MC_CONV_OK ? MC_PLAN_OK : MC_PLAN_NOMEM;
+        const int r = mc_conv_depthwise(&c);
+        return r == MC_CONV_OK ? MC_PLAN_OK : r == MC_CONV_TOOBIG ? MC_PLAN_TOOBIG
+                                                                   : MC_PLAN_NOMEM;
     }
     case MC_STEP_POOL: {
         mc_pool_call c = st->u.pool;
         c.x = bufs[st->src];
         c.out = bufs[st->dst];
-        return mc_pool(&c) == MC_POOL_OK ? MC_PLAN_OK : MC_PLAN_NOMEM;
+        const int r = mc_pool(&c);
+        return r == MC_POOL_OK ? MC_PLAN_OK : r == MC_POOL_TOOBIG ? MC_PLAN_TOOBIG
+                                                                   : MC_PLAN_NOMEM;
     }
     case MC_STEP_ADD: {
         const mc_add_call *c = &st->u.add;

@@ -61,11 +61,13 @@ typedef struct {
     } u;
 } mc_plan_step;
 
-enum { MC_PLAN_OK = 0, MC_PLAN_NOMEM = -1, MC_PLAN_FORMAT = -2, MC_PLAN_EARG = -3 };
+enum { MC_PLAN_OK = 0, MC_PLAN_NOMEM = -1, MC_PLAN_FORMAT = -2, MC_PLAN_EARG = -3,
+       MC_PLAN_TOOBIG = -4 };
 
 /* Runs steps [s0, s1) with buffer i at bufs[i].  Returns MC_PLAN_OK, or the failure of the
  * first step that failed (its index in *failed): MC_PLAN_NOMEM (scratch), MC_PLAN_FORMAT
- * (packed weights the current level cannot use), MC_PLAN_EARG (a step of unknown kind). */
+ * (packed weights the current level cannot use), MC_PLAN_EARG (a step of unknown kind),
+ * MC_PLAN_TOOBIG (a step's scratch whose size overflows or exceeds MC_BYTES_MAX). */
 int mc_plan_run(const mc_plan_step *steps, int64_t s0, int64_t s1, char *const *bufs,
                 int64_t *failed);
 

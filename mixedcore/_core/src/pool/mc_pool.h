@@ -25,7 +25,9 @@
 
 /* --- drivers ----------------------------------------------------------------------------------- */
 
-enum { MC_POOL_OK = 0, MC_POOL_NOMEM = -1 };
+/* MC_POOL_TOOBIG: a tap list or sum buffer whose size overflows or exceeds MC_BYTES_MAX
+ * (mc_checked.h; nothing is written). */
+enum { MC_POOL_OK = 0, MC_POOL_NOMEM = -1, MC_POOL_TOOBIG = -2 };
 
 typedef struct {
     mc_conv_geom geo;            /* kh, kw: pool size; dh = dw = 1 */

@@ -1,5 +1,6 @@
 /* Per-thread workspaces; see mc_workspace.h for the design. */
 #include "mc_workspace.h"
+#include "mc_checked.h"
 
 #include <stdlib.h>
 #if defined(__unix__) || defined(__APPLE__)
@@ -81,7 +82,7 @@ static mc_ws_ *mc_ws_get_(int create) { (void)create; return &mc_ws_local_; }
 void *mc_workspace(int slot, int64_t bytes)
 {
     mc_ws_ *ws = mc_ws_get_(1);
-    if (ws == NULL || slot < 0 || slot >= MC_WS_COUNT || bytes < 0 || bytes > INT64_MAX / 2)
+    if (ws == NULL || slot < 0 || slot >= MC_WS_COUNT || bytes < 0 || bytes > MC_BYTES_MAX)
         return NULL;
     if (bytes <= ws->bytes[slot])
         return ws->p[slot];

@@ -34,6 +34,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "mc_checked.h"
 #include "mc_convert.h"
 #include "mc_kernels.h"
 #include "mc_runtime.h"
@@ -172,9 +173,14 @@ static int mc_scan_build_(mc_scan_set_ *t, const mc_scan_array *arrays, int64_t 
         const int w = a->nd > 1 ? a->nd : 1;
         int64_t size = 1;
         for (int k = 0; k < a->nd; ++k)
-            size *= a->shape[k];
+            size = mc_size_mul(size, a->shape[k]);
         if (size == 0)
             continue;
+        if (size < 0) {
+            mc_scan_set_free_(t);
+            *index = i;
+            return MC_SCAN_TOOBIG;
+        }
         mc_scan_desc_ *d = &t->desc[t->count];
         d->type = a->type;
         d->itemsize = mc_dtype_size(a->type);
@@ -194,8 +200,13 @@ static int mc_scan_build_(mc_scan_set_ *t, const mc_scan_array *arrays, int64_t 
         for (int k = 0; k < nd; ++k)
             d->size *= d->shape[k];
         d->start = offset;
-        offset += d->size * d->itemsize;
+        offset = mc_size_add(offset, mc_size_mul(d->size, d->itemsize));
         t->count += 1;
+        if (offset < 0) {
+            mc_scan_set_free_(t);
+            *index = i;
+            return MC_SCAN_TOOBIG;
+        }
     }
     t->total_bytes = offset;
     return MC_SCAN_OK;

@@ -54,6 +54,8 @@ enum {
     MC_SCAN_SELF_OVERLAP = -2, /* unscale: array *index may reach an element twice */
     MC_SCAN_MAY_OVERLAP = -3,  /* unscale: the byte extents of two arrays intersect */
     MC_SCAN_EINVAL = -4,       /* array *index: a type code or nd out of range */
+    MC_SCAN_TOOBIG = -5,       /* with array *index the bytes to scan pass INT64_MAX
+                                  (mc_checked.h: each array's fit, not their sum) */
     MC_SCAN_MAXDIMS = 64,
 };
 

@@ -12,6 +12,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "mc_checked.h"
 #include "mc_convert_scalar.h"
 #include "mc_cpu.h"
 #include "mc_gemm.h"
@@ -34,18 +35,6 @@
 
 static int64_t mc_min_(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t mc_ceil_div_(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t mc_round64_(int64_t x) { return (x + 63) & ~(int64_t)63; }
-
-/* a * b into *r; 0 on overflow (or a negative operand). */
-static int mc_mul_(int64_t a, int64_t b, int64_t *r)
-{
-    return a >= 0 && b >= 0 && !__builtin_mul_overflow(a, b, r);
-}
-
-static int mc_add_(int64_t a, int64_t b, int64_t *r)
-{
-    return a >= 0 && b >= 0 && !__builtin_add_overflow(a, b, r);
-}
 
 /* --- packing (mc_wgemm.h, design b) ------------------------------------------------------- */
 
@@ -59,19 +48,21 @@ int mc_wgemm_pack(const int8_t *kernel, int bits, int64_t k, int64_t n, const fl
     out->grouped = block > 0;
     out->block = block > 0 ? block : k;
     out->nbytes = -1;
-    if (k <= 0 || n <= 0 || (bits != 4 && bits != 8) || out->block > INT64_MAX - 8)
+    if (k <= 0 || n <= 0 || (bits != 4 && bits != 8))
         return MC_WGEMM_TOOBIG;
-    out->groups = mc_ceil_div_(k, out->block);
-    out->kg = (out->block + MC_WGEMM_KB - 1) / MC_WGEMM_KB * MC_WGEMM_KB;
-    out->panels = mc_ceil_div_(n, MC_WGEMM_NW);
-    int64_t rows, pbytes, qbytes, cols, sbytes, total;
-    if (!mc_mul_(out->groups, out->kg, &rows) || !mc_mul_(rows, MC_WGEMM_NW * bits / 8, &pbytes) ||
-        !mc_mul_(pbytes, out->panels, &qbytes) || qbytes > INT64_MAX / 2 ||
-        !mc_mul_(out->panels, MC_WGEMM_NW, &cols) || !mc_mul_(cols, out->groups, &sbytes) ||
-        !mc_mul_(sbytes, 4, &sbytes) || sbytes > INT64_MAX / 4 ||
-        !mc_add_(mc_round64_(qbytes), 2 * mc_round64_(sbytes), &total) ||
-        (uint64_t)total > (uint64_t)SIZE_MAX)
+    out->groups = mc_size_ceil_div(k, out->block);
+    out->kg = mc_size_round_up(out->block, MC_WGEMM_KB);
+    out->panels = mc_size_ceil_div(n, MC_WGEMM_NW);
+    /* the panels, then the scales and the zero points (or their place) of every column and
+     * group, each rounded up to 64 bytes (mc_checked.h) */
+    const int64_t pbytes = mc_size_mul(mc_size_mul(out->groups, out->kg), MC_WGEMM_NW * bits / 8);
+    const int64_t qbytes = mc_size_round64(mc_size_bytes(pbytes, out->panels));
+    const int64_t sbytes = mc_size_round64(
+        mc_size_bytes(mc_size_mul(mc_size_mul(out->panels, MC_WGEMM_NW), out->groups), 4));
+    const int64_t total = mc_size_add(qbytes, mc_size_mul(sbytes, 2));
+    if (pbytes < 0 || total < 0 || total > MC_BYTES_MAX)
         return MC_WGEMM_TOOBIG;
+    const int64_t cols = out->panels * MC_WGEMM_NW;
     out->pbytes = pbytes;
     out->nbytes = total;
     char *mem = NULL;
@@ -80,8 +71,8 @@ int mc_wgemm_pack(const int8_t *kernel, int bits, int64_t k, int64_t n, const fl
     memset(mem, 0, (size_t)total);
     out->mem = mem;
     out->q = (uint8_t *)mem;
-    out->scale = (float *)(mem + mc_round64_(qbytes));
-    out->off = (float *)(mem + mc_round64_(qbytes) + mc_round64_(sbytes));
+    out->scale = (float *)(mem + qbytes);
+    out->off = (float *)(mem + qbytes + sbytes);
     const int bias8 = bits == 4 ? 8 : 0;
     const int64_t ld = bits == 4 ? (n + 1) / 2 : n;
     for (int64_t g = 0; g < out->groups; ++g)
@@ -361,8 +352,8 @@ static int mc_wgemm_small_(mc_wjob_ *job, int nthreads, int try_pairs)
     const int64_t chunk = mc_min_(call->m, MC_WGEMM_CHUNK_ROWS);
     int pairs = try_pairs;
     job->lda = job->kp;
-    int64_t bytes;
-    if (!mc_mul_(chunk, job->kp, &bytes) || !mc_mul_(bytes, 4, &bytes))
+    const int64_t bytes = mc_size_bytes(mc_size_mul(chunk, job->kp), 4);
+    if (bytes < 0)
         return MC_WGEMM_TOOBIG;
     char *abuf = (char *)mc_workspace(MC_WS_SHARED, bytes);
     if (abuf == NULL)
@@ -388,15 +379,6 @@ static int mc_wgemm_small_(mc_wjob_ *job, int nthreads, int try_pairs)
     return MC_WGEMM_OK;
 }
 
-/* bytes of `count` items of `size` bytes, rounded up to 64, into *r; 0 on overflow */
-static int mc_bytes_(int64_t count, int64_t size, int64_t *r)
-{
-    if (!mc_mul_(count, size, r) || *r > INT64_MAX - 63)
-        return 0;
-    *r = mc_round64_(*r);
-    return 1;
-}
-
 static int mc_wgemm_large_(mc_wjob_ *job, int nthreads)
 {
     const mc_wgemm_call *call = job->call;
@@ -412,22 +394,23 @@ static int mc_wgemm_large_(mc_wjob_ *job, int nthreads)
     const int64_t tpb = tiles < MC_WGEMM_BAND_TILES ? tiles : MC_WGEMM_BAND_TILES;
     job->band_rows = tpb * band->mr;
     const int64_t ftiles = mc_ceil_div_(job->band_rows, job->kern->mr);
-    int64_t rows, ab, bb, tb, pab = 0, pbb = 0, ptb = 0, total;
-    if (!mc_mul_(ftiles, job->kern->mr, &rows) || !mc_mul_(rows, job->kp, &ab) ||
-        !mc_bytes_(ab, 4, &ab) ||
-        !mc_bytes_(mc_min_(w->kg, MC_WGEMM_KCHUNK), (int64_t)nr * 4, &bb) ||
-        !mc_bytes_(rows, (int64_t)nr * 4, &tb))
-        return MC_WGEMM_TOOBIG;
-    if (job->pkern != NULL &&
-        (!mc_mul_(job->band_rows, job->kp, &pab) || !mc_bytes_(pab, 2, &pab) ||
-         !mc_bytes_(w->kg, (int64_t)nr * 2, &pbb) ||
-         !mc_bytes_(job->band_rows, (int64_t)nr * 4, &ptb)))
+    const int64_t rows = mc_size_mul(ftiles, job->kern->mr);
+    const int64_t ab = mc_size_round64(mc_size_bytes(mc_size_mul(rows, job->kp), 4));
+    const int64_t bb = mc_size_round64(mc_size_bytes(mc_min_(w->kg, MC_WGEMM_KCHUNK), (int64_t)nr * 4));
+    const int64_t tb = mc_size_round64(mc_size_bytes(rows, (int64_t)nr * 4));
+    int64_t pab = 0, pbb = 0, ptb = 0;
+    if (job->pkern != NULL) {
+        pab = mc_size_round64(mc_size_bytes(mc_size_mul(job->band_rows, job->kp), 2));
+        pbb = mc_size_round64(mc_size_bytes(w->kg, (int64_t)nr * 2));
+        ptb = mc_size_round64(mc_size_bytes(job->band_rows, (int64_t)nr * 4));
+    }
+    if (ab < 0 || bb < 0 || tb < 0 || pab < 0 || pbb < 0 || ptb < 0)
         return MC_WGEMM_TOOBIG;
     job->abytes = ab > pab ? ab : pab;
     job->bbytes = bb > pbb ? bb : pbb;
     job->tbytes = tb > ptb ? tb : ptb;
-    if (!mc_add_(job->abytes, job->bbytes, &total) || !mc_add_(total, job->tbytes, &total) ||
-        !mc_add_(total, job->tbytes, &total) || (uint64_t)total > (uint64_t)SIZE_MAX)
+    const int64_t total = mc_size_add(mc_size_add(job->abytes, job->bbytes), mc_size_mul(job->tbytes, 2));
+    if (total < 0 || total > MC_BYTES_MAX)
         return MC_WGEMM_TOOBIG;
     /* the bands' tiles split evenly, in a multiple of the threads' count of bands when there
      * are enough tiles (no thread left with one band more than the other) */
@@ -477,11 +460,9 @@ int mc_wgemm(const mc_wgemm_call *call)
     const int contiguous = call->o_cs == es &&
                            (call->bias == NULL || call->bias_s == 0 || call->bias_s == 4);
     job.epi = contiguous && lk->gemm.f32.epi != NULL ? lk->gemm.f32.epi : mc_gemm_epi_scalar;
-    int64_t work = call->m;
     int r;
-    if (!mc_mul_(work, w->n, &work) || !mc_mul_(work, w->k, &work))
-        work = INT64_MAX;
-    const int nthreads = mc_rt_threads_for(work, MC_WGEMM_PARALLEL_MIN);
+    const int nthreads = mc_rt_threads_for(mc_work_mul(mc_work_mul(call->m, w->n), w->k),
+                                           MC_WGEMM_PARALLEL_MIN);
     /* up to MC_WGEMM_PAIRS_M rows the small-M pair kernel streams the weights (design e), above
      * them gemm's pair micro-kernel (design g) is faster; gemm's float32 micro-kernels sum with
      * FMAs from the avx2 level up (design d), the generic one multiplies, then adds */
