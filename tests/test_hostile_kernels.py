@@ -12,7 +12,7 @@ import re
 import pytest
 
 import mixedcore.kernels as K
-from isolated import assert_finishes
+from isolated import assert_finishes, assert_refused
 
 _PRELUDE = """
 import numpy as np
@@ -264,3 +264,12 @@ def test_hostile_arrays(group):
                    if re.match(r"(with [^:]*: )?(refused|ok)\(", line))
     body += f"\nassert len(done) == {expected}, done\n"
     assert_finishes(body, timeout=120)
+
+
+def test_byte_swapped_broadcast_views_are_refused_before_their_copy():
+    assert_refused("""
+        import numpy as np
+        from mixedcore import kernels
+        x = np.broadcast_to(np.ones(1, ">f4"), (2**40, 2**20))
+        kernels.all_finite(x)
+        """, error=ValueError, match=["all_finite", "byte-swapped", str((2**40, 2**20))])

@@ -252,7 +252,7 @@ def add(a: ArrayLike, b: ArrayLike, *, activation: str | None = None,
             raise TypeError(f"{fname}: {what} must be float16, bfloat16 or float32, got "
                             f"{v.dtype}")
         check_bytes(fname, what, v.shape, 4)    # its copy, and the result (at most float32)
-        arrays.append(np.ascontiguousarray(as_native(v)))
+        arrays.append(np.ascontiguousarray(as_native(v, fname)))
     if arrays[0].shape != arrays[1].shape:
         raise ValueError(f"{fname}: a and b must have one shape, got {arrays[0].shape} and "
                          f"{arrays[1].shape}")

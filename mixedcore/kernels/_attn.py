@@ -27,7 +27,7 @@ def _operand(what, x):
         raise ValueError(f"attention: {what} must have 4 dimensions (batch, heads, positions, "
                          f"features), got shape {x.shape}")
     if not (x.dtype.isnative and x.flags.aligned):
-        x = as_native(x)
+        x = as_native(x, "attention")
     return x
 
 

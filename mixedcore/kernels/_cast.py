@@ -115,7 +115,7 @@ def cast(x: ArrayLike, dtype: DTypeLike, *, out: np.ndarray | None = None,
         if not out.flags.aligned:
             work = np.empty(x.shape, dtype=target)
     if not (x.dtype.isnative and x.flags.aligned):
-        x = as_native(x)
+        x = as_native(x, "cast")
     dst_code = FLOAT8_CODES[target] if target in FLOAT8_CODES else FLOAT_CODES[target]
     _lib.cast_into(x, work, src_code, dst_code, bool(saturate))
     if work is not result:

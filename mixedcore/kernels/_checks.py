@@ -40,8 +40,12 @@ def float_code(dtype):
     return code
 
 
-def as_native(x):
-    """``x`` in native byte order and aligned: a bit-exact copy when it is not."""
+def as_native(x, fname="mixedcore.kernels"):
+    """``x`` in native byte order and aligned: a bit-exact copy when it is not (after
+    check_bytes: a broadcast view copied takes the memory its shape claims)."""
+    if x.dtype.isnative and x.flags.aligned:
+        return x
+    check_bytes(fname, "a byte-swapped or unaligned input", x.shape, x.dtype.itemsize)
     if not x.dtype.isnative:
         x = x.byteswap().view(x.dtype.newbyteorder("="))
     if not x.flags.aligned:

@@ -112,7 +112,7 @@ def _operand(name, x):
         return x
     if _code(x) is None:
         raise TypeError(f"matmul: unsupported dtype {x.dtype} for {name}; supported: {GEMM_NAMES}")
-    return as_native(x)
+    return as_native(x, "matmul")
 
 
 def _batch_offsets(x, batch_shape):

@@ -30,7 +30,7 @@ def _float_array(fname, name, x):
     if native not in _FLOAT_CODES:
         raise TypeError(f"{fname}: unsupported dtype {x.dtype} for {name}; supported: "
                         f"{_FLOAT_NAMES}")
-    return as_native(x)
+    return as_native(x, fname)
 
 
 def quantize_rows(x: np.ndarray, *, out: np.ndarray | None = None,

@@ -36,7 +36,7 @@ def _operand(fname, what, x, array_like=False):
     if float_code(x.dtype) is None:
         raise TypeError(f"{fname}: {what} has unsupported dtype {x.dtype}; "
                         f"supported: {SUPPORTED_NAMES}")
-    return as_native(x)
+    return as_native(x, fname)
 
 
 def all_finite(*arrays: ArrayLike) -> bool:

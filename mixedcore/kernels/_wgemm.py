@@ -200,7 +200,7 @@ def matmul_quantized(a: ArrayLike, packed: PackedQuantized, *, bias: ArrayLike |
         raise ValueError(f"{fname}: a is 0-d; it needs at least 1 dimension (k,)")
     if _code(x) is None:
         raise TypeError(f"{fname}: unsupported dtype {x.dtype} for a; supported: {GEMM_NAMES}")
-    x = as_native(x)
+    x = as_native(x, fname)
     k, n = packed.shape
     if x.shape[-1] != k:
         raise ValueError(f"{fname}: a has shape {x.shape}, whose last dimension is not the "

@@ -96,4 +96,4 @@ def image_operand(fname, x, dtypes, names):
     if x.ndim != 4:
         raise ValueError(f"{fname}: x must have shape (batch, height, width, channels), got "
                          f"{x.shape}")
-    return contiguous(fname, "x", as_native(x))
+    return contiguous(fname, "x", as_native(x, fname))
