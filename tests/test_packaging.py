@@ -61,7 +61,8 @@ def test_sdist_has_no_generated_or_built_files(sdist_names):
     assert bad == []
 
 
-def test_licence_is_declared():
+def _pyproject():
+    """pyproject.toml of the checkout the tests run from (skipped elsewhere)."""
     if not IN_CHECKOUT:
         pytest.skip("not run from a source checkout")
     try:
@@ -69,7 +70,11 @@ def test_licence_is_declared():
     except ImportError:
         pytest.skip("tomllib needs Python 3.11")
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        project = tomllib.load(f)["project"]
+        return tomllib.load(f)
+
+
+def test_licence_is_declared():
+    project = _pyproject()["project"]
     assert project["license"] == "BSD-3-Clause"
     with open(os.path.join(ROOT, "LICENSE")) as f:
         text = f.read()
@@ -123,14 +128,7 @@ def test_a_module_built_for_another_python_is_named(tmp_path):
 
 
 def test_the_build_tools_command_matches_the_build_requirements():
-    if not IN_CHECKOUT:
-        pytest.skip("not run from a source checkout")
-    try:
-        import tomllib
-    except ImportError:
-        pytest.skip("tomllib needs Python 3.11")
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        requires = tomllib.load(f)["build-system"]["requires"]
+    requires = _pyproject()["build-system"]["requires"]
     command = mixedcore._BUILD_TOOLS
     assert command.startswith("python -m pip install ")
     named = [w.strip('"') for w in command.split()[4:]]
@@ -163,14 +161,9 @@ def test_python_m_mixedcore_from_the_clones_parent_says_so(tmp_path):
 
 def test_the_keras_extra_pins_what_ci_tests_with():
     """The ``keras`` extra is the Keras and torch that .ci/run installs for the interop tests."""
-    if not IN_CHECKOUT or not os.path.exists(os.path.join(ROOT, ".ci", "run")):
+    if not os.path.exists(os.path.join(ROOT, ".ci", "run")):
         pytest.skip("not run from a source checkout")
-    try:
-        import tomllib
-    except ImportError:
-        pytest.skip("tomllib needs Python 3.11")
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        extra = tomllib.load(f)["project"]["optional-dependencies"]["keras"]
+    extra = _pyproject()["project"]["optional-dependencies"]["keras"]
     with open(os.path.join(ROOT, ".ci", "run")) as f:
         installs = [line for line in f if line.startswith("python -m pip install") and "keras=" in line]
     assert len(installs) == 1
