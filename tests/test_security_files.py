@@ -244,7 +244,7 @@ def test_save_writes_no_named_temporary_but_its_own(tmp_path, monkeypatch):
 
 # -- the command line ---------------------------------------------------------------------------
 
-def _cli(*args, cwd=None):
+def _cli(*args, cwd=TESTS):
     env = dict(os.environ, PYTHONPATH=package_parent())
     return subprocess.run([sys.executable, "-m", "mixedcore", *args], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=300)
