@@ -126,3 +126,21 @@ def contiguous(fname, what, x):
     if not x.flags.c_contiguous:
         check_bytes(fname, what, x.shape, x.dtype.itemsize)
     return np.ascontiguousarray(x)
+
+
+def product_bias(fname, bias, n, codes, names, context=""):
+    """``(bias32, stride)`` for the ``bias`` of a matrix product with ``n`` columns: an ndarray
+    of a dtype in ``codes`` (either byte order) and shape (), (1,) or (n,), as a contiguous
+    float32 vector, and its stride in bytes for the core (0: one value for every column)."""
+    if not isinstance(bias, np.ndarray):
+        raise TypeError(f"{fname}: bias must be a numpy.ndarray, got {type(bias).__name__}")
+    native = bias.dtype if bias.dtype.isnative else bias.dtype.newbyteorder("=")
+    if native not in codes:
+        raise TypeError(f"{fname}: unsupported bias dtype {bias.dtype}; supported: {names}")
+    if bias.shape not in ((), (1,), (n,)):
+        raise ValueError(f"{fname}: bias has shape {bias.shape}, expected ({n},){context}")
+    if bias.dtype == np.float32 and bias.ndim == 1 and bias.flags.c_contiguous:
+        bias32 = bias
+    else:
+        bias32 = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
+    return bias32, (4 if bias32.shape[0] == n and n > 1 else 0)

@@ -14,7 +14,7 @@ from mixedcore._core._mixedcore import PackedMatrix
 from mixedcore.kernels._act import ACT_CODES
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._checks import (as_native, bfloat16, check_bytes, check_out, float_code,
-                                       new_array, resolve_dtype)
+                                       new_array, product_bias, resolve_dtype)
 from mixedcore.kernels._runtime import ISA_LEVELS
 
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
@@ -254,19 +254,9 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
     bias32 = None
     bias_stride = 0
     if bias is not None:
-        if not isinstance(bias, np.ndarray):
-            raise TypeError(f"matmul: bias must be a numpy.ndarray, got {type(bias).__name__}")
-        if _code(bias) is None:
-            raise TypeError(f"matmul: unsupported bias dtype {bias.dtype}; supported: {GEMM_NAMES}")
-        if bias.shape not in ((), (1,), (n,)):
-            raise ValueError(f"matmul: bias has shape {bias.shape}, expected ({n},) for "
-                             f"{a.shape} @ {b.shape}")
+        bias32, bias_stride = product_bias("matmul", bias, n, GEMM_CODES, GEMM_NAMES,
+                                           f" for {a.shape} @ {b.shape}")
         inputs.append(bias)
-        if bias.dtype == _F32 and bias.ndim == 1 and bias.flags.c_contiguous:
-            bias32 = bias
-        else:
-            bias32 = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
-        bias_stride = 4 if bias32.shape[0] == n and n > 1 else 0
 
     if c is None and beta32 != 0:
         raise ValueError(f"matmul: beta = {beta} needs c")

@@ -10,7 +10,8 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore._core._mixedcore import PackedInt8Matrix, PackedMatrix
-from mixedcore.kernels._checks import as_native, bfloat16, check_bytes, check_out, new_array
+from mixedcore.kernels._checks import (as_native, bfloat16, check_bytes, check_out, new_array,
+                                     product_bias)
 from mixedcore.kernels._gemm import ACTIVATIONS, _batch_offsets
 from mixedcore.kernels._runtime import ISA_LEVELS
 
@@ -248,12 +249,8 @@ def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarr
         inputs += [a_scale, b_scale]
     bias32, bias_stride = None, 0
     if bias is not None:
-        bias = _float_array(fname, "bias", bias)
-        if bias.shape not in ((), (1,), (n,)):
-            raise ValueError(f"{fname}: bias has shape {bias.shape}, expected ({n},)")
+        bias32, bias_stride = product_bias(fname, bias, n, _FLOAT_CODES, _FLOAT_NAMES)
         inputs.append(bias)
-        bias32 = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
-        bias_stride = 4 if bias32.shape[0] == n and n > 1 else 0
     if out is None:
         result = work = new_array(fname, "the result", out_shape, target)
     else:

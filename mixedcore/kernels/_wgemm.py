@@ -9,8 +9,9 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
 from mixedcore._core._mixedcore import PackedQuantized
-from mixedcore.kernels._checks import as_native, check_bytes, check_out, contiguous, new_array
-from mixedcore.kernels._gemm import _OUT_DTYPES, ACTIVATIONS, GEMM_CODES, GEMM_NAMES
+from mixedcore.kernels._checks import (as_native, check_bytes, check_out, contiguous, new_array,
+                                     product_bias)
+from mixedcore.kernels._gemm import _OUT_DTYPES, ACTIVATIONS, GEMM_CODES, GEMM_NAMES, _code
 
 _I8 = np.dtype(np.int8)
 _F32 = np.dtype(np.float32)
@@ -153,13 +154,6 @@ def pack_quantized(kernel: ArrayLike, *, bits: int, scale: ArrayLike,
     return _lib.wgemm_pack(kern, bits, k, n, sc, zp, block)
 
 
-def _code(x):
-    code = GEMM_CODES.get(x.dtype)
-    if code is None and not x.dtype.isnative:
-        code = GEMM_CODES.get(x.dtype.newbyteorder("="))
-    return code
-
-
 def matmul_quantized(a: ArrayLike, packed: PackedQuantized, *, bias: ArrayLike | None = None,
                      activation: str | None = None, out_dtype: DTypeLike | None = None,
                      out: np.ndarray | None = None) -> Any:
@@ -234,15 +228,9 @@ def matmul_quantized(a: ArrayLike, packed: PackedQuantized, *, bias: ArrayLike |
     bias32 = None
     bias_stride = 0
     if bias is not None:
-        b = _array(fname, "bias", bias)
-        if _code(b) is None:
-            raise TypeError(f"{fname}: unsupported bias dtype {b.dtype}; supported: "
-                            f"{GEMM_NAMES}")
-        if b.shape not in ((), (1,), (n,)):
-            raise ValueError(f"{fname}: bias has shape {b.shape}, expected ({n},)")
-        inputs.append(b)
-        bias32 = np.ascontiguousarray(b, dtype=np.float32).reshape(-1)
-        bias_stride = 4 if bias32.shape[0] == n and n > 1 else 0
+        bias = _array(fname, "bias", bias)
+        bias32, bias_stride = product_bias(fname, bias, n, GEMM_CODES, GEMM_NAMES)
+        inputs.append(bias)
 
     # the result, and the rows of an x that does not reshape without a copy
     check_bytes(fname, "x", x.shape, x.dtype.itemsize)
