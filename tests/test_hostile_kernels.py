@@ -273,3 +273,18 @@ def test_byte_swapped_broadcast_views_are_refused_before_their_copy():
         x = np.broadcast_to(np.ones(1, ">f4"), (2**40, 2**20))
         kernels.all_finite(x)
         """, error=ValueError, match=["all_finite", "byte-swapped", str((2**40, 2**20))])
+
+
+def test_all_finite_reads_a_broadcast_view_once_per_distinct_element():
+    """all_finite's answer depends on which values occur, not how often: a view claiming 2**51
+    elements through stride-0 axes returns at once, with the answer of the values it holds."""
+    assert_finishes("""
+        import ml_dtypes
+        import numpy as np
+        from mixedcore import kernels
+        for dtype in (np.float16, ml_dtypes.bfloat16, np.float32, np.float64):
+            for value, finite in ((1.0, True), (np.nan, False), (-np.inf, False)):
+                x = np.broadcast_to(np.array([2.0, value], dtype), (2**30, 2**20, 2))
+                assert kernels.all_finite(x, np.ones(3)) is finite, (dtype, value)
+                assert kernels.all_finite(x[:, :, :1]) is True
+        """, timeout=60)
