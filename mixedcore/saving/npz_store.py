@@ -291,26 +291,28 @@ _TORCH_MAGIC = 0x1950A86A20F9469CFC6C
 _TORCH_PROTOCOL = 1001
 
 
-class _Storage(_Sealed):
+class _Holding(_Sealed):
+    """A sealed holder of one array; its kind names it in errors."""
+    __slots__ = ("array",)
+    kind = ""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __repr__(self):
+        return f"a {self.kind}"
+
+
+class _Storage(_Holding):
     """A torch storage read from its bytes: a 1-d array."""
-    __slots__ = ("array",)
-
-    def __init__(self, array):
-        self.array = array
-
-    def __repr__(self):
-        return "a storage"
+    __slots__ = ()
+    kind = "storage"
 
 
-class _Tensor(_Sealed):
+class _Tensor(_Holding):
     """A torch tensor rebuilt from its storage."""
-    __slots__ = ("array",)
-
-    def __init__(self, array):
-        self.array = array
-
-    def __repr__(self):
-        return "a tensor"
+    __slots__ = ()
+    kind = "tensor"
 
 
 def _rebuild_tensor(budget, storage, offset, size, stride, *rest):
