@@ -26,8 +26,6 @@ nothing is allocated until the loader has compared the file's shapes with the mo
 tensor whose one sample is larger than the machine's memory is refused after the build (an
 absurd Input dimension), as ``add_weight`` refuses such a weight.
 """
-import contextlib
-import contextvars
 import difflib
 import inspect
 import json
@@ -40,7 +38,7 @@ from mixedcore._dtypes import np_dtype
 from mixedcore.layers import _ops
 from mixedcore.layers._base import memory_bytes, realize_placeholders
 from mixedcore.saving import object_registration as _registry
-from mixedcore.saving.file_utils import _fail
+from mixedcore.saving.file_utils import _SAFE_MODE, _fail
 from mixedcore.saving.weight_structure import _is_model
 
 _MODEL_CLASSES = ("Sequential", "Functional", "Model")
@@ -52,20 +50,6 @@ _CONTAINERS_FLOOR = 4096
 # A model nested in another adds 3 levels; 256 levels leave room for models nested about 80
 # deep, more than can run (each level of nesting is a call within a call).
 _MAX_DEPTH = 256
-# load_model's safe_mode while it rebuilds a model: a Lambda layer is read only when it is False
-_SAFE_MODE = contextvars.ContextVar("mixedcore_safe_mode", default=True)
-
-
-@contextlib.contextmanager
-def safe_mode_scope(safe_mode):
-    """Within: configs are read under ``safe_mode`` (Lambda layers refused when True)."""
-    token = _SAFE_MODE.set(bool(safe_mode))
-    try:
-        yield
-    finally:
-        _SAFE_MODE.reset(token)
-
-
 def _loads(owner, source, text, what=None):
     """The value of the JSON ``text`` (str or bytes) of a config, parsed within bounds:
     refused before parsing when it holds far more lists and objects than its entries can need,

@@ -31,18 +31,20 @@ _WRITTEN: set[tuple[int, ...]] = set()
 _CHECKED: set[tuple[tuple[int, ...], int, int]] = set()
 
 
-# Whether HDF5 files are read in a separate process before this one opens them (h5_store):
-# load_model's safe_mode; True elsewhere (load_weights).
-_CHECK_HDF5 = contextvars.ContextVar("mixedcore_check_hdf5", default=True)
+# load_model's safe_mode while it reads a file (True elsewhere, load_weights included): a
+# Lambda layer is read only when it is False (config), and HDF5 files are read in a separate
+# process before this one opens them when it is True (h5_store).
+_SAFE_MODE = contextvars.ContextVar("mixedcore_safe_mode", default=True)
 
 
 @contextlib.contextmanager
-def _hdf5_checks(on):
-    token = _CHECK_HDF5.set(bool(on))
+def safe_mode_scope(safe_mode):
+    """Within: files are read under ``safe_mode``."""
+    token = _SAFE_MODE.set(bool(safe_mode))
     try:
         yield
     finally:
-        _CHECK_HDF5.reset(token)
+        _SAFE_MODE.reset(token)
 
 
 def _identity(fd):

@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from mixedcore._dtypes import BF16 as _BF16
-from mixedcore.saving.file_utils import (_CHECK_HDF5, _CHECKED, _WRITTEN, _Array, _fail,
+from mixedcore.saving.file_utils import (_SAFE_MODE, _CHECKED, _WRITTEN, _Array, _fail,
                                          _identity)
 
 # HDF5 keeps attributes in the object header, whose limit Keras's legacy writer splits around.
@@ -188,7 +188,7 @@ def _open_h5(owner, source, path_or_file):
     h5py = _h5py()
     opened = None
     try:
-        if _CHECK_HDF5.get():
+        if _SAFE_MODE.get():
             if isinstance(path_or_file, str):
                 opened = open(path_or_file, "rb")
                 fd, start, size = opened.fileno(), 0, os.fstat(opened.fileno()).st_size

@@ -21,10 +21,9 @@ from mixedcore.saving import object_registration as _registry
 from mixedcore.saving.archive import (_CONFIG, _METADATA, _WEIGHTS_H5, _WEIGHTS_NPZ, _Archive,
                                       write_archive)
 from mixedcore.saving.config import (_as_policy, _dumps, _initialize_pending, _keras2_checked,
-                                     _loads, _model_dict, _model_from_dict, _written_by_keras2,
-                                     safe_mode_scope)
+                                     _loads, _model_dict, _model_from_dict, _written_by_keras2)
 from mixedcore.saving.file_utils import (_KERAS_FORMAT_VERSION, _atomic_write, _fail, _kind,
-                                         _hdf5_checks, _path_of, _reading)
+                                         _path_of, _reading, safe_mode_scope)
 from mixedcore.saving.h5_store import _H5Store, _h5py, _legacy_weights_group, _open_h5, _text
 from mixedcore.saving.npz_store import _load_npz
 from mixedcore.saving.weight_structure import (_load_legacy, _load_structured,
@@ -153,7 +152,7 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True, dtyp
         raise TypeError(f"{owner}: compile must be a bool, got {compile!r}")
     if not isinstance(safe_mode, (bool, np.bool_)):
         raise TypeError(f"{owner}: safe_mode must be a bool, got {safe_mode!r}")
-    with safe_mode_scope(safe_mode), _hdf5_checks(safe_mode), _reading(owner, path):
+    with safe_mode_scope(safe_mode), _reading(owner, path):
         return _load_model(owner, path, custom, policy, compile)
 
 
