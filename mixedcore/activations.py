@@ -27,6 +27,7 @@ floating-point warnings are raised.
 import functools
 import math
 
+import ml_dtypes
 import numpy as np
 
 from mixedcore import kernels
@@ -36,13 +37,15 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
            "softplus", "softsign", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
            "mish", "tanh", "sigmoid", "log_sigmoid", "sparse_sigmoid", "softmax", "log_softmax",
            "exponential", "linear", "tanh_shrink", "squareplus", "sparse_plus", "soft_shrink",
-           "hard_shrink", "get", "serialize", "deserialize", "resolve", "forward", "backward",
-           "FUSED", "NAMES"]
+           "hard_shrink", "get", "serialize", "deserialize", "resolve", "forward", "forward_to",
+           "backward", "FUSED", "NAMES"]
 
 # Names the fused GEMM epilogue of kernels.matmul applies itself.
 FUSED = ("relu", "gelu", "sigmoid", "tanh", "relu6", "silu", "hard_sigmoid", "hard_silu")
 # Names kernels.activation / activation_grad compute for float32 arrays.
 _COMPILED = FUSED
+
+_OUT_16 = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 _SQRT_HALF = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
@@ -448,6 +451,16 @@ def forward(name, x, axis=-1):
     return _eval(name, x)
 
 
+def forward_to(name, x, dtype, axis=-1):
+    """``name(x)`` rounded once to ``dtype`` (a numpy dtype).  Into float16 or bfloat16 from
+    float32, the compiled functions give the value a fused epilogue stores for that output
+    type (gelu evaluated in float32; docs/gemm.md, "Activation")."""
+    if (x.dtype == np.float32 and name in _COMPILED and dtype != x.dtype
+            and dtype in _OUT_16):
+        return kernels.activation(x, name, out_dtype=dtype)
+    return _finish(forward(name, x, axis), dtype)
+
+
 def backward(name, dy, x, y, axis=-1):
     """Gradient with respect to the input, given the output gradient ``dy``, input ``x`` and
     output ``y`` (all float32 or all float64; only softmax and log_softmax use ``y``)."""
@@ -487,7 +500,7 @@ def _finish(y, dtype):
 def _elementwise(name, x, **params):
     xw, dtype = _as_float(x)
     if not params and name in _COMPILED and xw.dtype == np.float32:
-        return _finish(kernels.activation(xw, name), dtype)
+        return kernels.activation(xw, name, out_dtype=dtype if dtype in _OUT_16 else None)
     return _finish(_eval(name, xw, **params), dtype)
 
 

@@ -165,10 +165,10 @@ def test_gemm_epilogue_equals_the_elementwise_kernel(isa_level, name, strided):
     else:
         got = kernels.matmul(col, one, activation=name)[:, 0]
     assert_bits_equal(got, kernels.activation(z, name))
-    # 16-bit output: the same float32 value rounded once
+    # 16-bit output: activation's value for that output type (gelu: evaluated in float32)
     got16 = kernels.matmul(col, one, activation=name, out_dtype="bfloat16")[:, 0]
     assert np.array_equal(got16.view(np.uint16),
-                          kernels.cast(kernels.activation(z, name), BF16).view(np.uint16))
+                          kernels.activation(z, name, out_dtype=BF16).view(np.uint16))
 
 
 @pytest.mark.parametrize("name", FUSED)
@@ -195,7 +195,7 @@ def test_gemm_epilogue_with_bias_over_full_tiles(isa_level, name):
     finally:
         kernels.set_gemm_blocks()
     assert np.array_equal(got.view(np.uint16),
-                          kernels.cast(kernels.activation(z, name), np.float16).view(np.uint16))
+                          kernels.activation(z, name, out_dtype=np.float16).view(np.uint16))
 
 
 # --- accuracy -----------------------------------------------------------------------------------
@@ -265,6 +265,59 @@ def test_forward_accuracy_against_math(isa_level, name):
     got = kernels.activation(x, name)
     ref = np.array([ref_forward64(name, float(v)) for v in x])
     check_rounding(got, ref)
+
+
+def ulp16(r, dtype):
+    """The spacing of ``dtype`` (bfloat16 or float16) at |r|, subnormals included."""
+    bits, emin = (8, -126) if dtype == BF16 else (11, -14)
+    e = np.frexp(np.abs(r))[1] - 1
+    return np.ldexp(1.0, np.maximum(e, emin) - (bits - 1))
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.dtype(np.float16)], ids=["bfloat16", "float16"])
+def test_gelu_for_16_bit_outputs(isa_level, dtype):
+    """activation(x, "gelu", out_dtype=16 bits) is gelu evaluated in float32: within 2**-18
+    (relative) of the exact value before its one rounding to 16 bits, so within half a 16-bit
+    ulp plus that; the same bits at every level; the other activations round their float32
+    value."""
+    x = np.concatenate([accuracy_points(), np.linspace(-14.5, -2, 20001).astype(F32),
+                        np.linspace(2, 30, 2001).astype(F32)])
+    got = kernels.activation(x, "gelu", out_dtype=dtype)
+    assert got.dtype == dtype
+    ref = np.array([ref_forward64("gelu", float(v)) for v in x])
+    with np.errstate(over="ignore"):
+        err = np.abs(got.astype(np.float64) - ref)
+    bound = 0.5 * ulp16(ref, dtype) + 2.0 ** -18 * np.abs(ref)
+    worst = np.argmax(err / bound)
+    assert (err <= bound).all(), (x[worst], got[worst], ref[worst])
+    sweep = sweep_values()
+    want = at_level("generic", kernels.activation, sweep, "gelu", out_dtype=dtype)
+    assert np.array_equal(kernels.activation(sweep, "gelu", out_dtype=dtype).view(np.uint16),
+                          want.view(np.uint16))
+    special = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, -20.0], F32)
+    out = kernels.activation(special, "gelu", out_dtype=dtype).astype(np.float64)
+    assert out[0] == np.inf and out[1] == 0.0 and np.isnan(out[2])
+    assert (np.signbit(out[3:]) == [False, True, True]).all() and (out[3:] == 0).all()
+    for name in ("relu", "silu", "tanh"):
+        assert np.array_equal(kernels.activation(sweep, name, out_dtype=dtype).view(np.uint16),
+                              kernels.cast(kernels.activation(sweep, name), dtype).view(np.uint16))
+
+
+def test_activation_out_dtype_errors():
+    x = np.linspace(-3, 3, 12, dtype=F32).reshape(3, 4)
+    with pytest.raises(TypeError, match=r"activation: unsupported out_dtype float64"):
+        kernels.activation(x, "gelu", out_dtype=np.float64)
+    with pytest.raises(TypeError, match=r"activation: unsupported target dtype int8"):
+        kernels.activation(x, "gelu", out_dtype=np.int8)
+    with pytest.raises(ValueError, match=r"activation: out has dtype float32, expected bfloat16"):
+        kernels.activation(x, "gelu", out_dtype=BF16, out=np.empty((3, 4), F32))
+    out = np.empty((3, 4), BF16)
+    assert kernels.activation(x, "gelu", out_dtype="bfloat16", out=out) is out
+    out2 = np.empty((4, 3), BF16).T                 # out's own 16-bit dtype, any strides
+    assert kernels.activation(x, "gelu", out=out2) is out2
+    assert np.array_equal(out2.view(np.uint16), out.view(np.uint16))
+    assert np.array_equal(out.view(np.uint16),
+                          kernels.activation(x, "gelu", out_dtype=BF16).view(np.uint16))
 
 
 @pytest.mark.parametrize("name", SMOOTH)
@@ -564,14 +617,16 @@ def test_sequential_training_equals_inference(policy, name):
 
 def test_activation_layer_uses_the_kernel_under_16bit_policies():
     """An Activation layer is kernels.activation, bit for bit: in float32, and under a 16-bit
-    policy on the input widened exactly, with the result rounded once."""
+    policy on the input widened exactly, rounded once to the compute dtype as a fused epilogue
+    rounds (gelu evaluated in float32)."""
     rng = np.random.default_rng(2)
-    x = (rng.standard_normal((8, 16)) * 4).astype(np.float32)
+    x = (rng.standard_normal((64, 256)) * 4).astype(np.float32)
     for name in FUSED:
         _same(layers.Activation(name)(x), kernels.activation(x, name))
-        got = layers.Activation(name, dtype="mixed_bfloat16")(x)
-        _same(got, kernels.cast(kernels.activation(kernels.cast(kernels.cast(x, BF16), F32),
-                                                   name), BF16))
+        for policy, dt in (("mixed_bfloat16", BF16), ("mixed_float16", np.dtype(np.float16))):
+            got = layers.Activation(name, dtype=policy)(x)
+            _same(got, kernels.activation(kernels.cast(kernels.cast(x, dt), F32), name,
+                                          out_dtype=dt))
 
 
 # --- softmax ------------------------------------------------------------------------------------
@@ -608,6 +663,46 @@ def test_softmax_accuracy_and_levels(isa_level, log):
         finally:
             kernels.set_isa(previous)
         np.testing.assert_array_equal(got.view(np.uint32), again.view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.dtype(np.float16)], ids=["bfloat16", "float16"])
+def test_softmax_for_16_bit_outputs(isa_level, dtype):
+    """out_dtype float16 / bfloat16: the float32 softmax (the fused attention's), within 2**-17
+    of the exact probabilities before the one rounding to 16 bits, so within half a 16-bit ulp
+    plus that; the same bits at every level and along every axis; masked-style -1e9 scores and
+    special rows as in float32."""
+    rng = np.random.default_rng(8)
+    for shape, spread in [((1, 1), 1), ((3, 7), 3), ((64, 128), 4), ((5, 1000), 20), ((2, 33), 40)]:
+        x = (rng.standard_normal(shape) * spread).astype(np.float32)
+        x[:, ::5] = -1e9
+        got = kernels.softmax(x, out_dtype=dtype)
+        assert got.dtype == dtype
+        ref = _softmax_ref(x, -1, False).astype(np.float64)
+        err = np.abs(got.astype(np.float64) - ref)
+        near = x - x.max(axis=-1, keepdims=True) >= -88
+        bound = np.where(near, 0.5 * ulp16(ref, dtype) + 2.0 ** -17 * ref, 0.5 * ulp16(ref, dtype)
+                         + 2.0 ** -40)
+        assert (err <= bound).all(), shape
+        want = at_level("generic", kernels.softmax, x, out_dtype=dtype)
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    y = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(kernels.softmax(y, axis=1, out_dtype=dtype).view(np.uint16),
+                                  np.moveaxis(kernels.softmax(np.moveaxis(y, 1, -1),
+                                                              out_dtype=dtype), -1, 1)
+                                  .view(np.uint16))
+    special = np.array([[1, np.nan, 2], [np.inf, 0, 1], [-np.inf, 0, 0]], np.float32)
+    got = kernels.softmax(special, out_dtype=dtype).astype(np.float32)
+    assert np.isnan(got[:2]).all() and (got[2] == [0.0, 0.5, 0.5]).all()
+    out = np.empty((3, 3), dtype)
+    assert kernels.softmax(special, out=out) is out
+    np.testing.assert_array_equal(out.view(np.uint16),
+                                  kernels.softmax(special, out_dtype=dtype).view(np.uint16))
+    # log-softmax into 16 bits: the float64 one, rounded once
+    np.testing.assert_array_equal(
+        kernels.softmax(y, log=True, out_dtype=dtype).view(np.uint16),
+        kernels.cast(kernels.softmax(y, log=True), dtype).view(np.uint16))
+    with pytest.raises(TypeError, match="softmax: unsupported out_dtype float64"):
+        kernels.softmax(y, out_dtype=np.float64)
 
 
 def test_softmax_threads_and_axes():

@@ -57,10 +57,9 @@ def unfused(q, k, v, scale, mask=None, causal=False, out_dtype=None):
         m = band if m is None else m & band
     if m is not None:
         sc = np.where(m, sc, np.float32(-1e9))
-    p = kernels.softmax(sc, -1)
+    p = kernels.softmax(sc, -1, out_dtype=cd)       # 16-bit inputs: the float32 softmax
     if m is not None:
-        p = np.where(m, p, np.float32(0))
-    p = p.astype(cd)
+        p = np.where(m, p, cd.type(0))
     return kernels.matmul(p, v, out_dtype=out_dtype or cd)
 
 

@@ -30,6 +30,8 @@ def scaled_ref(acc, a_scale, b_scale, bias=None, activation=None, out_dtype=np.f
     y = acc.astype(np.float32) / (b_scale.astype(np.float32) * a_scale.astype(np.float32))
     if bias is not None:
         y = y + bias.astype(np.float32)
+    if activation is not None and np.dtype(out_dtype) != np.float32:
+        return kernels.activation(y, activation, out_dtype=out_dtype)   # gelu: float32-evaluated
     if activation is not None:
         y = kernels.activation(y, activation)
     with np.errstate(over="ignore"):               # float16 overflows to inf, as it should

@@ -162,9 +162,10 @@ def test_bias_activation_out_dtype(out_dtype, activation):
     bias = rng.standard_normal(45).astype(np.float32)
     plain = kernels.matmul_quantized(a, pw)
     want = (plain + bias).astype(np.float32)
-    if activation is not None:
-        want = kernels.activation(want, activation)
-    want = want.astype(DTYPES[out_dtype])
+    if activation is None:
+        want = want.astype(DTYPES[out_dtype])
+    else:
+        want = kernels.activation(want, activation, out_dtype=DTYPES[out_dtype])
     for level in kernels.available_isas():
         got = at_level(level, kernels.matmul_quantized, a, pw, bias=bias, activation=activation,
                        out_dtype=out_dtype)

@@ -1,4 +1,5 @@
-"""Fits the float64 polynomials of mixedcore/_core/src/act/mc_act_scalar.h and prints them as C.
+"""Fits the polynomials of mixedcore/_core/src/act/mc_act_scalar.h and prints them as C: the
+float64 ones, then the float32 ones of gelu for 16-bit outputs (design f there).
 
 Each function is interpolated at 64 Chebyshev nodes in 50-digit arithmetic (mpmath), the
 Chebyshev series is cut at the chosen degree, converted to monomials of the evaluation variable
@@ -9,6 +10,8 @@ points of the interval) and the condition of the monomial evaluation, max sum|a_
 
     python tools/fit_activations.py            # needs mpmath
 """
+import struct
+
 import mpmath as mp
 
 mp.mp.dps = 50
@@ -53,6 +56,23 @@ FITS = [
 ]
 
 
+# the float32 fits: coefficients rounded to float32 (the report's fit error includes that)
+FITS_F32 = [
+    ("mc_act_exp16_c_", mp.exp, (mp.mpf("-0.35"), mp.mpf("0.35")), 6,
+     "e**r, |r| <= ln2 / 2 (plus rounding)"),
+    ("mc_act_q16_", lambda t: q_of_s(2 * (t + 1)), (-1, 1), 7,
+     "Q(t), t = x*x / 2 - 1, x*x in [0, 4]: (Phi(x) - 1/2) / x"),
+    ("mc_act_m16_", lambda t: m_of_a((5 + t) / (1 - t)) / mp.sqrt(2 * mp.pi),
+     (-1, mp.mpf(9) / 15), 8,
+     "M(t) / sqrt(2 pi), t = (a - 5) / (a + 1), a = |x| in [2, 14]: a Phi(-a) / exp(-a*a / 2)"),
+]
+
+
+def to_float32(v):
+    """v rounded to the nearest float32 (ties to even), as a Python float."""
+    return struct.unpack("f", struct.pack("f", float(v)))[0]
+
+
 def cheb_coeffs(f, lo, hi, n=NODES):
     nodes = [mp.cos(mp.pi * (k + mp.mpf(1) / 2) / n) for k in range(n)]
     vals = [f((hi - lo) / 2 * u + (hi + lo) / 2) for u in nodes]
@@ -84,10 +104,10 @@ def to_monomials(c, deg, lo, hi):
     return out
 
 
-def report(name, f, lo, hi, deg, what):
+def report(name, f, lo, hi, deg, what, single=False):
     lo, hi = mp.mpf(lo), mp.mpf(hi)
     c = cheb_coeffs(f, lo, hi)
-    a = [float(v) for v in to_monomials(c, deg, lo, hi)]
+    a = [to_float32(v) if single else float(v) for v in to_monomials(c, deg, lo, hi)]
     worst, cond = 0, 0
     for i in range(4001):
         t = lo + (hi - lo) * i / 4000
@@ -98,9 +118,9 @@ def report(name, f, lo, hi, deg, what):
     print(f"/* {what};\n * degree {deg}, fit error {float(worst):.1e} (relative), "
           f"Horner condition {float(cond):.2f}, first dropped Chebyshev term "
           f"{float(abs(c[deg + 1])):.1e} */")
-    print(f"static const double {name}[{deg + 1}] = {{")
+    print(f"static const {'float' if single else 'double'} {name}[{deg + 1}] = {{")
     for v in a:
-        print(f"    {v!r},")
+        print(f"    {v!r}{'f' if single else ''},")
     print("};")
 
 
@@ -112,3 +132,5 @@ if __name__ == "__main__":
     print(f"#define MC_ACT_X0_HI {hi!r}\n#define MC_ACT_X0_LO {lo!r}")
     for name, f, (lo, hi), deg, what in FITS:
         report(name, f, lo, hi, deg, what)
+    for name, f, (lo, hi), deg, what in FITS_F32:
+        report(name, f, lo, hi, deg, what, single=True)

@@ -10,7 +10,7 @@ cdef extern from "mc_act.h" nogil:
     int MC_ACT_OK
     int mc_act_forward(int act, const float *x, float *y, int64_t n)
     int mc_act_backward(int act, const float *dy, const float *x, float *dx, int64_t n)
-    int mc_softmax(const float *x, float *y, int64_t rows, int64_t n, int log_)
+    int mc_softmax(const float *x, float *y, int64_t rows, int64_t n, int mode)
 
 
 cdef inline int _act_check(int r, str name) except -1:
@@ -42,11 +42,12 @@ def act_backward(cnp.ndarray dy, cnp.ndarray x, cnp.ndarray dx, int act):
     _act_check(r, "act_backward")
 
 
-def act_softmax(cnp.ndarray x, cnp.ndarray y, int64_t rows, int64_t n, bint log_):
-    """Softmax (or log-softmax) of ``rows`` contiguous rows of ``n`` float32 (validated)."""
+def act_softmax(cnp.ndarray x, cnp.ndarray y, int64_t rows, int64_t n, int mode):
+    """Softmax of ``rows`` contiguous rows of ``n`` float32 (validated): mode 0 softmax, 1
+    log-softmax, 2 softmax for a 16-bit result (float32 inside)."""
     cdef const float *xp = <const float *>cnp.PyArray_DATA(x)
     cdef float *yp = <float *>cnp.PyArray_DATA(y)
     cdef int r
     with nogil:
-        r = mc_softmax(xp, yp, rows, n, log_)
+        r = mc_softmax(xp, yp, rows, n, mode)
     _act_check(r, "softmax")

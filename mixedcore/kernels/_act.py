@@ -1,17 +1,24 @@
 """Elementwise activation functions and their derivatives on float32 arrays."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
+from mixedcore.kernels._cast import cast
 from mixedcore.kernels._checks import (FLOAT_CODES, as_native, check_bytes, check_out,
-                                       float_code, new_array, resolve_dtype)
+                                       float_code, new_array, out_dtype_of, resolve_dtype)
 
 # name -> activation code of the compiled core (mc_act.h); the same codes as matmul's epilogue
 ACT_CODES = {"linear": 0, "relu": 1, "gelu": 2, "sigmoid": 3, "tanh": 4, "relu6": 5, "silu": 6,
              "hard_sigmoid": 7, "hard_silu": 8, "swish": 6, "hard_swish": 8}
+# gelu evaluated in float32, the core's gelu for a 16-bit result, and the softmax modes
+# (mc_act_kernels.h)
+_GELU_16 = 9
+_SOFTMAX_EXP, _SOFTMAX_LOG, _SOFTMAX_16 = 0, 1, 2
 _F32 = np.dtype(np.float32)
+_OUT_16 = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _F32_CODE = FLOAT_CODES[_F32]
 
 
@@ -62,7 +69,8 @@ def _finish(result, work, direct, order):
     return result
 
 
-def activation(x: ArrayLike, name: str, *, out: np.ndarray | None = None) -> np.ndarray:
+def activation(x: ArrayLike, name: str, *, out: np.ndarray | None = None,
+               out_dtype: DTypeLike | None = None) -> np.ndarray:
     """Apply an activation function elementwise to a float32 array.
 
     Parameters
@@ -73,14 +81,18 @@ def activation(x: ArrayLike, name: str, *, out: np.ndarray | None = None) -> np.
         One of "linear" (the identity), "relu", "gelu", "sigmoid", "tanh", "relu6", "silu"
         ("swish"), "hard_sigmoid", "hard_silu" ("hard_swish").
     out : ndarray, optional
-        Where to write the result: float32, ``x``'s shape, writable, not overlapping ``x``.  Any
-        strides (a non-contiguous ``out`` is filled from a contiguous result).
+        Where to write the result: ``out_dtype``, ``x``'s shape, writable, not overlapping ``x``.
+        Any strides (a non-contiguous ``out`` is filled from a contiguous result).
+    out_dtype : float32, float16 or bfloat16, optional
+        The type the result is rounded to, as the fused epilogue of ``matmul``, ``conv2d`` and
+        ``add`` rounds it (see Notes for gelu); by default ``out``'s dtype when it is a 16-bit
+        one, else float32.
 
     Returns
     -------
     ndarray
-        ``out`` if given, else a new float32 array of ``x``'s shape (Fortran-ordered when ``x``
-        is Fortran-ordered, else C-ordered).
+        ``out`` if given, else a new array of ``out_dtype`` and ``x``'s shape (Fortran-ordered
+        when ``x`` is Fortran-ordered, else C-ordered).
 
     Raises
     ------
@@ -101,16 +113,29 @@ def activation(x: ArrayLike, name: str, *, out: np.ndarray | None = None) -> np.
     others are evaluated in float64 and rounded once: within 1 ulp of the correctly rounded
     float32 result, and equal to it except when the exact value lies within about 1e-15
     (relative) of a rounding boundary.
+    With a float16 or bfloat16 ``out_dtype``, gelu is evaluated in float32 instead (relative
+    error below 2**-18 before the rounding to 16 bits; docs/gemm.md), as every fused epilogue
+    with a 16-bit output evaluates it: the result is the correctly rounded 16-bit value or,
+    within 2**-18 of a rounding boundary, its neighbour.
     Results are bit-identical at every ISA level.  A NaN input gives that NaN (quieted; relu
     passes it unchanged); infinities give the limits (``gelu(-inf) = -0.0``).  No floating-point
     warnings are raised.  docs/gemm.md ("Activation") has the algorithms and measured accuracy.
     """
     code = _act_code("activation", name)
     x = _float32_input("activation", "x", x)
+    if out_dtype is None and isinstance(out, np.ndarray) and out.dtype in _OUT_16:
+        out_dtype = out.dtype
+    target = out_dtype_of("activation", out_dtype)
     order = _order(x)
-    result, work, direct = _output("activation", out, x.shape, order, (x,))
-    _lib.act_forward(_flat(x, order), work, code)
-    return _finish(result, work, direct, order)
+    if target == _F32:
+        result, work, direct = _output("activation", out, x.shape, order, (x,))
+        _lib.act_forward(_flat(x, order), work, code)
+        return _finish(result, work, direct, order)
+    if out is not None:
+        check_out("activation", out, x.shape, target, (x,))
+    work = new_array("activation", "the float32 values", (x.size,), _F32)
+    _lib.act_forward(_flat(x, order), work, _GELU_16 if code == ACT_CODES["gelu"] else code)
+    return cast(work.reshape(x.shape, order=order), target, out=out)
 
 
 def activation_grad(dy: ArrayLike, x: ArrayLike, name: str, *,
@@ -168,8 +193,8 @@ def activation_grad(dy: ArrayLike, x: ArrayLike, name: str, *,
     return _finish(result, work, direct, order)
 
 
-def softmax(x: ArrayLike, axis: int = -1, *, log: bool = False,
-            out: np.ndarray | None = None) -> np.ndarray:
+def softmax(x: ArrayLike, axis: int = -1, *, log: bool = False, out: np.ndarray | None = None,
+            out_dtype: DTypeLike | None = None) -> np.ndarray:
     """Softmax (or log-softmax) of a float32 array along one axis.
 
     Parameters
@@ -181,12 +206,15 @@ def softmax(x: ArrayLike, axis: int = -1, *, log: bool = False,
     log : bool, default False
         Return ``log(softmax(x))``, computed without forming the softmax.
     out : ndarray, optional
-        Where to write the result: float32, ``x``'s shape, writable, not overlapping ``x``.
+        Where to write the result: ``out_dtype``, ``x``'s shape, writable, not overlapping ``x``.
+    out_dtype : float32, float16 or bfloat16, optional
+        The type the result is rounded to; by default ``out``'s dtype when it is a 16-bit one,
+        else float32.
 
     Returns
     -------
     ndarray
-        ``out`` if given, else a new C-ordered float32 array of ``x``'s shape.
+        ``out`` if given, else a new C-ordered array of ``out_dtype`` and ``x``'s shape.
 
     Raises
     ------
@@ -204,6 +232,10 @@ def softmax(x: ArrayLike, axis: int = -1, *, log: bool = False,
     level and thread count.  A row holding a NaN, ``+inf``, or only ``-inf`` gives NaN, as
     ``exp(x - max) / sum`` does in numpy; ``-inf`` elements of other rows give 0 (``-inf`` for
     ``log``).  No floating-point warnings are raised.
+    With a float16 or bfloat16 ``out_dtype`` (and ``log`` False) the row is computed in float32
+    instead, as the fused ``attention`` computes its probabilities for 16-bit inputs: within
+    2**-17 (relative) of the exact value wherever ``x - max(x) >= -88``, then rounded once to
+    the 16-bit type (docs/layers.md).
     """
     x = _float32_input("softmax", "x", x)
     if x.ndim == 0:
@@ -214,8 +246,11 @@ def softmax(x: ArrayLike, axis: int = -1, *, log: bool = False,
         raise ValueError(f"softmax: axis {axis} is out of range for an array of {x.ndim} "
                          f"dimensions")
     axis = int(axis) % x.ndim
+    if out_dtype is None and isinstance(out, np.ndarray) and out.dtype in _OUT_16:
+        out_dtype = out.dtype
+    target = out_dtype_of("softmax", out_dtype)
     if out is not None:
-        check_out("softmax", out, x.shape, _F32, (x,))
+        check_out("softmax", out, x.shape, target, (x,))
     check_bytes("softmax", "the float32 result", x.shape, 4)
     last = axis == x.ndim - 1
     rows = x if last else np.moveaxis(x, axis, -1)
@@ -223,8 +258,11 @@ def softmax(x: ArrayLike, axis: int = -1, *, log: bool = False,
         rows = np.ascontiguousarray(as_native(rows))
     work = np.empty(rows.shape, _F32)
     n = rows.shape[-1]
-    _lib.act_softmax(rows, work, rows.size // n if n else 0, n, bool(log))
+    mode = _SOFTMAX_LOG if log else _SOFTMAX_EXP if target == _F32 else _SOFTMAX_16
+    _lib.act_softmax(rows, work, rows.size // n if n else 0, n, mode)
     result = work if last else np.ascontiguousarray(np.moveaxis(work, -1, axis))
+    if target != _F32:
+        return cast(result, target, out=out)
     if out is not None:
         out[...] = result
         return out

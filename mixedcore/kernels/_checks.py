@@ -86,6 +86,23 @@ def resolve_dtype(fname, dtype):
     return native
 
 
+# the types a product, a convolution or an activation can round its result to
+_OUT_DTYPES = {"float16": np.dtype(np.float16), "bfloat16": bfloat16, "float32": np.dtype(np.float32)}
+_OUT_NAMES = "float16, bfloat16, float32"
+
+
+def out_dtype_of(fname, out_dtype, default=_OUT_DTYPES["float32"]):
+    """The float16, bfloat16 or float32 dtype ``out_dtype`` names (``default`` for None)."""
+    if out_dtype is None:
+        return default
+    target = _OUT_DTYPES.get(out_dtype) if isinstance(out_dtype, str) else None
+    if target is None:
+        target = resolve_dtype(fname, out_dtype)
+        if target not in _OUT_DTYPES.values():
+            raise TypeError(f"{fname}: unsupported out_dtype {target}; supported: {_OUT_NAMES}")
+    return target
+
+
 def check_out(fname, out, shape, dtype, inputs=()):
     """Validate an ``out=`` array: ndarray, exact dtype, shape, writable, no overlap."""
     if not isinstance(out, np.ndarray):

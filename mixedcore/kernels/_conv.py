@@ -15,12 +15,11 @@ from numpy.typing import ArrayLike, DTypeLike
 from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._checks import (FLOAT_CODES, as_native, bfloat16, check_bytes, check_out,
-                                       contiguous, new_array, resolve_dtype)
+                                       contiguous, new_array, out_dtype_of, resolve_dtype)
 from mixedcore.kernels._gemm import ACTIVATIONS, GEMM_CODES, GEMM_NAMES, matmul, pack
 from mixedcore.kernels._window import IntPair, image_operand, window_geometry
 
 _F16, _BF16, _F32, _F64 = np.dtype(np.float16), bfloat16, np.dtype(np.float32), np.dtype(np.float64)
-_OUT_DTYPES = {"float16": _F16, "bfloat16": _BF16, "float32": _F32}
 
 
 def _activation(fname, activation):
@@ -30,17 +29,6 @@ def _activation(fname, activation):
             return code
     raise ValueError(f"{fname}: unknown activation {activation!r}; expected one of "
                      f"{[a for a in ACTIVATIONS if a is not None]} or None")
-
-
-def _out_dtype(fname, out_dtype, default=_F32):
-    if out_dtype is None:
-        return default
-    target = _OUT_DTYPES.get(out_dtype) if isinstance(out_dtype, str) else None
-    if target is None:
-        target = resolve_dtype(fname, out_dtype)
-        if target not in GEMM_CODES:
-            raise TypeError(f"{fname}: unsupported out_dtype {target}; supported: {GEMM_NAMES}")
-    return target
 
 
 def pointwise(kernel_size, groups, geom):
@@ -238,7 +226,7 @@ def conv2d(x: ArrayLike, kernel: ArrayLike | PackedConv, *, strides: IntPair = 1
                          f"{(kh, kw, cg, f)} with groups={groups} needs {cg * groups}")
     geom = window_geometry(fname, x.shape, (kh, kw), strides, padding, dilation_rate)
     act = _activation(fname, activation)
-    target = _out_dtype(fname, out_dtype)
+    target = out_dtype_of(fname, out_dtype)
     bias32 = _bias32(fname, bias, f)
     shape = (geom[0], geom[12], geom[13], f)
     if 0 in shape:
@@ -361,7 +349,7 @@ def depthwise_conv2d(x: ArrayLike, kernel: ArrayLike, *, strides: IntPair = 1,
             raise TypeError(f"{fname}: float64 x gives a float64 result, not {out_dtype}")
         target, wdt = _F64, _F64
     else:
-        target, wdt = _out_dtype(fname, out_dtype), _F32
+        target, wdt = out_dtype_of(fname, out_dtype), _F32
     check_bytes(fname, "the output", (geom[0], geom[12], geom[13], c * mult), target.itemsize)
     check_bytes(fname, "the kernel", (kh, kw, c, mult), wdt.itemsize)
     w = depthwise_weights(kernel, wdt)

@@ -14,7 +14,7 @@ from mixedcore._core._mixedcore import PackedMatrix
 from mixedcore.kernels._act import ACT_CODES
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._checks import (as_native, bfloat16, check_bytes, check_out, float_code,
-                                       new_array, product_bias, resolve_dtype)
+                                       new_array, out_dtype_of, product_bias, resolve_dtype)
 from mixedcore.kernels._runtime import ISA_LEVELS
 
 _F16, _BF16, _F32 = np.dtype(np.float16), bfloat16, np.dtype(np.float32)
@@ -27,6 +27,7 @@ ACTIVATIONS.update(ACT_CODES)
 _OUT_DTYPES = {"float16": _F16, "bfloat16": _BF16, "float32": _F32}
 
 _F32_MAX = float(np.finfo(np.float32).max)
+
 
 
 def _env_block(name):
@@ -239,16 +240,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, *, out: np.ndarray | None 
         if isinstance(out, np.ndarray) and _code(out) is None:
             raise TypeError(f"matmul: unsupported out dtype {out.dtype}; supported: {GEMM_NAMES}")
     else:
-        target = _OUT_DTYPES.get(out_dtype) if isinstance(out_dtype, str) else None
-        if target is None:
-            try:
-                target = np.dtype(out_dtype)
-            except TypeError as exc:
-                raise TypeError(f"matmul: cannot interpret {out_dtype!r} as a dtype "
-                                f"({exc})") from None
-            if target not in GEMM_CODES:
-                raise TypeError(f"matmul: unsupported out_dtype {target}; supported: "
-                                f"{GEMM_NAMES}")
+        target = out_dtype_of("matmul", out_dtype)
 
     inputs = [a] if packed else [a, b]
     bias32 = None

@@ -29,9 +29,9 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._checks import BYTES_MAX, FLOAT_CODES, check_bytes
-from mixedcore.kernels._conv import (PackedConv, _activation, _bias32, _out_dtype,
-                                     depthwise_kernel, depthwise_weights, pointwise)
+from mixedcore.kernels._checks import BYTES_MAX, FLOAT_CODES, check_bytes, out_dtype_of
+from mixedcore.kernels._conv import (PackedConv, _activation, _bias32, depthwise_kernel,
+                                     depthwise_weights, pointwise)
 from mixedcore.kernels._gemm import GEMM_CODES, GEMM_NAMES, PackedMatrix
 from mixedcore.kernels._norm import norm_epsilon, norm_param
 from mixedcore.kernels._pool import pool_geometry
@@ -164,7 +164,7 @@ class Plan:
                              f"shape {b.shape}")
         _check_packed(fname, b)
         act = _activation(fname, activation)
-        target = _out_dtype(fname, out_dtype)
+        target = out_dtype_of(fname, out_dtype)
         bias32 = _bias32(fname, bias, n)
         res = self._residual(fname, residual, buf.shape[:-1] + (n,), target)
         dst = self._new(buf.shape[:-1] + (n,), target, _ARENA)
@@ -198,7 +198,7 @@ class Plan:
             _check_packed(fname, m)
         geom = window_geometry(fname, buf.shape, (kh, kw), strides, padding, dilation_rate)
         act = _activation(fname, activation)
-        target = _out_dtype(fname, out_dtype)
+        target = out_dtype_of(fname, out_dtype)
         bias32 = _bias32(fname, bias, f)
         if pointwise((kh, kw), groups, geom):
             # pointwise: the product of the pixels with the kernel, as kernels.conv2d runs it
@@ -224,7 +224,7 @@ class Plan:
         kh, kw, c, mult = depthwise_kernel(fname, kernel, buf.shape).shape
         geom = window_geometry(fname, buf.shape, (kh, kw), strides, padding, dilation_rate)
         act = _activation(fname, activation)
-        target = _out_dtype(fname, out_dtype)
+        target = out_dtype_of(fname, out_dtype)
         w = depthwise_weights(kernel, _F32)
         bias32 = _bias32(fname, bias, c * mult)
         dst = self._new((geom[0], geom[12], geom[13], c * mult), target, _ARENA)
@@ -258,7 +258,7 @@ class Plan:
             raise ValueError(f"{fname}: buffers {a} and {b} have shapes {ba.shape} and "
                              f"{bb.shape}; they must be equal")
         act = _activation(fname, activation)
-        target = _out_dtype(fname, out_dtype)
+        target = out_dtype_of(fname, out_dtype)
         dst = self._new(ba.shape, target, _ARENA)
         n = math.prod(ba.shape)
         if n:
@@ -288,7 +288,7 @@ class Plan:
                 raise ValueError(f"{fname}: the residual (buffer {residual}) has shape "
                                  f"{rbuf.shape}, buffer {src} {buf.shape}; they must be equal")
             res, res_code = residual, GEMM_CODES[rbuf.dtype]
-        target = _out_dtype(fname, out_dtype, buf.dtype)
+        target = out_dtype_of(fname, out_dtype, buf.dtype)
         dst = self._new(buf.shape, target, _ARENA)
         rows = math.prod(buf.shape[:-1])
         if rows:

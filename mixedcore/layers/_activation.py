@@ -25,6 +25,11 @@ class _Elementwise(Layer):
     def _forward_work(self, xw):
         raise NotImplementedError
 
+    def _forward_to(self, xw, dtype):
+        """(the output in ``dtype``, the output in the work dtype for the gradient)."""
+        yw = self._forward_work(xw)
+        return to_compute(yw, dtype), yw
+
     def _backward_work(self, dyw, xw, yw):
         raise NotImplementedError
 
@@ -32,10 +37,10 @@ class _Elementwise(Layer):
         if not is_floating(inputs.dtype):
             inputs = inputs.astype(self._compute_np())
         xw = to_compute(inputs, work_dtype(inputs.dtype))
-        yw = self._forward_work(xw)
+        y, yw = self._forward_to(xw, inputs.dtype)
         if training:
             self._train_cache = (xw, yw, inputs.dtype)
-        return to_compute(yw, inputs.dtype)
+        return y
 
     def backward(self, dy, need_input_grad=True):
         xw, yw, in_dtype = self._train_cache
@@ -63,6 +68,11 @@ class Activation(_Elementwise):
 
     def _forward_work(self, xw):
         return _activations.forward(self.activation, xw, self.axis)
+
+    def _forward_to(self, xw, dtype):
+        if self.activation in ("softmax", "log_softmax"):      # the gradient needs y
+            return super()._forward_to(xw, dtype)
+        return _activations.forward_to(self.activation, xw, dtype, self.axis), None
 
     def _backward_work(self, dyw, xw, yw):
         return _activations.backward(self.activation, dyw, xw, yw, self.axis)

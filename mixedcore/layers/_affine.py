@@ -94,7 +94,7 @@ class _Affine(Layer):
             return self._product(x, kernel, bias, None if activation == "linear" else activation,
                                  out)
         z = self._product(x, kernel, bias)
-        return to_compute(_activations.forward(activation, z), cd)
+        return _activations.forward_to(activation, z, cd)
 
     def _folded_operands(self, norm):
         """The operands with the affine normalization ``norm`` after the layer folded in, for
@@ -122,7 +122,10 @@ class _Affine(Layer):
         return (-1,)
 
     def _finish(self, z, cd):
-        """y from the pre-activation z (work dtype): activation, rounding to the compute dtype."""
-        y_work = _activations.forward(self.activation, z)
-        y = to_compute(y_work, cd)
-        return y, y_work
+        """y from the pre-activation z (work dtype), the activation rounded once to the compute
+        dtype as inference rounds it, and the activation in the work dtype when the gradient
+        needs it (softmax's), else None."""
+        if self.activation in ("softmax", "log_softmax"):
+            y_work = _activations.forward(self.activation, z)
+            return to_compute(y_work, cd), y_work
+        return _activations.forward_to(self.activation, z, cd), None

@@ -522,10 +522,17 @@ class MultiHeadAttention(Layer):
                                     attention_mask, use_causal_mask, key is not None)
         if mask is not None:
             scores = np.where(mask, scores, w.type(_MASKED))
-        probs = _softmax_last(scores)
-        if mask is not None:
-            probs = np.where(mask, probs, w.type(0))
-        p_cd = to_compute(probs, cd)
+        if training or cd == w:
+            probs = _softmax_last(scores)
+            if mask is not None:
+                probs = np.where(mask, probs, w.type(0))
+            p_cd = to_compute(probs, cd)
+        else:
+            # inference into a 16-bit compute dtype: the fused kernel's float32 softmax, so
+            # that this path and the fused one give the same probabilities
+            p_cd = _softmax_last(scores, cd)
+            if mask is not None:
+                p_cd = np.where(mask, p_cd, cd.type(0))
 
         keep = None
         p_used = p_cd
@@ -657,10 +664,11 @@ class _Projection:
         return self._layer._weight(f"{self._name}/bias")
 
 
-def _softmax_last(scores):
-    """Softmax along the last axis: the compiled float32 kernel, numpy for float64."""
+def _softmax_last(scores, out_dtype=None):
+    """Softmax along the last axis: the compiled float32 kernel (rounded to a 16-bit
+    ``out_dtype`` when given), numpy for float64."""
     if scores.dtype == np.float32:
-        return kernels.softmax(scores, -1)
+        return kernels.softmax(scores, -1, out_dtype=out_dtype)
     with np.errstate(under="ignore"):
         e = np.exp(scores - scores.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)

@@ -143,7 +143,7 @@ class _Merge(Layer):
         activation (one of ``activations.FUSED``) is applied to the merged values in the work
         dtype (a model runs an Add followed by a ReLU so, docs/models.md "Folding")."""
         _, _, yw, cd = self._merged(inputs)
-        return to_compute(_activations.forward(activation, yw), cd)
+        return _activations.forward_to(activation, yw, cd)
 
     def backward(self, dy, need_input_grad=True):
         xw, yw, shapes, cd = self._train_cache
@@ -340,8 +340,7 @@ class Concatenate(_Merge):
         """``activation(self(inputs))``: the concatenation is exact, so the activation of the
         concatenated values in the work dtype, rounded once, is the two steps' result."""
         y = self.call(inputs)
-        return to_compute(_activations.forward(activation, to_compute(y, work_dtype(y.dtype))),
-                          y.dtype)
+        return _activations.forward_to(activation, to_compute(y, work_dtype(y.dtype)), y.dtype)
 
     def backward(self, dy, need_input_grad=True):
         shapes, cd = self._train_cache

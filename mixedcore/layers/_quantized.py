@@ -331,7 +331,7 @@ class QuantizedDense(Quantizable):
             y = kernels.matmul_quantized(x2, packed, bias=bias, activation=act if fused else None,
                                          out_dtype=out if fused else None)
         if not fused:
-            y = to_compute(_activations.forward(self.activation, y), cd)
+            y = _activations.forward_to(self.activation, y, cd)
         return y
 
     def _int8_operands(self):

@@ -65,6 +65,86 @@ static void check_elementwise(int64_t n)
     free(tmp);
 }
 
+/* gelu for 16-bit outputs (mc_act_scalar.h design f), forward only: every level equals the
+ * float32 twin mc_gelu_ss_, and the twin is within 2**-18 (relative) of the float64 gelu
+ * wherever the result is a normal float32, on every 61st bit pattern (70 million values). */
+static void check_gelu_16(void)
+{
+    enum { N = 1 << 16 };
+    float *x = mcx_alloc(N * 4), *y = mcx_alloc(N * 4);
+    mcx_case("gelu_16 bit patterns");
+    int64_t bad = 0, far = 0;
+    double worst = 0.0;
+    for (uint64_t lo = 0; lo < ((uint64_t)1 << 32); lo += (uint64_t)N * 61) {
+        int64_t n = 0;
+        for (uint64_t u = lo; u < lo + (uint64_t)N * 61 && u < ((uint64_t)1 << 32); u += 61) {
+            const uint32_t b = (uint32_t)u;
+            memcpy(&x[n++], &b, 4);
+        }
+        MCX_CHECK(mc_act_forward(MC_ACT_GELU_16, x, y, n) == MC_ACT_OK, "status");
+        for (int64_t i = 0; i < n; ++i) {
+            const float want = mc_act_scalar_f32_(MC_ACT_GELU_16, x[i]);
+            if (mcx_bits_f32(y[i]) != mcx_bits_f32(want) && bad++ < 3)
+                MCX_FAIL("x=%a gives %a, the twin %a", (double)x[i], (double)y[i], (double)want);
+            if (x[i] != x[i])
+                continue;
+            const double ref = mc_gelu_sd_((double)x[i]);
+            if (fabs(ref) < 0x1p-126)
+                continue;
+            const double rel = fabs((double)want - ref) / fabs(ref);
+            if (rel > worst)
+                worst = rel;
+            if (rel > 0x1p-18 && far++ < 3)
+                MCX_FAIL("x=%a: %a against %a, relative error %g", (double)x[i], (double)want,
+                         ref, rel);
+        }
+        mcx_checks_ += 2;
+    }
+    (void)worst;
+    free(x);
+    free(y);
+}
+
+/* The attention's float32 softmax for 16-bit inputs (mc_act_scalar.h design g) against the
+ * float64 one: within 2**-17 (relative) wherever the probability is above 1e-30 and the score
+ * within 88 of the maximum; masked scores (-1e9) give 0; the probabilities sum to 1. */
+static void check_softmax16(void)
+{
+    static const int64_t ns[] = {1, 5, 16, 17, 128, 1000};
+    static const double spreads[] = {1.0, 6.0, 40.0};
+    float *x = mcx_alloc(1000 * 4), *y = mcx_alloc(1000 * 4), *z = mcx_alloc(1000 * 4);
+    mcx_case("softmax16 against the float64 softmax");
+    int64_t bad = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; ++a)
+        for (size_t b = 0; b < sizeof spreads / sizeof spreads[0]; ++b) {
+            const int64_t n = ns[a];
+            for (int64_t i = 0; i < n; ++i)
+                x[i] = (float)mcx_uniform(-spreads[b], spreads[b]);
+            if (n > 4)
+                x[3] = -1e9f;
+            mc_softmax16_row_ss_(x, y, n);
+            mc_softmax_row_sd_(x, z, n, 0);
+            double sum = 0.0, mx = -1e30;
+            for (int64_t i = 0; i < n; ++i)
+                mx = x[i] > mx ? x[i] : mx;
+            for (int64_t i = 0; i < n; ++i) {
+                sum += y[i];
+                const double rel = fabs((double)y[i] - z[i]) / z[i];
+                const int checked = z[i] > 1e-30 && mx - x[i] <= 88.0;
+                if (((checked && rel > 0x1p-17) || (x[i] == -1e9f && y[i] != 0.0f)) &&
+                    bad++ < 3)
+                    MCX_FAIL("n=%lld x[%lld]=%a: %a against %a", (long long)n, (long long)i,
+                             (double)x[i], (double)y[i], (double)z[i]);
+            }
+            MCX_CHECK(fabs(sum - 1.0) < 1e-5, "n=%lld: the probabilities sum to %.9g",
+                      (long long)n, sum);
+        }
+    ++mcx_checks_;
+    free(x);
+    free(y);
+    free(z);
+}
+
 static void check_softmax(int64_t rows, int64_t n, int specials)
 {
     const int64_t total = rows * n;
@@ -119,7 +199,7 @@ static void check_add(int64_t n)
                     int64_t bad = 0;
                     for (int64_t i = 0; i < n; ++i) {
                         const float s = mcx_load(a, types[ta], i) + mcx_load(b, types[tb], i);
-                        float w = mc_act_scalar_f32_(acts[ai], s);
+                        float w = mc_act_scalar_f32_(mc_act_for_output(acts[ai], types[ty]), s);
                         uint32_t want = mcx_bits_f32(w), got;
                         if (types[ty] != MC_F32) {
                             want = types[ty] == MC_BF16 ? mc_f32_to_bf16_bits(want)
@@ -182,6 +262,10 @@ int main(void)
             mcx_seed(17);
             for (size_t s = 0; s < sizeof sizes_ / sizeof sizes_[0]; ++s)
                 check_elementwise(sizes_[s]);
+            if (ti == 0) {
+                check_gelu_16();
+                check_softmax16();
+            }
             check_softmax(0, 5, 1);
             check_softmax(3, 0, 1);
             check_softmax(1, 1, 0);

@@ -61,7 +61,7 @@ static void check_depthwise(const geo_in_ *gi, int xt, int ot, int64_t mult, int
                         float s = ((float *)acc)[m * g.c + ch];
                         if (bias)
                             s += ((float *)bias)[ch * mult + m];
-                        mcx_store(ref, ot, o, mc_act_scalar_f32_(act, s));
+                        mcx_store(ref, ot, o, mc_act_scalar_f32_(mc_act_for_output(act, ot), s));
                     }
             }
     same_bits_(out, ref, ot, no);

@@ -135,7 +135,7 @@ static void run_case(int64_t batch, int64_t m, int64_t k, int64_t n, int la, int
                 continue;
             if (act != MC_ACT_NONE)
                 for (int64_t j = 0; j < n; ++j)
-                    row[j] = mc_act_scalar_f32_(act, row[j]);
+                    row[j] = mc_act_scalar_f32_(mc_act_for_output(act, out_type), row[j]);
             for (int64_t j = 0; j < n; ++j) {
                 char want[4];
                 mc_igemm_store_(want, row[j], out_type);

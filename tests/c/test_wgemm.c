@@ -107,7 +107,7 @@ static void run_case(const wcase *c)
                                            c->block > 0 ? zero : NULL, c->block, j);
             if (c->bias)
                 v += bias[j];
-            v = mc_act_scalar_f32_(c->act, v);
+            v = mc_act_scalar_f32_(mc_act_for_output(c->act, c->out_type), v);
             if (c->out_type == MC_F32) {
                 memcpy(want + i * o_rs + j * 4, &v, 4);
             } else {

@@ -81,7 +81,7 @@ typedef struct {
     const float *x;
     float *y;
     int64_t rows, n, unit;
-    int log_;
+    int mode;
 } mc_softmax_job_;
 
 static void mc_softmax_unit_(void *ctx, int64_t u)
@@ -89,17 +89,19 @@ static void mc_softmax_unit_(void *ctx, int64_t u)
     const mc_softmax_job_ *job = (const mc_softmax_job_ *)ctx;
     const int64_t r0 = u * job->unit;
     const int64_t cnt = job->rows - r0 < job->unit ? job->rows - r0 : job->unit;
-    job->fn(job->x + r0 * job->n, job->y + r0 * job->n, cnt, job->n, job->log_);
+    job->fn(job->x + r0 * job->n, job->y + r0 * job->n, cnt, job->n, job->mode);
 }
 
-int mc_softmax(const float *x, float *y, int64_t rows, int64_t n, int log_)
+int mc_softmax(const float *x, float *y, int64_t rows, int64_t n, int mode)
 {
     if (rows < 0 || n < 0 || (rows > 0 && n > 0 && (x == NULL || y == NULL)))
+        return MC_ACT_EARG;
+    if (mode != MC_SOFTMAX_EXP && mode != MC_SOFTMAX_LOG && mode != MC_SOFTMAX_16)
         return MC_ACT_EARG;
     if (rows == 0 || n == 0)
         return MC_ACT_OK;
     mc_softmax_job_ job = {.fn = mc_kernels(mc_rt_level())->act.softmax, .x = x, .y = y,
-                           .rows = rows, .n = n, .unit = 0, .log_ = log_ != 0};
+                           .rows = rows, .n = n, .unit = 0, .mode = mode};
     const int nt = mc_rt_threads_for(mc_work_mul(rows, n), MC_ACT_PARALLEL_MIN);
     job.unit = mc_act_ceil_div_(rows, MC_ACT_UNITS_PER_THREAD_ * (int64_t)nt);
     if (job.unit < 1)
@@ -164,7 +166,8 @@ int mc_add_act(int act, const char *a, int a_type, const char *b, int b_type, ch
         return MC_ACT_EARG;
     if (n == 0)
         return MC_ACT_OK;
-    mc_add_job_ job = {.lk = mc_kernels(mc_rt_level()), .act = act, .a_type = a_type,
+    mc_add_job_ job = {.lk = mc_kernels(mc_rt_level()), .act = mc_act_for_output(act, y_type),
+                       .a_type = a_type,
                        .b_type = b_type, .y_type = y_type, .a = a, .b = b, .y = y, .n = n,
                        .unit = 0};
     const int nt = mc_rt_threads_for(n, MC_ACT_PARALLEL_MIN);

@@ -48,8 +48,9 @@ enum { MC_ACT_OK = 0, MC_ACT_EARG = -2 };
 int mc_act_forward(int act, const float *x, float *y, int64_t n);
 /* dx = dy * f'(x) for n float32. */
 int mc_act_backward(int act, const float *dy, const float *x, float *dx, int64_t n);
-/* Softmax (log_ 0) or log-softmax (log_ 1) of `rows` contiguous rows of n float32. */
-int mc_softmax(const float *x, float *y, int64_t rows, int64_t n, int log_);
+/* Softmax of `rows` contiguous rows of n float32: mode MC_SOFTMAX_EXP (softmax), MC_SOFTMAX_LOG
+ * (log-softmax) or MC_SOFTMAX_16 (softmax for a 16-bit result, in float32). */
+int mc_softmax(const float *x, float *y, int64_t rows, int64_t n, int mode);
 /* y = f(a + b) for n contiguous elements (design f): a, b and y each MC_F16, MC_BF16 or MC_F32
  * (a type code of mc_types.h); y may be a or b itself (same type), or disjoint from both. */
 int mc_add_act(int act, const char *a, int a_type, const char *b, int b_type, char *y,

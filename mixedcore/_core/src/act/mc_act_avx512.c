@@ -47,6 +47,7 @@ static void mc_act_forward_f32_avx512(int act, const float *x, float *y, int64_t
     switch (act) {
     case MC_ACT_RELU: MC_ACT_FORWARD_LOOP_(MC_ACT_RELU); break;
     case MC_ACT_GELU: MC_ACT_FORWARD_LOOP_(MC_ACT_GELU); break;
+    case MC_ACT_GELU_16: MC_ACT_FORWARD_LOOP_(MC_ACT_GELU_16); break;
     case MC_ACT_SIGMOID: MC_ACT_FORWARD_LOOP_(MC_ACT_SIGMOID); break;
     case MC_ACT_TANH: MC_ACT_FORWARD_LOOP_(MC_ACT_TANH); break;
     case MC_ACT_RELU6: MC_ACT_FORWARD_LOOP_(MC_ACT_RELU6); break;
@@ -78,11 +79,16 @@ static void mc_act_backward_f32_avx512(int act, const float *dy, const float *x,
     }
 }
 
-/* Softmax: mc_softmax_row_avx512_ (mc_act_avx512_inl.h), row by row. */
-static void mc_softmax_f32_avx512(const float *x, float *y, int64_t rows, int64_t n, int log_)
+/* Softmax: mc_softmax_row_avx512_ or mc_softmax16_row_avx512_ (mc_act_avx512_inl.h), row by
+ * row. */
+static void mc_softmax_f32_avx512(const float *x, float *y, int64_t rows, int64_t n, int mode)
 {
-    for (int64_t r = 0; r < rows; ++r)
-        mc_softmax_row_avx512_(x + r * n, y + r * n, n, log_);
+    for (int64_t r = 0; r < rows; ++r) {
+        if (mode == MC_SOFTMAX_16)
+            mc_softmax16_row_avx512_(x + r * n, y + r * n, n);
+        else
+            mc_softmax_row_avx512_(x + r * n, y + r * n, n, mode == MC_SOFTMAX_LOG);
+    }
 }
 
 const mc_act_table mc_act_table_avx512 = MC_ACT_TABLE_(avx512);

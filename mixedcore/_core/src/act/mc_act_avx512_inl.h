@@ -231,6 +231,63 @@ MC_ACT_INLINE_ __m512d mc_hard_silu_grad_pd_(__m512d x)
                               _mm512_set1_pd(1.0));
 }
 
+/* --- gelu in float32, for 16-bit outputs (mc_act_scalar.h, design f) --------------------------- */
+
+MC_ACT_INLINE_ __m512 mc_act_horner_ps_(const float *c, int deg, __m512 t)
+{
+    __m512 p = _mm512_set1_ps(c[deg]);
+    for (int k = deg - 1; k >= 0; --k)
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c[k]));
+    return p;
+}
+
+/* mc_act_exp16_scaled_ss_; -(n * c) + u (VFNMADD) is fmaf(-n, c, u) exactly. */
+MC_ACT_INLINE_ __m512 mc_act_exp16_scaled_ps_(__m512 u, __m512 e)
+{
+    const __m512 kd = _mm512_fmadd_ps(u, _mm512_set1_ps(MC_ACT_LOG2E_F), _mm512_set1_ps(MC_ACT_ROUND_F));
+    const __m512 n = _mm512_sub_ps(kd, _mm512_set1_ps(MC_ACT_ROUND_F));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(MC_ACT_LN2_HI_F), u);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(MC_ACT_LN2_LO_F), r);
+    r = _mm512_fmadd_ps(e, _mm512_set1_ps(-0.5f), r);
+    const __m512 p = mc_act_horner_ps_(mc_act_exp16_c_, MC_ACT_EXP16_DEG, r);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_castps_si512(kd), _mm512_set1_epi32(191)), 23)));
+}
+
+/* mc_act_gelu16_tail_ss_: MINPS returns its second operand for NaN, as `FAR < ax ? FAR : ax`. */
+MC_ACT_INLINE_ __m512 mc_act_gelu16_tail_ps_(__m512 x)
+{
+    const __m512 ax = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), x);
+    const __m512 a = _mm512_min_ps(_mm512_set1_ps(MC_ACT_GELU16_FAR), ax);
+    const __m512 s = _mm512_mul_ps(a, a);
+    const __m512 p = mc_act_exp16_scaled_ps_(_mm512_mul_ps(s, _mm512_set1_ps(-0.5f)),
+                                             _mm512_fmsub_ps(a, a, s));
+    const __m512 t = _mm512_div_ps(_mm512_sub_ps(a, _mm512_set1_ps(5.0f)),
+                                   _mm512_add_ps(a, _mm512_set1_ps(1.0f)));
+    return _mm512_mul_ps(p, mc_act_horner_ps_(mc_act_m16_, MC_ACT_M16_DEG, t));
+}
+
+/* mc_gelu_ss_ on 16 lanes: each branch computed when a lane takes it (design b). */
+MC_ACT_INLINE_ __m512 mc_gelu_ps_(__m512 x)
+{
+    const __m512 s = _mm512_mul_ps(x, x);
+    const __mmask16 mid = _mm512_cmp_ps_mask(s, _mm512_set1_ps(MC_ACT_GELU16_MID), _CMP_LE_OQ);
+    __m512 g = _mm512_setzero_ps();
+    if (mid) {
+        const __m512 q = mc_act_horner_ps_(mc_act_q16_, MC_ACT_Q16_DEG,
+                                           _mm512_fmadd_ps(s, _mm512_set1_ps(0.5f), _mm512_set1_ps(-1.0f)));
+        g = _mm512_mul_ps(x, _mm512_fmadd_ps(x, q, _mm512_set1_ps(0.5f)));
+    }
+    if (mid != 0xFFFF) {
+        const __m512 t = _mm512_mul_ps(mc_act_gelu16_tail_ps_(x), _mm512_set1_ps(MC_ACT_TWO_M64_F));
+        const __m512 neg = _mm512_xor_ps(t, _mm512_set1_ps(-0.0f));
+        const __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ);
+        const __m512 tail = _mm512_mask_blend_ps(pos, neg, _mm512_sub_ps(x, t));
+        g = _mm512_mask_blend_ps(mid, tail, g);
+    }
+    return g;
+}
+
 /* --- float32 entry points ----------------------------------------------------------------------- */
 
 MC_ACT_INLINE_ __m512d mc_act_pd_(int act, __m512d x)
@@ -282,7 +339,10 @@ MC_ACT_INLINE_ __m512 mc_act_ps_(int act, __m512 v)
         return _mm512_max_ps(_mm512_setzero_ps(), v);
     if (act == MC_ACT_RELU6)                 /* MINPS, like MAXPS, passes its second operand */
         return _mm512_min_ps(_mm512_set1_ps(6.0f), _mm512_max_ps(_mm512_setzero_ps(), v));
-    const __m512 y = mc_act_join_ps_(mc_act_pd_(act, mc_act_lo_pd_(v)), mc_act_pd_(act, mc_act_hi_pd_(v)));
+    const __m512 y = act == MC_ACT_GELU_16
+                         ? mc_gelu_ps_(v)
+                         : mc_act_join_ps_(mc_act_pd_(act, mc_act_lo_pd_(v)),
+                                           mc_act_pd_(act, mc_act_hi_pd_(v)));
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), mc_act_quiet_ps_(v));
 }
 
@@ -383,6 +443,41 @@ MC_ACT_INLINE_ void mc_softmax_row_avx512_(const float *x, float *y, int64_t n, 
             v = log_ ? _mm512_sub_pd(d, sv) : _mm512_div_pd(mc_act_exp_neg_pd_(d), sv);
         }
         _mm256_mask_storeu_ps(y + i, k, _mm512_cvtpd_ps(v));
+    }
+}
+
+/* mc_softmax16_row_ss_ on 16 lanes: lane l of the sum takes the terms i % 16 == l, the halves
+ * then added as the twin's tree; MAXPS returns d for NaN, as `d < MIN ? MIN : d` does. */
+MC_ACT_INLINE_ void mc_softmax16_row_avx512_(const float *x, float *y, int64_t n)
+{
+    double m;
+    int64_t am;
+    if (!mc_softmax_max_avx512_(x, n, &m, &am)) {
+        mc_softmax_nan_row_(y, n);
+        return;
+    }
+    const __m512 mv = _mm512_set1_ps((float)m), lo = _mm512_set1_ps(MC_SOFTMAX16_MIN);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = mc_mask16_avx512(n - i);
+        __mmask16 ks = k;
+        if (am >= i && am < i + 16)
+            ks &= (__mmask16)~(1u << (am - i));
+        const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv);
+        __m512 e = _mm512_mul_ps(mc_act_exp16_scaled_ps_(_mm512_max_ps(lo, d), _mm512_setzero_ps()),
+                                 _mm512_set1_ps(MC_ACT_TWO_M64_F));
+        e = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(d, lo, _CMP_LT_OQ), _mm512_setzero_ps());
+        _mm512_mask_storeu_ps(y + i, k, e);
+        acc = _mm512_mask_add_ps(acc, ks, acc, e);
+    }
+    __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+    __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+    const float t = _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+    const __m512 sv = _mm512_set1_ps(1.0f + t);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = mc_mask16_avx512(n - i);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, y + i), sv));
     }
 }
 

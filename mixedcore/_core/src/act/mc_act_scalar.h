@@ -30,6 +30,21 @@
  *      tanh and gelu keep the sign of zero: tanh(-0) = gelu(-0) = -0.
  *   e. Static inline, standard headers only: each unit (the generic one, the GEMM) compiles them
  *      with its own flags; no floating-point flags are promised (the drivers restore them).
+ *   f. gelu for a 16-bit output (MC_ACT_GELU_16): when a driver rounds the activation to
+ *      float16 or bfloat16 (mc_act_for_output), float64 accuracy is spent on bits the rounding
+ *      drops, and in a transformer's feed-forward product it was a third of the time.  There
+ *      gelu is evaluated in float32 (mc_gelu_ss_, fmaf where the vector code has an FMA, so the
+ *      twins still agree bit for bit): the forms of mc_gelu_sd_ with float32 fits (relative fit
+ *      errors 3.0e-8, 1.3e-8 and 2.1e-8, tools/fit_activations.py), the central interval cut to
+ *      |x| <= 2 so that Phi's cancellation for negative x costs at most a factor of 22.  Measured
+ *      against mc_gelu_sd_ (tests/c/test_act.c): relative error below 2**-18 wherever the
+ *      result is a normal float32, so a 16-bit result is the correctly rounded value of gelu
+ *      or, within 2**-18 of a rounding boundary, its neighbour (the float64 path rounds twice,
+ *      float64 -> float32 -> 16 bits, and has the same one-unit bound).
+ *   g. The fused attention's softmax for 16-bit queries, keys and values (mc_softmax16_row_ss_)
+ *      is float32 too, for the same reason: its probabilities are rounded to the 16-bit type
+ *      before they weight the values.  The float64 one stays for float32 attention and for
+ *      kernels.softmax.
  */
 #ifndef MC_ACT_SCALAR_H_
 #define MC_ACT_SCALAR_H_
@@ -352,6 +367,101 @@ static inline double mc_hard_silu_grad_sd_(double x)
     return x < -3.0 ? 0.0 : (x > 3.0 ? 1.0 : x / 3.0 + 0.5);
 }
 
+/* --- gelu in float32, for 16-bit outputs (design f) ---------------------------------------------- */
+
+#define MC_ACT_GELU16_MID 4.0f             /* x*x <= 4, |x| <= 2: the central polynomial */
+#define MC_ACT_GELU16_FAR 14.0f            /* |x| clamped here: every 16-bit result beyond is -0 or x */
+#define MC_ACT_LOG2E_F 1.44269504f
+#define MC_ACT_ROUND_F 12582912.0f         /* 1.5 * 2**23: adding it rounds to an integer */
+/* ln 2 with 16 significant bits (n * head exact for |n| < 2**8) and the rest */
+#define MC_ACT_LN2_HI_F 0.693145751953125f
+#define MC_ACT_LN2_LO_F 1.42860677e-06f
+#define MC_ACT_TWO_M64_F 5.42101086e-20f   /* 2**-64 */
+
+/* e**r, |r| <= ln2 / 2 (plus rounding): degree 6, fit error 2.1e-8 (relative) */
+#define MC_ACT_EXP16_DEG 6
+static const float mc_act_exp16_c_[MC_ACT_EXP16_DEG + 1] = {
+    1.0f, 1.0f, 0.5f, 0.16666404902935028f, 0.04166619852185249f, 0.00837596133351326f,
+    0.0013949769781902432f};
+
+/* Q(t), t = x*x / 2 - 1, x*x in [0, 4]: (Phi(x) - 1/2) / x; degree 7, fit error 3.0e-8 */
+#define MC_ACT_Q16_DEG 7
+static const float mc_act_q16_[MC_ACT_Q16_DEG + 1] = {
+    0.2979397177696228f, -0.07558853179216385f, 0.020000793039798737f, -0.0044370656833052635f,
+    0.0008245633216574788f, -0.00013082897930871695f, 1.852893183240667e-05f,
+    -2.2497281406685943e-06f};
+
+/* M(t) / sqrt(2 pi), t = (a - 5) / (a + 1), a = |x| in [2, 14]: a Phi(-a) / exp(-a*a / 2);
+ * degree 8, fit error 1.3e-8 */
+#define MC_ACT_M16_DEG 8
+static const float mc_act_m16_[MC_ACT_M16_DEG + 1] = {
+    0.3845965266227722f, 0.031143173575401306f, -0.018156468868255615f, 0.00012310179590713233f,
+    0.0012313431361690164f, 0.00013736113032791764f, -9.838978439802304e-05f,
+    -3.790905975620262e-05f, -3.2775224099168554e-06f};
+
+static inline float mc_act_horner_ss_(const float *c, int deg, float t)
+{
+    float p = c[deg];
+    for (int k = deg - 1; k >= 0; --k)
+        p = fmaf(p, t, c[k]);
+    return p;
+}
+
+static inline uint32_t mc_act_bits_f32_(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+
+static inline float mc_act_f32_bits_(uint32_t u)
+{
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+/* exp(u - e/2) * 2**64 for -104 <= u <= 0 and |e| tiny (or NaN): n = round(u / ln2) by adding
+ * MC_ACT_ROUND_F (inside one FMA, so from the exact product), r = u - n ln2 - e/2 by three FMAs
+ * (n * LN2_HI_F exact), e**r by the degree-6 fit, 2**(n + 64) built in the exponent field
+ * (n >= -151, so it stays normal: the caller's one multiplication by 2**-64 rounds a
+ * subnormal result once). */
+static inline float mc_act_exp16_scaled_ss_(float u, float e)
+{
+    const float kd = fmaf(u, MC_ACT_LOG2E_F, MC_ACT_ROUND_F);
+    const float n = kd - MC_ACT_ROUND_F;
+    float r = fmaf(-n, MC_ACT_LN2_HI_F, u);
+    r = fmaf(-n, MC_ACT_LN2_LO_F, r);
+    r = fmaf(e, -0.5f, r);
+    const float p = mc_act_horner_ss_(mc_act_exp16_c_, MC_ACT_EXP16_DEG, r);
+    return p * mc_act_f32_bits_((mc_act_bits_f32_(kd) + 191u) << 23);
+}
+
+/* a Phi(-a) * 2**64 for a = min(|x|, 14) > 2: exp(-a*a / 2) M(a), with a*a = s + e exactly (e
+ * by an FMA), so the exponent's argument -s/2 - e/2 loses nothing. */
+static inline float mc_act_gelu16_tail_ss_(float x)
+{
+    const float ax = fabsf(x);
+    const float a = MC_ACT_GELU16_FAR < ax ? MC_ACT_GELU16_FAR : ax;
+    const float s = a * a;
+    const float p = mc_act_exp16_scaled_ss_(s * -0.5f, fmaf(a, a, -s));
+    const float m = mc_act_horner_ss_(mc_act_m16_, MC_ACT_M16_DEG, (a - 5.0f) / (a + 1.0f));
+    return p * m;
+}
+
+/* gelu(x) = x Phi(x) in float32 (design f): |x| <= 2, x (1/2 + x Q); beyond, with
+ * T = a Phi(-a), -T for x < 0 and x - T for x > 0 (mc_gelu_sd_'s forms). */
+static inline float mc_gelu_ss_(float x)
+{
+    const float s = x * x;
+    if (s <= MC_ACT_GELU16_MID) {
+        const float q = mc_act_horner_ss_(mc_act_q16_, MC_ACT_Q16_DEG, fmaf(s, 0.5f, -1.0f));
+        return x * fmaf(x, q, 0.5f);
+    }
+    const float t = mc_act_gelu16_tail_ss_(x) * MC_ACT_TWO_M64_F;
+    return x > 0.0f ? x - t : -t;
+}
+
 /* --- float32 entry points ----------------------------------------------------------------------- */
 
 /* f(v) for an activation code; MC_ACT_NONE is the identity. */
@@ -363,6 +473,8 @@ static inline float mc_act_scalar_f32_(int act, float v)
         return v < 0.0f ? 0.0f : v;          /* NaN and -0.0 pass through, like max(0, v) */
     case MC_ACT_GELU:
         return v != v ? mc_act_quiet_f32_(v) : (float)mc_gelu_sd_(x);
+    case MC_ACT_GELU_16:
+        return v != v ? mc_act_quiet_f32_(v) : mc_gelu_ss_(v);
     case MC_ACT_SIGMOID:
         return v != v ? mc_act_quiet_f32_(v) : (float)mc_sigmoid_sd_(x);
     case MC_ACT_TANH:
@@ -486,6 +598,49 @@ static inline void mc_softmax_row_sd_(const float *x, float *y, int64_t n, int l
     }
 }
 
+/* Softmax of a row of 16-bit scores in float32, for the fused attention (design g): d = x - m
+ * rounded once, e = exp(d) by mc_act_exp16_scaled_ss_ (0 below d = -104, where every float32
+ * result is 0 or the smallest subnormal), the terms other than the maximum's (which is 1)
+ * summed into 16 lanes, lane i % 16, added as a tree of halves (lanes l and l + 8, then l and
+ * l + 4, l + 2, l + 1), s = 1 + t, y = e / s: at most 2**-17 (relative) from the exact
+ * probabilities for |d| <= 88 (measured: tests/c/test_attn.c). */
+#define MC_SOFTMAX16_MIN (-104.0f)
+
+static inline float mc_softmax16_term_ss_(float d)
+{
+    const float dc = d < MC_SOFTMAX16_MIN ? MC_SOFTMAX16_MIN : d;
+    const float e = mc_act_exp16_scaled_ss_(dc, 0.0f) * MC_ACT_TWO_M64_F;
+    return d < MC_SOFTMAX16_MIN ? 0.0f : e;
+}
+
+static inline float mc_softmax16_tree_(float *a)
+{
+    for (int h = 8; h >= 1; h /= 2)
+        for (int l = 0; l < h; ++l)
+            a[l] = a[l] + a[l + h];
+    return a[0];
+}
+
+static inline void mc_softmax16_row_ss_(const float *x, float *y, int64_t n)
+{
+    double m;
+    int64_t am;
+    float acc[16] = {0};
+    if (!mc_softmax_max_(x, n, &m, &am)) {
+        mc_softmax_nan_row_(y, n);
+        return;
+    }
+    const float mf = (float)m;
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = mc_softmax16_term_ss_(x[i] - mf);
+        if (i != am)
+            acc[i & 15] += y[i];
+    }
+    const float s = 1.0f + mc_softmax16_tree_(acc);
+    for (int64_t i = 0; i < n; ++i)
+        y[i] = y[i] / s;
+}
+
 /* The kernels mc_act_forward_f32_<isa> / mc_act_backward_f32_<isa> (mc_act.h) as loops over the
  * scalar twins, one loop per activation so that each body is one inlined function; a unit
  * compiled with other flags (mc_act_avx2.c) instantiates the same loops for its level. */
@@ -501,6 +656,7 @@ static inline void mc_softmax_row_sd_(const float *x, float *y, int64_t n, int l
         switch (act) {                                                                        \
         MC_ACT_SCALAR_LOOP_(MC_ACT_RELU, y, mc_act_scalar_f32_(MC_ACT_RELU, x[i]))            \
         MC_ACT_SCALAR_LOOP_(MC_ACT_GELU, y, mc_act_scalar_f32_(MC_ACT_GELU, x[i]))            \
+        MC_ACT_SCALAR_LOOP_(MC_ACT_GELU_16, y, mc_act_scalar_f32_(MC_ACT_GELU_16, x[i]))      \
         MC_ACT_SCALAR_LOOP_(MC_ACT_SIGMOID, y, mc_act_scalar_f32_(MC_ACT_SIGMOID, x[i]))      \
         MC_ACT_SCALAR_LOOP_(MC_ACT_TANH, y, mc_act_scalar_f32_(MC_ACT_TANH, x[i]))            \
         MC_ACT_SCALAR_LOOP_(MC_ACT_RELU6, y, mc_act_scalar_f32_(MC_ACT_RELU6, x[i]))          \
@@ -537,10 +693,14 @@ static inline void mc_softmax_row_sd_(const float *x, float *y, int64_t n, int l
         }                                                                                     \
     }                                                                                         \
     static void mc_softmax_f32_##isa(const float *x, float *y, int64_t rows, int64_t n,       \
-                                     int log_)                                                \
+                                     int mode)                                                \
     {                                                                                         \
-        for (int64_t r = 0; r < rows; ++r)                                                    \
-            mc_softmax_row_sd_(x + r * n, y + r * n, n, log_);                                \
+        for (int64_t r = 0; r < rows; ++r) {                                                  \
+            if (mode == MC_SOFTMAX_16)                                                        \
+                mc_softmax16_row_ss_(x + r * n, y + r * n, n);                                \
+            else                                                                              \
+                mc_softmax_row_sd_(x + r * n, y + r * n, n, mode == MC_SOFTMAX_LOG);          \
+        }                                                                                     \
     }
 
 #endif

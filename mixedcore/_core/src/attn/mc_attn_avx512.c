@@ -215,7 +215,10 @@ static void mc_attn_unit_avx512(const mc_attn_args *a, int64_t bh, void *work)
         }
         for (int r = 0; r < nr; ++r) {
             float *y = w.y + r * sp;
-            mc_softmax_row_avx512_(w.x + r * sp, y, a->s, 0);
+            if (a->type == MC_F32)
+                mc_softmax_row_avx512_(w.x + r * sp, y, a->s, 0);
+            else
+                mc_softmax16_row_avx512_(w.x + r * sp, y, a->s);
             for (int64_t j0 = 0; j0 < a->s; j0 += 16) {
                 const __m512 p = mc_attn_round16_(_mm512_load_ps(y + j0), a->type);
                 _mm512_store_ps(y + j0, _mm512_maskz_mov_ps(

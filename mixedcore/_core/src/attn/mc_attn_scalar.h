@@ -5,7 +5,9 @@
  *   a. Every float32 sum is a chain of fmaf() calls in the order of mc_attn.h design a.1
  *      (mc_attn_dot_); fmaf is correctly rounded, as the FMA instructions of the vector units
  *      are, and the build's -ffp-contract=off keeps the compiler from fusing anything else.
- *   b. The softmax is mc_softmax_row_sd_ itself, on the masked float32 scores.
+ *   b. The softmax is mc_softmax_row_sd_ itself, on the masked float32 scores; for 16-bit
+ *      inputs, whose probabilities are rounded to that type, the float32 mc_softmax16_row_ss_
+ *      (mc_act_scalar.h, design g).
  *   c. Static inline, standard headers only: each level file instantiates the unit with its
  *      own flags (MC_ATTN_SCALAR_UNIT_).
  */
@@ -169,7 +171,10 @@ static inline void mc_attn_unit_scalar_(const mc_attn_args *a, int64_t bh, void 
                 sc = a->scale * sc;
             w.x[j] = mc_attn_masked_(a, mrow, i, j) ? MC_ATTN_MASKED : sc;
         }
-        mc_softmax_row_sd_(w.x, w.y, a->s, 0);
+        if (a->type == MC_F32)
+            mc_softmax_row_sd_(w.x, w.y, a->s, 0);
+        else
+            mc_softmax16_row_ss_(w.x, w.y, a->s);
         for (int64_t j = 0; j < a->s; ++j)
             w.y[j] = mc_attn_masked_(a, mrow, i, j) ? 0.0f : mc_attn_round_(w.y[j], a->type);
         for (int64_t c = 0; c < a->dv; ++c)

@@ -389,7 +389,7 @@ static void mc_conv_unit_(void *ctx, int64_t u)
         ga.bias_s = 4;
         ga.alpha = 1.0f;
         ga.beta = 0.0f;
-        ga.act = call->act;
+        ga.act = mc_act_for_output(call->act, call->out_type);
         ga.act_row = job->act_row;
         if (call->res != NULL) {
             ga.res = call->res + grp * job->fg * oes;
@@ -624,7 +624,7 @@ static void mc_dw_unit_(void *ctx, int64_t u)
             ga.bias = b;
             ga.bias_s = 4;
             ga.alpha = 1.0f;
-            ga.act = call->act;
+            ga.act = mc_act_for_output(call->act, call->out_type);
             ga.act_row = job->act_row;
             job->epi(&ga, a, (int)cm, (int)g->ow, (int)cm, 0, 0, 1, 1);
             continue;
@@ -639,7 +639,7 @@ static void mc_dw_unit_(void *ctx, int64_t u)
                     vf[p * cm + ch * call->mult + m] = s;
                 }
         if (call->act != MC_ACT_NONE)
-            job->act_row(call->act, vf, vf, total);
+            job->act_row(mc_act_for_output(call->act, call->out_type), vf, vf, total);
         if (job->cast != NULL)
             job->cast(vf, out, total);
     }

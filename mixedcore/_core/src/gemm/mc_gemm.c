@@ -816,6 +816,7 @@ int mc_gemm(const mc_gemm_call *call)
     c.g.alpha = (float)call->alpha;
     c.g.beta = (float)call->beta;
     c.g.act_row = lk->act.forward;
+    c.g.act = mc_act_for_output(c.g.act, c.g.out_type);
     const int r = mc_gemm_planned_(lk, &c);
     mc_fpenv_leave(&saved);
     return r;

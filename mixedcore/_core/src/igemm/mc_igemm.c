@@ -299,6 +299,7 @@ int mc_igemm(const mc_igemm_call *call)
     mc_fpenv_enter(&saved);
     mc_igemm_call c = *call;
     c.g.act_row = lk->act.forward;
+    c.g.act = mc_act_for_output(c.g.act, c.g.out_type);
     p.nthreads = mc_rt_threads_for(mc_work_mul(mc_work_mul(call->batch, g0->m),
                                                mc_work_mul(g0->n, mc_max_(g0->k, 1))),
                                    MC_IGEMM_PARALLEL_MIN);

@@ -454,7 +454,7 @@ int mc_wgemm(const mc_wgemm_call *call)
     g->bias_s = call->bias_s;
     g->alpha = 1.0f;
     g->beta = 0.0f;
-    g->act = call->act;
+    g->act = mc_act_for_output(call->act, call->out_type);
     g->act_row = lk->act.forward;
     const int64_t es = call->out_type == MC_F32 ? 4 : 2;
     const int contiguous = call->o_cs == es &&
