@@ -121,6 +121,10 @@ def layer_norm(x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | N
     but for values within about 1e-15, relative, of a rounding boundary), and bit-identical at
     every ISA level and thread count.  A row holding a NaN or an infinity gives a row of NaN
     (the positive quiet NaN); no floating-point warnings are raised.
+    With a float16 or bfloat16 output the same passes run in float32 instead (the squares
+    added by FMA, ``fma((s - mean) * rstd, gamma, beta)``, then one rounding to 16 bits): the
+    result stays within one unit of the float64 one (docs/layers.md), and ``mean`` / ``rstd``
+    are the float32 values it used.
     """
     x = _as_array("x", x)
     xc = _type_code("x", x.dtype)

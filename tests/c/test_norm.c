@@ -61,7 +61,7 @@ static void check_case(int64_t rows, int64_t n, int xt, int rt, int yt, int affi
     MCX_CHECK(mc_layer_norm(&job, rows) == MC_NORM_OK, "status");
     if (n > 0)
         for (int64_t r = 0; r < rows; ++r)
-            mc_norm_row_sd_(&ref, r);
+            mc_norm_row_(&ref, r);
     if (memcmp(y, y_ref, ybytes) != 0) {
         int bad = 0;
         for (int64_t i = 0; i < total && bad < 3; ++i)

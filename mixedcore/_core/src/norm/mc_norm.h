@@ -18,6 +18,14 @@
  *      written as the positive quiet NaN of the output type (0x7E00, 0x7FC0, 0x7FC00000); a row
  *      holding a NaN or an infinity gives a row of it.
  *   d. mean and rstd, rounded to float32, are written per row when the pointers are not NULL.
+ *   f. A float16 or bfloat16 output is computed in float32 instead: the same two passes and
+ *      16-lane partial sums in float32 (the 16 added as a tree of halves: lanes l and l + 8,
+ *      then l + 4, l + 2, l + 1), (s - mean)**2 added by FMA, rstd = 1 / sqrt(var + eps) in
+ *      float32, y = fma((s - mean) * rstd, gamma, beta) (a product or a sum when one is NULL),
+ *      rounded once to the output type; mean and rstd written as computed.  The output drops
+ *      the bits float64 statistics pay for: against them the 16-bit result stays within one
+ *      unit (tests/test_norm.py bounds it by half a unit plus 2**-20 of the terms'
+ *      magnitudes), and a row of 768 takes about 40% less time.
  *   e. Kernels are named mc_layer_norm_<isa>; each level's file exports mc_norm_table_<isa>
  *      (mc_kernels.c resolves the levels).  generic and avx2 are the scalar twins of
  *      mc_norm_scalar.h in a loop (the specification); avx512 works 8 doubles at a time

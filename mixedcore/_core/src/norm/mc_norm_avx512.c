@@ -1,4 +1,5 @@
-/* AVX-512 (F/BW/VL/DQ) layer-normalization kernel: 8 elements per step, statistics in float64.
+/* AVX-512 (F/BW/VL/DQ) layer-normalization kernel: 8 elements per step, statistics in float64;
+ * a 16-bit output 16 elements per step in float32 (mc_norm.h design f, design d below).
  *
  * Design:
  *   a. Bit for bit the scalar twin (mc_norm_scalar.h): s[i] is formed in float32 (16-bit inputs
@@ -15,6 +16,11 @@
  *      type at every magnitude they reach (subnormals included), so this equals the direct
  *      rounding of the twin (mc_f64_to_f16_bits / mc_f64_to_bf16_bits); a value beyond float32's
  *      range truncates to FLT_MAX, whose last bit is set, and rounds on to infinity as it must.
+ *   d. A 16-bit output: mc_norm_row_ss_ lane by lane, one 16-lane accumulator per row (lane l
+ *      takes the elements i % 16 == l), (s - mean)**2 added by VFMADD as the twin's fmaf, the
+ *      tree of halves by extracts; mean, rstd and the division by n are the twin's scalar
+ *      expressions.  Rounding to bfloat16 is mc_f32_to_bf16_lanes_avx512, to float16 VCVTPS2PH
+ *      to nearest even; NaN lanes are replaced by the positive quiet NaN.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -193,11 +199,133 @@ mc_norm_rows_(const mc_norm_job *job, const mc_norm_loc_ *L, int64_t row, int R)
     }
 }
 
+/* --- a 16-bit output: float32 throughout (mc_norm.h design f) --------------------------------- */
+
+/* 16 elements of a row of `type` from element i as float32 (lanes outside k are 0). */
+static inline __attribute__((always_inline)) __m512 mc_norm_load16_(const void *p, int type,
+                                                                    int64_t i, __mmask16 k)
+{
+    if (type == MC_F32)
+        return k == 0xFFFF ? _mm512_loadu_ps((const float *)p + i)
+                           : _mm512_maskz_loadu_ps(k, (const float *)p + i);
+    const __m256i h = k == 0xFFFF
+                          ? _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i))
+                          : _mm256_maskz_loadu_epi16(k, (const uint16_t *)p + i);
+    if (type == MC_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+static inline __attribute__((always_inline)) __m512
+mc_norm_elem16_(const mc_norm_loc_ *L, const void *x, const void *r, int64_t i, __mmask16 k)
+{
+    __m512 v = mc_norm_load16_(x, L->xt, i, k);
+    if (r != NULL)
+        v = _mm512_add_ps(v, mc_norm_load16_(r, L->rt, i, k));
+    return v;
+}
+
+/* mc_norm_tree_ss_ on the 16 lanes of a */
+static inline float mc_norm_tree16_(__m512 a)
+{
+    const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+    const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+
+/* For each of the R rows: the float32 sum of s[i] (mean == NULL) or of (s[i] - mean[q])**2 by
+ * FMA, lane i % 16, in the twin's order. */
+static inline __attribute__((always_inline)) void
+mc_norm_sums16_(const mc_norm_loc_ *L, const void *const *x, const void *const *r, int R,
+                const float *mean, float *sum)
+{
+    const int64_t n = L->n;
+    __m512 a[MC_NORM_GROUP_], mv[MC_NORM_GROUP_];
+    for (int q = 0; q < R; ++q) {
+        a[q] = _mm512_setzero_ps();
+        mv[q] = _mm512_set1_ps(mean != NULL ? mean[q] : 0.0f);
+    }
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = i + 16 <= n ? (__mmask16)0xFFFF : mc_mask16_avx512(n - i);
+        for (int q = 0; q < R; ++q) {
+            __m512 v = mc_norm_elem16_(L, x[q], r[q], i, k);
+            if (mean != NULL) {
+                v = _mm512_sub_ps(v, mv[q]);
+                a[q] = _mm512_mask3_fmadd_ps(v, v, a[q], k);
+            } else {
+                a[q] = _mm512_mask_add_ps(a[q], k, a[q], v);
+            }
+        }
+    }
+    for (int q = 0; q < R; ++q)
+        sum[q] = mc_norm_tree16_(a[q]);
+}
+
+/* y[i .. i+15] (the lanes in k) of a row with a 16-bit output. */
+static inline __attribute__((always_inline)) void
+mc_norm_out16_(const mc_norm_loc_ *L, const void *x, const void *r, void *y, int64_t i,
+               __mmask16 k, __m512 mv, __m512 rv)
+{
+    __m512 t = _mm512_mul_ps(_mm512_sub_ps(mc_norm_elem16_(L, x, r, i, k), mv), rv);
+    if (L->gamma != NULL && L->beta != NULL)
+        t = _mm512_fmadd_ps(t, mc_norm_load16_(L->gamma, MC_F32, i, k),
+                            mc_norm_load16_(L->beta, MC_F32, i, k));
+    else if (L->gamma != NULL)
+        t = _mm512_mul_ps(t, mc_norm_load16_(L->gamma, MC_F32, i, k));
+    else if (L->beta != NULL)
+        t = _mm512_add_ps(t, mc_norm_load16_(L->beta, MC_F32, i, k));
+    const __mmask16 nan = _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
+    __m256i h;
+    if (L->yt == MC_BF16)
+        h = _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(t)));
+    else
+        h = _mm512_cvtps_ph(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    h = _mm256_mask_mov_epi16(h, nan, _mm256_set1_epi16(L->yt == MC_BF16 ? 0x7FC0 : 0x7E00));
+    _mm256_mask_storeu_epi16((uint16_t *)y + i, k, h);
+}
+
+static inline __attribute__((always_inline)) void
+mc_norm_rows16_(const mc_norm_job *job, const mc_norm_loc_ *L, int64_t row, int R)
+{
+    const int64_t n = L->n;
+    const int xs = L->xt == MC_F32 ? 4 : 2, rs = L->rt == MC_F32 ? 4 : 2;
+    const void *x[MC_NORM_GROUP_], *r[MC_NORM_GROUP_];
+    float mean[MC_NORM_GROUP_], var[MC_NORM_GROUP_];
+    for (int q = 0; q < R; ++q) {
+        x[q] = (const char *)job->x + (row + q) * n * xs;
+        r[q] = job->res != NULL ? (const char *)job->res + (row + q) * n * rs : NULL;
+    }
+    mc_norm_sums16_(L, x, r, R, NULL, mean);
+    for (int q = 0; q < R; ++q)
+        mean[q] = mean[q] / (float)n;
+    mc_norm_sums16_(L, x, r, R, mean, var);
+    for (int q = 0; q < R; ++q) {
+        const float rstd = 1.0f / sqrtf(var[q] / (float)n + (float)job->eps);
+        void *y = (char *)job->y + (row + q) * n * 2;
+        const __m512 mv = _mm512_set1_ps(mean[q]), rv = _mm512_set1_ps(rstd);
+        for (int64_t i = 0; i < n; i += 16)
+            mc_norm_out16_(L, x[q], r[q], y, i,
+                           i + 16 <= n ? (__mmask16)0xFFFF : mc_mask16_avx512(n - i), mv, rv);
+        if (job->mean != NULL)
+            job->mean[row + q] = mean[q];
+        if (job->rstd != NULL)
+            job->rstd[row + q] = rstd;
+    }
+}
+
 static void mc_layer_norm_avx512(const mc_norm_job *job, int64_t r0, int64_t r1)
 {
     const mc_norm_loc_ L = {job->n, job->x_type, job->res_type, job->y_type, job->gamma,
                             job->beta};
     int64_t row = r0;
+    if (L.yt != MC_F32) {
+        for (; row + MC_NORM_GROUP_ <= r1; row += MC_NORM_GROUP_)
+            mc_norm_rows16_(job, &L, row, MC_NORM_GROUP_);
+        for (; row < r1; ++row)
+            mc_norm_rows16_(job, &L, row, 1);
+        return;
+    }
     for (; row + MC_NORM_GROUP_ <= r1; row += MC_NORM_GROUP_)
         mc_norm_rows_(job, &L, row, MC_NORM_GROUP_);
     for (; row < r1; ++row)

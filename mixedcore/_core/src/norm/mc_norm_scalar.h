@@ -7,6 +7,8 @@
  *   b. Sums follow mc_norm.h design b: term i into acc[i % 16], then mc_norm_tree_.  The build's
  *      -ffp-contract=off keeps the compiler from fusing a product with a sum.
  *   c. Static inline, standard headers only: each unit compiles it with its own flags.
+ *   d. A 16-bit output takes mc_norm_row_ss_ (mc_norm.h design f): float32 throughout, fmaf
+ *      where the vector code has an FMA.
  */
 #ifndef MC_NORM_SCALAR_H_
 #define MC_NORM_SCALAR_H_
@@ -107,11 +109,82 @@ static inline void mc_norm_row_sd_(const mc_norm_job *job, int64_t row)
         job->rstd[row] = (float)rstd;
 }
 
+/* The sum of 16 float32 partial sums as a tree of halves: lanes l and l + 8, then l and l + 4,
+ * l + 2, l + 1 (mc_norm.h design f). */
+static inline float mc_norm_tree_ss_(float *a)
+{
+    for (int h = 8; h >= 1; h /= 2)
+        for (int l = 0; l < h; ++l)
+            a[l] = a[l] + a[l + h];
+    return a[0];
+}
+
+/* Writes the float32 t to element i of a 16-bit row, rounded to nearest even; NaN as the
+ * positive quiet NaN. */
+static inline void mc_norm_store16_(void *p, int type, int64_t i, float t)
+{
+    uint32_t u;
+    memcpy(&u, &t, 4);
+    uint16_t h;
+    if (t != t)
+        h = type == MC_BF16 ? 0x7FC0u : 0x7E00u;
+    else
+        h = type == MC_BF16 ? mc_f32_to_bf16_bits(u) : mc_f32_to_f16_bits(u);
+    ((uint16_t *)p)[i] = h;
+}
+
+/* A row with a 16-bit output, in float32 (mc_norm.h design f). */
+static inline void mc_norm_row_ss_(const mc_norm_job *job, int64_t row)
+{
+    const int64_t n = job->n;
+    const int xs = job->x_type == MC_F32 ? 4 : 2, rs = job->res_type == MC_F32 ? 4 : 2;
+    const void *x = (const char *)job->x + row * n * xs;
+    const void *r = job->res != NULL ? (const char *)job->res + row * n * rs : NULL;
+    void *y = (char *)job->y + row * n * 2;
+    float acc[16];
+    for (int j = 0; j < 16; ++j)
+        acc[j] = 0.0f;
+    for (int64_t i = 0; i < n; ++i)
+        acc[i & 15] += mc_norm_elem_(x, job->x_type, r, job->res_type, i);
+    const float mean = mc_norm_tree_ss_(acc) / (float)n;
+    for (int j = 0; j < 16; ++j)
+        acc[j] = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float d = mc_norm_elem_(x, job->x_type, r, job->res_type, i) - mean;
+        acc[i & 15] = fmaf(d, d, acc[i & 15]);
+    }
+    const float var = mc_norm_tree_ss_(acc) / (float)n;
+    const float rstd = 1.0f / sqrtf(var + (float)job->eps);
+    for (int64_t i = 0; i < n; ++i) {
+        float t = (mc_norm_elem_(x, job->x_type, r, job->res_type, i) - mean) * rstd;
+        if (job->gamma != NULL && job->beta != NULL)
+            t = fmaf(t, job->gamma[i], job->beta[i]);
+        else if (job->gamma != NULL)
+            t = t * job->gamma[i];
+        else if (job->beta != NULL)
+            t = t + job->beta[i];
+        mc_norm_store16_(y, job->y_type, i, t);
+    }
+    if (job->mean != NULL)
+        job->mean[row] = mean;
+    if (job->rstd != NULL)
+        job->rstd[row] = rstd;
+}
+
+/* A row: float64 statistics for a float32 output, float32 for a 16-bit one. */
+static inline void mc_norm_row_(const mc_norm_job *job, int64_t row)
+{
+    if (job->y_type == MC_F32)
+        mc_norm_row_sd_(job, row);
+    else
+        mc_norm_row_ss_(job, row);
+}
+
 #define MC_NORM_SCALAR_KERNELS_(isa)                                                          \
     static void mc_layer_norm_##isa(const mc_norm_job *job, int64_t r0, int64_t r1)           \
     {                                                                                         \
         for (int64_t row = r0; row < r1; ++row)                                               \
-            mc_norm_row_sd_(job, row);                                                        \
+            mc_norm_row_(job, row);                                                           \
     }
 
 #endif
