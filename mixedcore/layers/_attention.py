@@ -522,14 +522,16 @@ class MultiHeadAttention(Layer):
                                     attention_mask, use_causal_mask, key is not None)
         if mask is not None:
             scores = np.where(mask, scores, w.type(_MASKED))
-        if training or cd == w:
+        probs = None
+        if training or cd == w:             # the work-dtype probabilities the gradient uses
             probs = _softmax_last(scores)
             if mask is not None:
                 probs = np.where(mask, probs, w.type(0))
-            p_cd = to_compute(probs, cd)
+        if cd == w:
+            p_cd = probs
         else:
-            # inference into a 16-bit compute dtype: the fused kernel's float32 softmax, so
-            # that this path and the fused one give the same probabilities
+            # a 16-bit compute dtype: the fused kernel's float32 softmax rounded to it, so that
+            # this path (training included) and the fused one give the same probabilities
             p_cd = _softmax_last(scores, cd)
             if mask is not None:
                 p_cd = np.where(mask, p_cd, cd.type(0))
