@@ -67,17 +67,16 @@ static void check_elementwise(int64_t n)
 
 /* gelu for 16-bit outputs (mc_act_scalar.h design f), forward only: every level equals the
  * float32 twin mc_gelu_ss_, and the twin is within 2**-18 (relative) of the float64 gelu
- * wherever the result is a normal float32, on every 61st bit pattern (70 million values). */
+ * wherever the result is a normal float32, on every 257th bit pattern (17 million values). */
 static void check_gelu_16(void)
 {
     enum { N = 1 << 16 };
     float *x = mcx_alloc(N * 4), *y = mcx_alloc(N * 4);
     mcx_case("gelu_16 bit patterns");
     int64_t bad = 0, far = 0;
-    double worst = 0.0;
-    for (uint64_t lo = 0; lo < ((uint64_t)1 << 32); lo += (uint64_t)N * 61) {
+    for (uint64_t lo = 0; lo < ((uint64_t)1 << 32); lo += (uint64_t)N * 257) {
         int64_t n = 0;
-        for (uint64_t u = lo; u < lo + (uint64_t)N * 61 && u < ((uint64_t)1 << 32); u += 61) {
+        for (uint64_t u = lo; u < lo + (uint64_t)N * 257 && u < ((uint64_t)1 << 32); u += 257) {
             const uint32_t b = (uint32_t)u;
             memcpy(&x[n++], &b, 4);
         }
@@ -92,15 +91,12 @@ static void check_gelu_16(void)
             if (fabs(ref) < 0x1p-126)
                 continue;
             const double rel = fabs((double)want - ref) / fabs(ref);
-            if (rel > worst)
-                worst = rel;
             if (rel > 0x1p-18 && far++ < 3)
                 MCX_FAIL("x=%a: %a against %a, relative error %g", (double)x[i], (double)want,
                          ref, rel);
         }
         mcx_checks_ += 2;
     }
-    (void)worst;
     free(x);
     free(y);
 }
