@@ -470,11 +470,7 @@ MC_ACT_INLINE_ void mc_softmax16_row_avx512_(const float *x, float *y, int64_t n
         _mm512_mask_storeu_ps(y + i, k, e);
         acc = _mm512_mask_add_ps(acc, ks, acc, e);
     }
-    __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-    __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
-    __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
-    const float t = _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
-    const __m512 sv = _mm512_set1_ps(1.0f + t);
+    const __m512 sv = _mm512_set1_ps(1.0f + mc_sum16_halves_avx512(acc));
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 k = mc_mask16_avx512(n - i);
         _mm512_mask_storeu_ps(y + i, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, y + i), sv));

@@ -225,15 +225,6 @@ mc_norm_elem16_(const mc_norm_loc_ *L, const void *x, const void *r, int64_t i, 
     return v;
 }
 
-/* mc_norm_tree_ss_ on the 16 lanes of a */
-static inline float mc_norm_tree16_(__m512 a)
-{
-    const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
-    const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
-    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
-}
-
 /* For each of the R rows: the float32 sum of s[i] (mean == NULL) or of (s[i] - mean[q])**2 by
  * FMA, lane i % 16, in the twin's order. */
 static inline __attribute__((always_inline)) void
@@ -259,7 +250,7 @@ mc_norm_sums16_(const mc_norm_loc_ *L, const void *const *x, const void *const *
         }
     }
     for (int q = 0; q < R; ++q)
-        sum[q] = mc_norm_tree16_(a[q]);
+        sum[q] = mc_sum16_halves_avx512(a[q]);
 }
 
 /* y[i .. i+15] (the lanes in k) of a row with a 16-bit output. */

@@ -30,6 +30,17 @@ MC_INLINE_ __mmask32 mc_mask32_avx512(int64_t n) { return (__mmask32)mc_lanes_av
 
 /* --- loads -------------------------------------------------------------------------------------- */
 
+/* The sum of the 16 lanes of a as a tree of halves: lanes l and l + 8, then l and l + 4, l + 2,
+ * l + 1 (the order of the float32 twins that sum 16 partial sums so, e.g. the 16-bit softmax
+ * and layer normalization). */
+MC_INLINE_ float mc_sum16_halves_avx512(__m512 a)
+{
+    const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+    const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+
 /* The lanes of m of 16 contiguous elements of `type` (float16, bfloat16 or float32) at p as
  * float32 (exact; the other lanes are zero and their memory is not read). */
 MC_INLINE_ __m512 mc_load16_avx512(const char *p, int type, __mmask16 m)
