@@ -1,22 +1,30 @@
 """MultiHeadAttention: Keras's layer on the batched GEMM (float32 accumulation), softmax in
 float32."""
 import math
+import string
 
 import numpy as np
 
+from mixedcore import dtype_policies as _dtype_policies
 from mixedcore import initializers as _initializers
 from mixedcore import kernels
+from mixedcore import quantizers as _quantizers
 from mixedcore import random as _random
 from mixedcore import regularizers as _regularizers
 from mixedcore._dtypes import as_numeric_array, dtype_name, is_floating, np_dtype, to_compute, \
     work_dtype
 from mixedcore.layers import _args, _node
 from mixedcore.layers._base import Layer, _as_shapes, _batchless
+from mixedcore.layers._einsum_dense import QuantizedEinsumDense, _Plan
+from mixedcore.layers._quantized import quantized_policy_name
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
 # what Keras's masked softmax puts at masked positions before normalizing
 _MASKED = np.float32(-1e9)
 _WEIGHTS = ("query", "key", "value", "attention_output")
+# the sub-layer each projection is in Keras, under which its variables are filed
+_SUBLAYERS = dict(zip(_WEIGHTS, ("query_dense", "key_dense", "value_dense", "output_dense")))
+_F32 = np.dtype(np.float32)
 
 
 def _gemm_ok(*arrays):
@@ -113,6 +121,7 @@ class MultiHeadAttention(Layer):
     """
 
     supports_masking = True      # the output takes the query's mask, as in Keras
+    _DERIVED_STATE = dict(Layer._DERIVED_STATE, _qprojections=dict)
 
     def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True,
                  output_shape=None, attention_axes=None, kernel_initializer="glorot_uniform",
@@ -171,6 +180,18 @@ class MultiHeadAttention(Layer):
         self._generator = _random.generator(seed) if seed is not None else None
         self._scale = 1.0 / math.sqrt(float(self.key_dim))
         self._train_cache = None
+        # projection -> (quantized policy, config) for the quantized projections; a policy map
+        # as ``dtype`` (what a file of a quantized attention holds) gives them by path
+        self._projection_quant = {}
+        self._qprojections = {}
+        policy_map = _dtype_policies.get(kwargs["dtype"]) if isinstance(
+            kwargs.get("dtype"), (dict, _dtype_policies.DTypePolicyMap)) else None
+        if isinstance(policy_map, _dtype_policies.DTypePolicyMap):
+            for sub in _WEIGHTS:
+                policy = policy_map[f"{self.name}/{sub}"]
+                if getattr(policy, "quantization_mode", None) is not None:
+                    self._projection_quant[sub] = (self._check_projection_policy(
+                        f"{owner} '{self.name}'", sub, policy), None)
 
     @classmethod
     def from_config(cls, config):
@@ -319,27 +340,222 @@ class MultiHeadAttention(Layer):
         key_shape = value_shape if key_shape is None else key_shape
         n, h, hv = self.num_heads, self.key_dim, self.value_dim
         out = self._output_shape_arg or (int(query_shape[-1]),)
+        self._out_tail = tuple(out)
+        rank = len(query_shape)
+        self._plans = {}
         for name, d, size in (("query", query_shape[-1], h), ("key", key_shape[-1], h),
                               ("value", value_shape[-1], hv)):
-            self._add_projection(f"{name}/kernel", (int(d), n, size), self.kernel_initializer,
-                                 self.kernel_regularizer)
-            if self.use_bias:
-                self.add_weight(f"{name}/bias", (n, size), self.bias_initializer,
-                                self.bias_regularizer)
-        self._add_projection("attention_output/kernel", (n, hv) + tuple(out),
-                             self.kernel_initializer, self.kernel_regularizer, split=2)
+            self._plans[name] = _projection_plan(self.name, name, rank, (int(d),), (n, size))
+            self._add_projection(name, (int(d), n, size))
+        self._plans["attention_output"] = _projection_plan(self.name, "attention_output", rank,
+                                                           (n, hv), tuple(out))
+        self._add_projection("attention_output", (n, hv) + tuple(out), split=2)
+        self._qprojections = {}
+
+    def _add_projection(self, name, shape, split=1):
+        """A projection's kernel and bias.  The float kernel is initialized as the matrix
+        (prod(shape[:split]), prod(shape[split:])) of the GEMM it is used as (so the fans are a
+        Dense layer's), stored in Keras's shape; a quantized projection has its mode's weights
+        (Keras's EinsumDense's, at their initial values) in their place."""
+        quantized = self._quantized(name)
+        if quantized is not None:
+            if self.compute_dtype not in _GEMM_DTYPES:
+                raise ValueError(f"MultiHeadAttention '{self.name}': a quantized projection "
+                                 f"({name}) computes in float32, bfloat16 or float16, not "
+                                 f"{self.compute_dtype}")
+            for weight, wshape, dtype, init, trainable in quantized._quantized_specs(
+                    tuple(shape), quantized.quantization_mode, quantized._int4_block()):
+                self.add_weight(f"{name}/{weight}", wshape, init, trainable=trainable,
+                                dtype=dtype)
+        else:
+            matrix = (int(np.prod(shape[:split])), int(np.prod(shape[split:])))
+            initializer = self.kernel_initializer
+
+            def as_matrix(shape, dtype):
+                return _initializers.initialize(initializer, matrix, dtype).reshape(shape)
+            self.add_weight(f"{name}/kernel", shape, as_matrix, self.kernel_regularizer)
         if self.use_bias:
-            self.add_weight("attention_output/bias", tuple(out), self.bias_initializer,
+            self.add_weight(f"{name}/bias", shape[split:], self.bias_initializer,
                             self.bias_regularizer)
 
-    def _add_projection(self, name, shape, initializer, regularizer, split=1):
-        """A kernel initialized as the matrix (prod(shape[:split]), prod(shape[split:])) of the
-        GEMM it is used as (so the fans are a Dense layer's), stored in Keras's shape."""
-        matrix = (int(np.prod(shape[:split])), int(np.prod(shape[split:])))
+    # -- quantized projections (docs/quantization.md) ---------------------------------------------
+    def _check_projection_policy(self, owner, name, policy):
+        """A projection's quantized policy: a mode mixedcore runs, quantizing this layer's own
+        policy (the projections compute in the layer's dtypes)."""
+        mode = policy.quantization_mode
+        if mode not in QuantizedEinsumDense._MODES:
+            raise ValueError(f"{owner}: the {name} projection's policy {policy.name!r} "
+                             f"quantizes in mode {mode!r}; mixedcore's MultiHeadAttention "
+                             f"takes {list(QuantizedEinsumDense._MODES)}")
+        if (policy.compute_dtype, policy.variable_dtype) != (self.compute_dtype,
+                                                             self.variable_dtype):
+            raise ValueError(f"{owner}: the {name} projection's policy {policy.name!r} "
+                             f"computes in {policy.compute_dtype} with {policy.variable_dtype} "
+                             f"weights; the layer's policy {self.dtype_policy.name!r} in "
+                             f"{self.compute_dtype} with {self.variable_dtype}: they must agree")
+        return policy
 
-        def as_matrix(shape, dtype):
-            return _initializers.initialize(initializer, matrix, dtype).reshape(shape)
-        self.add_weight(name, shape, as_matrix, regularizer)
+    def _quantized(self, name):
+        """The quantized projection ``name`` (None when it is float), read through this
+        layer's weights."""
+        entry = self._projection_quant.get(name)
+        if entry is None:
+            return None
+        proj = self._qprojections.get(name)
+        if proj is None or proj.dtype_policy is not entry[0]:
+            proj = _QuantizedProjection(self, name, self._plans[name], *entry)
+            self._qprojections[name] = proj
+        return proj
+
+    @property
+    def quantization_mode(self):
+        """The mode of the quantized projections (None when all are float; "mixed" when they
+        differ)."""
+        modes = {p.quantization_mode for p, _ in self._projection_quant.values()}
+        return None if not modes else modes.pop() if len(modes) == 1 else "mixed"
+
+    def quantizable_parts(self):
+        """The projections not yet quantized, as Keras's sub-layers show them (``name`` is
+        the sub-layer's: "query", "key", "value", "attention_output"), for
+        ``Model.quantize``'s filters."""
+        return [_Projection(self, name) for name in _WEIGHTS
+                if name not in self._projection_quant]
+
+    def quantize(self, mode=None, config=None, type_check=True, parts=None):
+        """Quantize the four projections' kernels in place, as Keras's ``Model.quantize``
+        quantizes the layer's EinsumDense sub-layers (docs/quantization.md): int8, int4 or
+        float8, with Keras's weights bit for bit.
+
+        ``parts`` (projections from :meth:`quantizable_parts`, or their names) limits it to
+        those.
+
+        Raises
+        ------
+        ValueError
+            Unbuilt; a projection already quantized; an unknown mode or a config contradicting
+            it; int8 under a float16 policy; a float64 policy.
+        """
+        owner = f"MultiHeadAttention '{self.name}'.quantize"
+        config = _quantizers.resolve_config(owner, mode, config)
+        mode = config.mode
+        if not self.built:
+            raise ValueError(f"{owner}: Cannot quantize a layer that isn't yet built. Layer "
+                             f"'{self.name}' (of type 'MultiHeadAttention') is not built yet.")
+        names = list(_WEIGHTS) if parts is None else [getattr(p, "name", p) for p in parts]
+        for name in names:
+            if name not in _WEIGHTS:
+                raise ValueError(f"{owner}: no projection {name!r}; the projections are "
+                                 f"{list(_WEIGHTS)}")
+            if name in self._projection_quant:
+                raise ValueError(f"{owner}: the {name} projection is already quantized with "
+                                 f"dtype_policy='{self._projection_quant[name][0].name}'. "
+                                 f"Received: mode={mode}")
+        if mode not in QuantizedEinsumDense._MODES:
+            raise ValueError(f"{owner}: MultiHeadAttention's projections cannot be quantized "
+                             f"in mode {mode!r} (they take {list(QuantizedEinsumDense._MODES)})")
+        if mode == "int8" and self.compute_dtype == "float16":
+            raise ValueError(f"{owner}: Quantization mode='int8' doesn't work well with "
+                             f"compute_dtype='float16'. Consider loading model/layer with another "
+                             f"dtype policy such as 'mixed_bfloat16' before calling `quantize()`.")
+        if self.compute_dtype not in _GEMM_DTYPES:
+            raise ValueError(f"{owner}: quantized projections compute in float32, bfloat16 or "
+                             f"float16, not {self.compute_dtype}")
+        policy = _dtype_policies.get(quantized_policy_name(self, mode, config))
+        # every new weight is computed before the layer changes
+        new = {}
+        for name in names:
+            proj = _QuantizedProjection(self, name, self._plans[name], policy, config)
+            kernel = self._weight(f"{name}/kernel")
+            values = proj._quantized_values(mode, config)
+            specs = proj._quantized_specs(tuple(kernel.shape), mode, proj._int4_block())
+            weights = []
+            for weight, wshape, dtype, init, trainable in specs:
+                value = values.get(weight, kernel if weight == "kernel" else None)
+                array = np.empty(wshape, dtype=np_dtype(dtype or self.variable_dtype))
+                array[...] = value if value is not None else \
+                    _initializers.initialize(init, wshape, array.dtype)
+                weights.append((f"{name}/{weight}", array, trainable, None))
+            new[name] = weights
+        kept = [w for w in zip(self._names, self._values, self._trainable_flags,
+                               self._regularizers)
+                if w[0].split("/")[0] not in new or w[0].endswith("/bias")]
+        self._set_weight_lists(kept + [w for name in names for w in new[name]])
+        for name in names:
+            self._projection_quant[name] = (policy, config)
+        self._packed, self._bias_cache, self._qprojections = {}, {}, {}
+        self.weights_updated()
+
+    def _set_weight_lists(self, weights):
+        """The weights [(name, value, trainable, regularizer)] as the layer's, grouped by
+        projection in Keras's order (query, key, value, output), each projection's weights
+        in a layer built under its policy's order: its mode's weights, then the bias."""
+        def rank(w):
+            name, weight = w[0].split("/", 1)
+            return _WEIGHTS.index(name), weight == "bias"
+        weights = sorted(weights, key=rank)
+        self._names = [w[0] for w in weights]
+        self._values = [w[1] for w in weights]
+        self._trainable_flags = [w[2] for w in weights]
+        self._regularizers = [w[3] for w in weights]
+
+    def adopt_stored_layout(self, sub, shapes, read):
+        """Take a quantized projection's layout from a file, before its weights are read.
+
+        Keras's ``Model.quantize`` quantizes the layer's EinsumDense sub-layers in memory, and
+        the file it then saves records no quantization in its config (Keras 3.15.1 cannot load
+        it back); the variables filed under a sub-layer (``sub``: "query_dense", ...) show the
+        mode: int8 (the kernel's shape and an output-aligned scale), int4 (a packed kernel,
+        its scales, zero points and group indices) or float8 (the kernel and its scales and
+        histories).  ``shapes`` maps the stored variables ("0", "1", ...) to their shapes;
+        ``read(i)`` reads one (only the int4 group indices are read, after their shape is
+        checked).  A projection whose stored shapes are a mode's default layout takes that
+        mode; anything else is left for the loader's checks to report.
+        """
+        name = {v: k for k, v in _SUBLAYERS.items()}.get(sub.lstrip("_"))
+        if not self.built or name is None or name in self._projection_quant:
+            return
+        kernel = self._weight(f"{name}/kernel")
+        bias = self._weight(f"{name}/bias")
+        stored = [shapes.get(str(i)) for i in range(len(shapes))]
+        if None in stored or stored == [tuple(kernel.shape)] + (
+                [] if bias is None else [tuple(bias.shape)]):
+            return
+        plan = self._plans[name]
+        rows = plan.k
+        candidates = [("int8", None), ("float8", None), ("int4", -1)]
+        if len(stored) >= 4:                 # grouped int4: the group size
+            groups = stored[-3][0] if len(stored[-3]) == 2 else 0
+            block = 128 if groups == math.ceil(rows / 128) else None
+            if block is None and stored[-1] == (rows,) and groups > 0:
+                g = np.asarray(read(str(len(stored) - 1)))
+                block = int(np.count_nonzero(g == 0)) or None
+            if block is not None and groups == math.ceil(rows / block):
+                candidates.append(("int4", block))
+        for mode, block in candidates:
+            config = None if block is None else _quantizers.Int4QuantizationConfig(
+                block_size=block)
+            policy = _dtype_policies.get(quantized_policy_name(self, mode, config))
+            proj = _QuantizedProjection(self, name, plan, policy, None)
+            try:
+                specs = proj._quantized_specs(tuple(kernel.shape), mode, proj._int4_block())
+            except ValueError:
+                continue
+            layout = {w: tuple(shape) for w, shape, *_ in specs}
+            if bias is not None:
+                layout["bias"] = tuple(bias.shape)
+            if [layout[w] for w in proj._serialization_order(mode) if w in layout] == stored:
+                self._projection_quant[name] = (self._check_projection_policy(
+                    f"MultiHeadAttention '{self.name}'", name, policy), None)
+                self._qprojections = {}
+                others = [w for w in zip(self._names, self._values, self._trainable_flags,
+                                         self._regularizers) if w[0].split("/")[0] != name]
+                self._set_weight_lists(others)
+                self._add_projection(name, tuple(kernel.shape),
+                                     split=2 if name == "attention_output" else 1)
+                self._set_weight_lists(list(zip(self._names, self._values,
+                                                self._trainable_flags, self._regularizers)))
+                self.weights_updated()
+                return
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
         if value_shape is None and isinstance(query_shape, (list, tuple)) and query_shape and \
@@ -424,22 +640,68 @@ class MultiHeadAttention(Layer):
         return mask
 
     def _project(self, x2, name, training):
-        """x2 (rows, d) @ kernel (d, cols) + bias, in the compute dtype (float32 accumulation)."""
-        kernel, bias = f"{name}/kernel", f"{name}/bias"
+        """x2 (rows, d) @ kernel (d, cols) + bias, in the compute dtype (float32 accumulation);
+        a quantized projection's quantized product at inference, its dequantized kernel in
+        training (as EinsumDense)."""
+        kernel = f"{name}/kernel"
         cd = x2.dtype
         sixteen = cd.itemsize == 2
+        out = dtype_name(cd) if sixteen else None
+        quantized = self._quantized(name)
+        if quantized is not None and not training:
+            return quantized._quantized_rows(x2, self._projection_bias(name), None, out)
         if _gemm_ok(x2):
             if training:
-                k = self._matrix(self._compute_weight(kernel), name)
+                k = self._kernel_matrix(name)
             else:
                 k = self.packed_weight(kernel)
-            b = self._bias32(bias) if self.use_bias else None
-            return kernels.matmul(x2, k, bias=b, out_dtype=dtype_name(cd) if sixteen else None)
+            return kernels.matmul(x2, k, bias=self._projection_bias(name), out_dtype=out)
         w = work_dtype(cd)
-        z = to_compute(x2, w) @ to_compute(self._matrix(self._compute_weight(kernel), name), w)
+        z = to_compute(x2, w) @ to_compute(self._kernel_matrix(name), w)
         if self.use_bias:
-            z += to_compute(self._compute_weight(bias), w).reshape(-1)
+            z += to_compute(self._compute_weight(f"{name}/bias"), w).reshape(-1)
         return to_compute(z, cd)
+
+    def _kernel_matrix(self, name):
+        """A projection's kernel as its GEMM matrix in the compute dtype (the dequantized
+        kernel of a quantized projection)."""
+        quantized = self._quantized(name)
+        if quantized is None:
+            return self._matrix(self._compute_weight(f"{name}/kernel"), name)
+        cd = self._compute_np()
+        return self._matrix(to_compute(quantized._prepared(
+            ("dequantized", cd), quantized.dequantized_kernel), cd), name)
+
+    def _projection_bias(self, name):
+        """A projection's bias as its product's epilogue adds it (float32, one value per
+        column; None without); a float8 projection under float32 rounds it through bfloat16,
+        as Keras's float8 layers do."""
+        if not self.use_bias:
+            return None
+        b = self._bias32(f"{name}/bias")
+        quantized = self._quantized(name)
+        if quantized is not None and quantized.quantization_mode == "float8" and \
+                self._compute_np() == _F32:
+            b = to_compute(to_compute(b, np_dtype("bfloat16")), _F32)
+        return b
+
+    def _qkv_int8(self):
+        """int8 query, key and value projections that quantize their inputs (the same input
+        rows for the three): their kernels side by side, packed for one integer product, with
+        their column scales; None when the three are not alike so."""
+        projs = [self._quantized(p) for p in ("query", "key", "value")]
+        if any(p is None or p.quantization_mode != "int8" or not p._activation_quantized()
+               for p in projs):
+            return None
+        key = (self._version, kernels.isa())
+        entry = self._packed.get("qkv_int8")
+        if entry is None or entry[0] != key:
+            matrix = np.concatenate([p._plan.kernel_2d(p._weight("kernel")) for p in projs],
+                                    axis=1)
+            scale = np.concatenate([p._column_scale() for p in projs])
+            entry = (key, kernels.pack(np.ascontiguousarray(matrix)), scale)
+            self._packed["qkv_int8"] = entry
+        return entry[1], entry[2]
 
     def _packed_qkv(self):
         """The query, key and value kernels side by side, packed for one product, and their
@@ -486,11 +748,22 @@ class MultiHeadAttention(Layer):
         xq = q_in.reshape(b * t, -1)
         xv = v_in.reshape(b * s, -1)
         xk = xv if key is None else k_in.reshape(b * s, -1)
+        qkv = None
         if not training and key is None and q_in is v_in and _gemm_ok(xq):
             # self-attention at inference: the three projections as one product (each column
             # is the same sum as in its own product, so the same bits), views of its columns
-            packed, bias = self._packed_qkv()
-            qkv = kernels.matmul(xq, packed, bias=bias, out_dtype=out16)
+            if not any(p in self._projection_quant for p in ("query", "key", "value")):
+                packed, bias = self._packed_qkv()
+                qkv = kernels.matmul(xq, packed, bias=bias, out_dtype=out16)
+            else:
+                int8 = self._qkv_int8()
+                if int8 is not None:
+                    xq8, xscale = kernels.quantize_rows(xq)
+                    bias = None if not self.use_bias else np.concatenate(
+                        [self._projection_bias(p) for p in ("query", "key", "value")])
+                    qkv = kernels.matmul_int8(xq8, int8[0], a_scale=xscale, b_scale=int8[1],
+                                              bias=bias, out_dtype=out16)
+        if qkv is not None:
             qp = qkv[:, :n * h].reshape(b, t, n, h)
             kp = qkv[:, n * h:2 * n * h].reshape(b, s, n, h)
             vp = qkv[:, 2 * n * h:].reshape(b, s, n, hv)
@@ -502,7 +775,12 @@ class MultiHeadAttention(Layer):
         kh = kp.transpose(0, 2, 1, 3)
         vh = vp.transpose(0, 2, 1, 3)
 
-        out_tail = tuple(self._weight("attention_output/kernel").shape[2:])
+        out_tail = self._out_tail
+        if training and any(p.quantization_mode == "float8"
+                            for p, _ in self._projection_quant.values()):
+            raise ValueError(f"MultiHeadAttention '{self.name}': float8 projections are "
+                             f"inference-only in mixedcore (float8 training's scale updates are "
+                             f"not implemented)")
         if not training and not return_attention_scores and _gemm_ok(qh):
             # inference: the fused kernel, the same numbers as the path below without the
             # (b, n, t, s) scores in memory (docs/layers.md, MultiHeadAttention)
@@ -568,13 +846,14 @@ class MultiHeadAttention(Layer):
         def dense_backward(name, x2, dz2, need_dx):
             """Weight gradients of a projection (float32), and the input gradient."""
             kernel, bias = f"{name}/kernel", f"{name}/bias"
-            grads[kernel] = np.asarray(_mm(x2.T, dz2)).reshape(self._weight(kernel).shape)
+            if name not in self._projection_quant:      # a quantized kernel is frozen
+                grads[kernel] = np.asarray(_mm(x2.T, dz2)).reshape(self._weight(kernel).shape)
             if self.use_bias:
                 db = to_compute(dz2, work_dtype(dz2.dtype)).sum(axis=0)
                 grads[bias] = db.reshape(self._weight(bias).shape)
             if not need_dx:
                 return None
-            return _mm(dz2, self._matrix(self._compute_weight(kernel), name).T, out_dtype=out16)
+            return _mm(dz2, self._kernel_matrix(name).T, out_dtype=out16)
 
         dy_scores = None
         if isinstance(dy, (list, tuple)):       # a call with return_attention_scores
@@ -613,21 +892,20 @@ class MultiHeadAttention(Layer):
         dv = to_compute(to_compute(np.asarray(dxv), w) + to_compute(np.asarray(dxk), w), cd)
         return {"query": dq, "value": dv.reshape(v_shape), "key": None}
 
-    # Keras keeps the projections in sub-layers and files their variables under these paths,
-    # in the order their weights come in ``self.weights``.
-    _KERAS_SUBLAYERS = ("query_dense", "key_dense", "value_dense", "output_dense")
-
     def keras_weight_paths(self):
-        """Keras's layout: each projection's kernel (and bias) under its sub-layer's path."""
-        n = len(self.weights)
-        subpaths = self._KERAS_SUBLAYERS
-        if not n:
+        """Keras's layout: each projection's variables under its sub-layer's path, in the
+        order Keras's EinsumDense files them (kernel, bias, then a quantized mode's scales)."""
+        if not self._names:
             return super().keras_weight_paths()
-        if n % len(subpaths):
-            raise ValueError(f"{type(self).__name__} '{self.name}': {n} weights do not split "
-                             f"into the {len(subpaths)} sub-layers Keras files them under")
-        k = n // len(subpaths)
-        return [(sub, list(range(i * k, (i + 1) * k))) for i, sub in enumerate(subpaths)]
+        position = {creation: pos for pos, creation in enumerate(self._weight_index_order())}
+        paths = []
+        for name in _WEIGHTS:
+            quantized = self._quantized(name)
+            order = ["kernel", "bias"] if quantized is None else \
+                quantized._serialization_order(quantized.quantization_mode)
+            paths.append((_SUBLAYERS[name], [position[self._names.index(f"{name}/{w}")]
+                                             for w in order if f"{name}/{w}" in self._names]))
+        return paths
 
     def get_config(self):
         config = super().get_config()
@@ -645,17 +923,95 @@ class MultiHeadAttention(Layer):
             "activity_regularizer": None, "kernel_constraint": None, "bias_constraint": None,
             "use_gate": False,
         })
+        if self._projection_quant:
+            # Keras builds the projections as sub-layers under the layer's policy; a policy map
+            # gives each quantized one its policy by path, so Keras loads the file
+            policy_map = _dtype_policies.DTypePolicyMap(default_policy=self.dtype_policy)
+            for name, (policy, _) in self._projection_quant.items():
+                if not self._quantized(name).config_in_file():
+                    raise ValueError(
+                        f"MultiHeadAttention '{self.name}': the {name} projection was quantized "
+                        f"with {self._projection_quant[name][1]!r}; a Keras file holds only "
+                        f"the policy {policy.name!r} of each projection (the mode's default "
+                        f"config), so this layer cannot be saved; quantize it with the mode's "
+                        f"default config to save it")
+                policy_map[f"{self.name}/{name}"] = policy
+            config["dtype"] = _dtype_policies.serialize(policy_map)
         return config
+
+
+def _projection_plan(layer_name, name, rank, contracted, tail):
+    """The einsum product of a projection as Keras's MultiHeadAttention writes it for inputs of
+    ``rank``: the free axes (batch, positions) kept, the ``contracted`` ones summed against the
+    kernel's leading axes, the kernel's ``tail`` axes appended ("abc,cde->abde" for the query
+    of a (batch, seq, features) input, "abcd,cde->abe" for the output)."""
+    free = rank - 1
+    letters = string.ascii_lowercase
+    x = letters[:free + len(contracted)]
+    w = letters[free:free + len(contracted) + len(tail)]
+    y = letters[:free] + w[len(contracted):]
+    shape = (None,) * free + tuple(contracted)
+    partial = (None,) * (free - 1) + tuple(tail)
+    return _Plan(f"MultiHeadAttention '{layer_name}' ({name})", f"{x},{w}->{y}",
+                 w[len(contracted):], shape, partial)
+
+
+class _QuantizedProjection(QuantizedEinsumDense):
+    """One quantized projection of a MultiHeadAttention, as Keras's EinsumDense sub-layer
+    quantizes it: the quantized einsum product read through the layer's weights
+    ("query/kernel", "query/kernel_scale", ...)."""
+
+    def __init__(self, layer, name, plan, policy, config):
+        self._layer, self._sub = layer, name
+        self._plan = plan
+        self.dtype_policy = policy
+        self.quantization_config = config
+        self.kernel_initializer = layer.kernel_initializer
+        self.name = f"{layer.name}/{name}"
+        self._qcache = None
+
+    @property
+    def _version(self):
+        return self._layer._version
+
+    def _compute_np(self):
+        return self._layer._compute_np()
+
+    def _weight(self, name):
+        return self._layer._weight(f"{self._sub}/{name}")
+
+    def _owner(self):
+        return f"MultiHeadAttention '{self._layer.name}' ({self._sub} projection)"
+
+    def config_in_file(self):
+        """Whether a Keras file can hold this projection's config: Keras gives the layer's
+        sub-layers their policies only (from a policy map), so the mode's default config."""
+        config = self.quantization_config
+        if config is None:
+            return True
+        default = _quantizers.resolve_config(self._owner(), config.mode, None)
+        if isinstance(config, _quantizers.Int4QuantizationConfig):
+            default = _quantizers.Int4QuantizationConfig(block_size=config.block_size)
+        return config == default
 
 
 class _Projection:
     """One projection's weights as Keras's EinsumDense sub-layer shows them: ``kernel`` and
-    ``bias`` (None before the layer is built, and the bias without ``use_bias``)."""
+    ``bias`` (None before the layer is built, and the bias without ``use_bias``); ``name`` is
+    the sub-layer's name, ``path`` its path."""
 
     __slots__ = ("_layer", "_name")
 
     def __init__(self, layer, name):
         self._layer, self._name = layer, name
+
+    @property
+    def name(self):
+        return self._name
+
+    @property
+    def path(self):
+        return f"{self._layer.name}/{self._name}"
 
     @property
     def kernel(self):

@@ -511,7 +511,8 @@ class Layer:
     # operands, bias tiles) and what a training call kept for backward is left out; the
     # unpickled layer redoes the derived parts on its first call, to the same bits.
     _DERIVED_STATE = {"_cache": None, "_cache_key": None, "_packed": dict, "_folded": None,
-                      "_bias_cache": dict, "_train_cache": None, "_pending": dict}
+                      "_bias_cache": dict, "_train_cache": None, "_pending": dict,
+                      "_qcache": None}
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -43,8 +43,8 @@ from mixedcore._dtypes import dtype_name, is_floating, np_dtype, to_compute, wor
 from mixedcore.layers import _args
 from mixedcore.layers._affine import _Affine
 from mixedcore.layers._base import Weight
-from mixedcore.layers._quantized import (Quantizable, _group_index, block_size_of,
-                                         fake_float8, float8_specs, int4_specs)
+from mixedcore.layers._quantized import (Quantizable, QuantizedWeights, _group_index,
+                                         block_size_of, fake_float8, float8_specs, int4_specs)
 
 _F32 = np.dtype(np.float32)
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
@@ -245,8 +245,10 @@ class _AxesInitializer:
                                                  np.argsort(perm)))
 
 
-class QuantizedEinsumDense(Quantizable):
-    """EinsumDense's quantized modes (module docstring, D)."""
+class QuantizedEinsumDense(QuantizedWeights):
+    """The quantized modes of an einsum product (module docstring, D), for EinsumDense and for
+    MultiHeadAttention's projections: the holder provides ``_plan`` and what
+    ``QuantizedWeights`` needs."""
 
     _FLOAT = "kernel"
     _MODES = ("int8", "int4", "float8")
@@ -415,7 +417,7 @@ class QuantizedEinsumDense(Quantizable):
                                       n=plan.n)
 
 
-class EinsumDense(QuantizedEinsumDense, _Affine):
+class EinsumDense(QuantizedEinsumDense, Quantizable, _Affine):
     """A dense layer written as an einsum (``keras.layers.EinsumDense``):
     ``activation(einsum(equation, inputs, kernel) + bias)``.
 

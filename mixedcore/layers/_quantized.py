@@ -25,7 +25,7 @@ Design:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import ml_dtypes
 import numpy as np
@@ -61,29 +61,17 @@ def quantized_policy_name(layer, mode, config):
     return f"{name}_from_{layer.dtype_policy.name}"
 
 
-class Quantizable(Layer):
-    """What Dense and Embedding share for quantized weights (module docstring).
+class QuantizedWeights:
+    """What reading a quantized weight set needs, whoever holds it: a layer, or one projection
+    of a MultiHeadAttention.  The holder provides ``dtype_policy``, ``quantization_config``,
+    ``_weight(name)``, ``_version`` and ``_compute_np()``, and a ``_qcache`` slot."""
 
-    A subclass sets ``_FLOAT`` (its float weight: "kernel" or "embeddings"), ``_MODES`` (the
-    modes it takes) and implements ``_quantized_specs(shape, mode, block)`` (the weights a mode
-    needs, in creation order) and ``_serialization_order(mode)``."""
+    _qcache: Any = None
+    _weight: Callable[[str], Any]
 
-    _FLOAT = "kernel"
-    _MODES: tuple = ("int8", "int4", "float8")
-
-    # -- state --------------------------------------------------------------------------------
     @property
     def quantization_mode(self) -> str | None:
-        return getattr(self.dtype_policy, "quantization_mode", None)
-
-    def _init_quantization(self, owner, quantization_config):
-        self.quantization_config = _quantizers.config_from_layer(owner, quantization_config)
-        mode = self.quantization_mode
-        if mode is not None and mode not in self._MODES:
-            raise ValueError(f"{owner}: the dtype policy {self.dtype_policy.name!r} quantizes "
-                             f"in mode {mode!r}; mixedcore's {type(self).__name__} takes "
-                             f"{list(self._MODES)}")
-        self._qcache = None
+        return getattr(getattr(self, "dtype_policy", None), "quantization_mode", None)
 
     def _int4_block(self):
         return block_size_of(self.dtype_policy, self.quantization_config)
@@ -98,6 +86,36 @@ class Quantizable(Layer):
             return config is not None and config.activation_quantizer is not None \
                 and self._int4_block() is None
         return False
+
+    def _prepared(self, key, make):
+        """``make()``, cached per weight version, compute dtype, ISA level and ``key``."""
+        entry = self._qcache
+        full = (self._version, self._compute_np(), kernels.isa(), key)
+        if entry is None or entry[0] != full:
+            entry = (full, make())
+            self._qcache = entry
+        return entry[1]
+
+
+class Quantizable(QuantizedWeights, Layer):
+    """What Dense and Embedding share for quantized weights (module docstring).
+
+    A subclass sets ``_FLOAT`` (its float weight: "kernel" or "embeddings"), ``_MODES`` (the
+    modes it takes) and implements ``_quantized_specs(shape, mode, block)`` (the weights a mode
+    needs, in creation order) and ``_serialization_order(mode)``."""
+
+    _FLOAT = "kernel"
+    _MODES: tuple = ("int8", "int4", "float8")
+
+    # -- state --------------------------------------------------------------------------------
+    def _init_quantization(self, owner, quantization_config):
+        self.quantization_config = _quantizers.config_from_layer(owner, quantization_config)
+        mode = self.quantization_mode
+        if mode is not None and mode not in self._MODES:
+            raise ValueError(f"{owner}: the dtype policy {self.dtype_policy.name!r} quantizes "
+                             f"in mode {mode!r}; mixedcore's {type(self).__name__} takes "
+                             f"{list(self._MODES)}")
+        self._qcache = None
 
     def _build_quantized(self, shape):
         """Create the weights of the current mode for a float weight of ``shape`` (A)."""
@@ -188,14 +206,6 @@ class Quantizable(Layer):
     def weights_updated(self):
         super().weights_updated()
         self._qcache = None
-
-    def _prepared(self, key, make):
-        entry = self._qcache
-        full = (self._version, self._compute_np(), kernels.isa(), key)
-        if entry is None or entry[0] != full:
-            entry = (full, make())
-            self._qcache = entry
-        return entry[1]
 
 
 # --------------------------------------------------------------------------- Dense
@@ -445,4 +455,4 @@ def fake_float8(x, scale):
     return np.multiply(kernels.cast(q8, cd), s)
 
 
-__all__ = ["Quantizable", "QuantizedDense", "QuantizedEmbedding", "int4_specs", "float8_specs", "block_size_of", "quantized_policy_name"]
+__all__ = ["QuantizedWeights", "Quantizable", "QuantizedDense", "QuantizedEmbedding", "int4_specs", "float8_specs", "block_size_of", "quantized_policy_name"]

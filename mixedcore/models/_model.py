@@ -167,8 +167,10 @@ class Model(Trainer, Layer):
 
         Notes
         -----
-        The layers that hold quantizable weights (Dense; Embedding for int8 / int4) are
-        quantized; layers already quantized and the others are left as they are, silently.
+        The layers that hold quantizable weights (Dense, EinsumDense; Embedding for int8 /
+        int4; MultiHeadAttention's four projections, which the filters see as Keras's
+        sub-layers "query", "key", "value" and "attention_output") are quantized; layers
+        already quantized and the others are left as they are, silently.
         The weights are the bytes Keras's ``quantize`` gives.
 
         Raises
@@ -200,6 +202,14 @@ class Model(Trainer, Layer):
             return bool(filters(layer))
 
         for layer in self._leaf_layers():
+            parts = getattr(layer, "quantizable_parts", None)
+            if parts is not None:
+                # a layer Keras builds from sub-layers (MultiHeadAttention): Keras quantizes
+                # the sub-layers, so the filters see them
+                chosen = [p for p in parts() if wanted(p)]
+                if chosen and config.mode in ("int8", "int4", "float8"):
+                    layer.quantize(config.mode, config=config, parts=chosen)
+                continue
             if not hasattr(layer, "quantize") or not wanted(layer):
                 continue
             if layer.quantization_mode is not None or config.mode not in layer._MODES:

@@ -265,6 +265,14 @@ class _Normalizer:
         if isinstance(stored, dict) and isinstance(stored.get("config"), dict) \
                 and "source_name" in stored["config"]:
             return dict(stored, config=dict(stored["config"], source_name=self.policy.name))
+        if isinstance(stored, dict) and stored.get("class_name") == "DTypePolicyMap" and \
+                isinstance(stored.get("config"), dict) and \
+                isinstance(stored["config"].get("policy_map", {}), dict):
+            # a map (a layer's quantized sub-layers): each entry and the default replaced so
+            inner = stored["config"]
+            return dict(stored, config=dict(inner, default_policy=self.policy_config(
+                inner.get("default_policy")), policy_map={
+                    k: self.policy_config(v) for k, v in inner.get("policy_map", {}).items()}))
         return {"module": "keras", "class_name": "DTypePolicy",
                 "config": {"name": self.policy.name}, "registered_name": None}
 

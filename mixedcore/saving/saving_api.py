@@ -173,7 +173,7 @@ def _load_model(owner, path, custom, policy, compile):
             model = _model_from_dict(owner, path, config, custom, policy)
             store = archive.weights_store()
             try:
-                _load_structured(owner, path, model, store, skip_mismatch=False)
+                _load_structured(owner, path, model, store, skip_mismatch=False, adopt=True)
             finally:
                 store.close()
             _initialize_pending(model)

@@ -192,9 +192,29 @@ def _check_array(layer, pos, arr, label):
     return None
 
 
-def _load_structured(owner, source, model, store, skip_mismatch):
-    """Keras 3 layout (C): every layer's variables from its structural path."""
+def _adopt_stored_layouts(model, store):
+    """Let layers whose file layout Keras's config does not record take it from the stored
+    variables' shapes before anything is checked (``adopt_stored_layout``: a
+    MultiHeadAttention whose projections Keras quantized in memory)."""
+    for path, sub, layer, _ in _structured_slots(model):
+        adopt = getattr(layer, "adopt_stored_layout", None)
+        if not callable(adopt) or not sub:
+            continue
+        found = store.vars(path)
+        alternative = _tf_keras_path(path, sub)
+        if not found and alternative is not None:
+            found = store.vars(alternative)
+        if found:
+            adopt(sub, {k: tuple(a.shape) for k, a in found.items()},
+                  lambda key, found=found: found[key].read())
+
+
+def _load_structured(owner, source, model, store, skip_mismatch, adopt=False):
+    """Keras 3 layout (C): every layer's variables from its structural path; with ``adopt``
+    (a model made from the same file), layers may first take their layout from it."""
     plan, problems, used_paths = {}, [], set()
+    if adopt:
+        _adopt_stored_layouts(model, store)
     slots = _structured_slots(model)
     expect = getattr(store, "expect", None)     # a store that must bound what it reads first
     if expect is not None:
