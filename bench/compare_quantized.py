@@ -21,8 +21,8 @@ Systems:
   (per-row int8 activations, VPDPBUSD), ``quantize("int4")`` (weight-only int4, groups of 128
   input rows, the Keras default) or ``Int4QuantizationConfig(block_size=-1)`` (one scale per
   channel); and the unquantized mixed_bfloat16 model.  ``Model.quantize`` quantizes the Dense
-  layers (in the encoder: the feed-forward layers, two thirds of its multiply-adds; the
-  attention projections stay bfloat16);
+  layers and MultiHeadAttention's projections (in the encoder: every product with weights;
+  the attention's scores and weighted sums stay bfloat16, as in Keras);
 - OpenVINO (``INFERENCE_NUM_THREADS`` 2, static input shape) on the ONNX export of the same
   Keras model (``compare_architectures.export_onnx``): bf16, and int8 from ``nncf.quantize``
   (its default post-training quantization, calibrated on 8 inputs of the benchmark's kind;

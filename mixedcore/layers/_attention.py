@@ -118,6 +118,12 @@ class MultiHeadAttention(Layer):
     ``return_attention_scores``.  ``backward(dy)`` returns ``{"query": dq, "value": dv, "key":
     dk}``; when the call had no ``key`` the key projection's input gradient is added into ``dv`` and
     ``"key"`` is None.
+
+    Quantization: the projections quantize as Keras's EinsumDense sub-layers (``quantize``,
+    ``Model.quantize``; docs/quantization.md): a quantized projection's weights replace its
+    kernel under its name ("query/kernel" int8, "query/kernel_scale", ...), inference runs its
+    quantized product (self-attention's three int8 projections as one), training its
+    dequantized kernel with the kernel frozen.
     """
 
     supports_masking = True      # the output takes the query's mask, as in Keras
