@@ -113,6 +113,29 @@ def test_same_bits_at_every_level_and_thread_count(dtype, rng):
             assert_same(got, first)
 
 
+def test_bfloat16_subnormals_take_the_fma_path(rng):
+    """VDPBF16PS reads subnormal bfloat16 as zero (docs/layers.md): a head whose Q, K or V holds
+    one, and rows whose rounded probabilities hold one (scores more than about 88 below the
+    row's maximum), are computed on FMAs, so every level still gives the twin's bits."""
+    q, k, v = operands(rng, BF16, 4, 9, 40, 3, 17, 33)
+    k = k.copy()
+    k[1, 2, 5, 3] = BF16.type(3e-39)                 # one subnormal key element
+    v = v.copy()
+    v[2, 0, 7, 1] = BF16.type(-2e-39)                # one subnormal value element
+    q = q.copy()
+    q[0, 1, 4, 0] = BF16.type(1e-39)
+    # large scores in some rows: probabilities near exp(-100) round to subnormal bfloat16
+    q[3] = (q[3].astype(np.float32) * 9).astype(BF16)
+    first = at_level("generic", kernels.attention, q, k, v, scale=1.0, out_dtype="float32")
+    for level in LEVELS:
+        got = at_level(level, kernels.attention, q, k, v, scale=1.0, out_dtype="float32")
+        assert_same(got, first)
+    p = at_level("generic", kernels.softmax,
+                 kernels.matmul(q[3], k[3].transpose(0, 2, 1)), -1, out_dtype=BF16)
+    tiny = np.count_nonzero((np.abs(p.astype(np.float32)) < 2.0 ** -126) & (p != 0))
+    assert tiny > 0                                  # the case is exercised
+
+
 @pytest.mark.parametrize("dtype", [BF16, F32])
 def test_long_rows_are_summed_in_the_gemm_blocks(dtype, rng):
     """S beyond the GEMM's KC (2048 bfloat16 pairs, 1024 float32): block partial sums."""

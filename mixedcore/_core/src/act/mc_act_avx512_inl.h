@@ -394,12 +394,17 @@ MC_ACT_INLINE_ int mc_softmax_max_avx512_(const float *x, int64_t n, double *m, 
         mv = _mm512_mask_max_ps(mv, k, mv, v);
     }
     const float mx = _mm512_reduce_max_ps(mv);
+    const __m512 mxv = _mm512_set1_ps(mx);
     *am = 0;
-    for (i = 0; i < n; ++i)
-        if (x[i] == mx) {
-            *am = i;
+    for (i = 0; i < n; i += 16) {        /* the first element equal to the maximum */
+        const __mmask16 k = mc_mask16_avx512(n - i);
+        const __mmask16 eq = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, x + i), mxv,
+                                                     _CMP_EQ_OQ);
+        if (eq) {
+            *am = i + __builtin_ctz((unsigned)eq);
             break;
         }
+    }
     *m = (double)mx;
     return !nan && mx != INFINITY && mx != -INFINITY;
 }

@@ -25,7 +25,9 @@
  *      scalar twin compiled with FMA; the AVX-512 level vectorises over 16 keys (step 1) and 16
  *      output columns (step 4) with FMA instructions performing exactly the scalar fmaf() calls
  *      of the twin, and the softmax with the vector twin of mc_softmax_row_sd_; avx512bf16
- *      inherits it.  Every level gives the same bits.
+ *      runs bfloat16 units on VDPBF16PS (mc_attn_avx512bf16.c: the twin's pair order, with
+ *      the GEMM's subnormal rules) and the others as avx512.  Every level gives the same bits,
+ *      but for bfloat16 sums that pass below 2**-126 at avx512bf16 (flushed there).
  *   d. Strides are in bytes, any value (including 0 and negative); elements are loaded with
  *      memcpy.  The mask is bytes (0 = excluded) with its own four strides (0 broadcasts).
  *   e. The caller provides a per-thread workspace of mc_attn_work_bytes() bytes, 64-byte

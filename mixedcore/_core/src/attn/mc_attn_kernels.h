@@ -35,13 +35,15 @@ typedef struct {
 extern const mc_attn_table mc_attn_table_generic;
 extern const mc_attn_table mc_attn_table_avx2;
 extern const mc_attn_table mc_attn_table_avx512;
+extern const mc_attn_table mc_attn_table_avx512bf16;
 
 /* Row length of the float32 buffers: n rounded up to 16. */
 static inline int64_t mc_attn_pad16_(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
 /* Bytes of workspace a unit needs (design e): K^T and V (with 64 floats of slack after each,
- * which the vector tiles may read past their last row), and four rows of query, scores,
- * probabilities and output; -1 when the count overflows or exceeds MC_BYTES_MAX
+ * which the vector tiles may read past their last row), four rows of query, scores,
+ * probabilities and output, V as bfloat16 pairs (with the same slack) and two bfloat16 scratch
+ * rows (mc_attn_avx512bf16.c); -1 when the count overflows or exceeds MC_BYTES_MAX
  * (mc_checked.h: D, S and Dv come from the caller's shapes, broadcast views included). */
 static inline int64_t mc_attn_work_bytes(const mc_attn_args *a)
 {
@@ -50,8 +52,11 @@ static inline int64_t mc_attn_work_bytes(const mc_attn_args *a)
     const int64_t rows = mc_size_mul(mc_size_add(mc_size_add(mc_size_mul(sp, 2), dp), dvp), 4);
     const int64_t floats = mc_size_add(mc_size_add(mc_size_mul(a->d, sp), mc_size_mul(a->s, dvp)),
                                        mc_size_add(rows, 128));
-    return mc_size_bytes(mc_size_add(mc_size_add(mc_size_mul(floats, 4),
-                                                 mc_size_mul(mc_size_add(sp, 8), 8)), 256), 1);
+    const int64_t pairs = mc_size_add(mc_size_mul(mc_size_add(a->s, 1) / 2, dvp), 64);
+    const int64_t scratch = mc_size_add(dp > dvp ? dp : dvp, 32);      /* two rows of 16 bits */
+    const int64_t words = mc_size_add(mc_size_add(floats, pairs), scratch);
+    return mc_size_bytes(mc_size_add(mc_size_add(mc_size_mul(words, 4),
+                                                 mc_size_mul(mc_size_add(sp, 8), 8)), 512), 1);
 }
 
 #endif

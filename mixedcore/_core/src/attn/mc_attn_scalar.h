@@ -51,6 +51,8 @@ typedef struct {
     float *qr;      /* 4 query rows of d rounded up to 16 */
     float *orow;    /* 4 rows of dvp: the output */
     double *keep;   /* sp + 8: the softmax's terms (vector units) */
+    void *vpairs;   /* (s + 1) / 2 rows of dvp 32-bit words: V as bfloat16 pairs */
+    void *row16;    /* two rows of pad16(max(d, dv)) + 32 bfloat16: scratch */
     int64_t sp, dvp;
 } mc_attn_ws;
 
@@ -72,6 +74,8 @@ static inline void mc_attn_layout_(const mc_attn_args *a, void *work, mc_attn_ws
     w->qr = w->y + 4 * sp;
     w->orow = w->qr + 4 * mc_attn_pad16_(a->d);
     w->keep = (double *)mc_attn_align64_((char *)(w->orow + 4 * dvp));
+    w->vpairs = mc_attn_align64_((char *)(w->keep + sp + 8));
+    w->row16 = mc_attn_align64_((char *)((float *)w->vpairs + (a->s + 1) / 2 * dvp + 64));
 }
 
 /* Cuts the workspace and fills kt and vv from unit bh's K and V (padding lanes zero). */

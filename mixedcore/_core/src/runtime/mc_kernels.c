@@ -114,7 +114,7 @@ void mc_kernels_init(void)
 #endif
 #if defined(MC_HAVE_AVX512BF16)
     mc_level_(MC_ISA_AVX512BF16, NULL, &mc_scan_table_avx512bf16, &mc_gemm_table_avx512bf16,
-              NULL, NULL, NULL, NULL, NULL, &mc_igemm_table_avx512bf16,
+              NULL, NULL, NULL, &mc_attn_table_avx512bf16, NULL, &mc_igemm_table_avx512bf16,
               &mc_wgemm_table_avx512bf16);
 #else
     mc_level_(MC_ISA_AVX512BF16, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
