@@ -728,6 +728,16 @@ def test_a_batch_runs_in_chunks_with_the_bits_of_the_whole(isa_level, policy, mo
     for g, w in zip(got, graph.run([x])[0]):
         assert same_bits(g, w)
     assert all(same_bits(g, w) for g, w in zip(model(x), got))
+    # chunks of equal sizes: 8 samples of which 7 fit run as 4 + 4, not 7 + 1
+    graph._plans.clear()
+    graph._chunks.clear()
+    monkeypatch.setattr(graph_module, "CHUNK_BYTES", 7 * one + 100)
+    x8 = np.concatenate([x, x[:1] * 0.5])
+    got = model.predict_on_batch(x8)
+    assert list(graph._chunks.values()) == [4]
+    assert sorted(key[0][0][0][0] for key in graph._plans) == [4]
+    for g, w in zip(got, graph.run([x8])[0]):
+        assert same_bits(g, w)
     # a batch that fits runs whole
     graph._plans.clear()
     graph._chunks.clear()
