@@ -222,6 +222,7 @@ int main(int argc, char **argv)
             quant_case(MC_F32, 37, 301, 1);
             quant_case(MC_BF16, 64, 100, 1);
             quant_case(MC_F16, 9, 17, 1);
+            quant_case(MC_BF16, 13, 128, 1);     /* whole blocks of 64, no tail */
             quant_case(MC_F32, 600, 400, 0);
         }
         /* refusals: K above the bound, panels of another width */

@@ -9,6 +9,10 @@
  *   b. Row quantization (mc_igemm_quant_row_scalar_ in vectors): a pass for max|x| (VMAXPS on
  *      absolute values, NaN lanes found by a compare), then x * s rounded to the dtype,
  *      VRNDSCALEPS to nearest even, clipped, NaN lanes zeroed, narrowed with saturation.
+ *   c. The codes are narrowed in registers, 64 to a store (two VPACKSSDW-VPACKSSWB stages and a
+ *      dword permutation; the tail by VPMOVSDB): VPMOVSDB into memory, which the compiler made
+ *      of a narrowing followed by a masked store, took a third of the pass (1024 x 3072 bfloat16
+ *      on one thread: 0.61 ms before).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -102,6 +106,18 @@ MC_INLINE_ __m512 mc_round_type_(__m512 v, int type)
     return v;
 }
 
+/* The int32 codes of 16 elements (mask m) at scale sv: x * s rounded to the dtype, to nearest
+ * even, clipped to [-127, 127], NaN lanes 0 (design b). */
+MC_INLINE_ __m512i mc_quant16_(const char *x, int type, __mmask16 m, __m512 sv)
+{
+    const __m512 y = mc_round_type_(_mm512_mul_ps(mc_load16_avx512(x, type, m), sv), type);
+    const __mmask16 ok = _mm512_cmp_ps_mask(y, y, _CMP_ORD_Q);
+    const __m512 r = _mm512_roundscale_ps(
+        _mm512_min_ps(_mm512_max_ps(y, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f)),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_maskz_cvtps_epi32(ok, r);
+}
+
 static void mc_quant_avx512_(const char *x, int type, int64_t k, int64_t xs, int8_t *q,
                              int64_t qs, char *scale)
 {
@@ -110,28 +126,44 @@ static void mc_quant_avx512_(const char *x, int type, int64_t k, int64_t xs, int
         mc_igemm_quant_row_scalar_(x, type, k, xs, q, qs, scale);
         return;
     }
-    __m512 mx = _mm512_setzero_ps();
+    /* max|x| in four independent chains (the maximum of non-NaN values is the same in any
+     * order; with a NaN the scale is NaN whatever the maximum) */
+    __m512 mx[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                    _mm512_setzero_ps()};
     __mmask16 nan = 0;
-    for (int64_t t = 0; t < k; t += 16) {
+    int64_t t = 0;
+    for (; t + 64 <= k; t += 64)
+        for (int u = 0; u < 4; ++u) {
+            const __m512 a = _mm512_abs_ps(mc_load16_avx512(x + (t + 16 * u) * es, type,
+                                                            (__mmask16)0xFFFF));
+            nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+            mx[u] = _mm512_max_ps(mx[u], a);
+        }
+    for (; t < k; t += 16) {
         const __mmask16 m = mc_mask16_avx512(k - t);
         const __m512 a = _mm512_abs_ps(mc_load16_avx512(x + t * es, type, m));
         nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
-        mx = _mm512_max_ps(mx, a);
+        mx[0] = _mm512_max_ps(mx[0], a);
     }
-    const float amax = _mm512_reduce_max_ps(mx);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(mx[0], mx[1]),
+                                                          _mm512_max_ps(mx[2], mx[3])));
     const float eps = mc_igemm_round_(1e-7f, type);
     const float tt = mc_igemm_round_(nan ? NAN : amax + eps, type);
     const float s = mc_igemm_round_(127.0f / tt, type);
-    const __m512 sv = _mm512_set1_ps(s), hi = _mm512_set1_ps(127.0f), lo = _mm512_set1_ps(-127.0f);
-    for (int64_t t = 0; t < k; t += 16) {
+    const __m512 sv = _mm512_set1_ps(s);
+    /* design c: 64 codes per store, narrowed in registers */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (t = 0; t + 64 <= k; t += 64) {
+        __m512i v[4];
+        for (int u = 0; u < 4; ++u)
+            v[u] = mc_quant16_(x + (t + 16 * u) * es, type, (__mmask16)0xFFFF, sv);
+        const __m512i b = _mm512_packs_epi16(_mm512_packs_epi32(v[0], v[1]),
+                                             _mm512_packs_epi32(v[2], v[3]));
+        _mm512_storeu_si512(q + t, _mm512_permutexvar_epi32(order, b));
+    }
+    for (; t < k; t += 16) {
         const __mmask16 m = mc_mask16_avx512(k - t);
-        const __m512 y = mc_round_type_(_mm512_mul_ps(mc_load16_avx512(x + t * es, type, m), sv),
-                                        type);
-        const __mmask16 ok = _mm512_cmp_ps_mask(y, y, _CMP_ORD_Q);
-        const __m512 r = _mm512_roundscale_ps(_mm512_min_ps(_mm512_max_ps(y, lo), hi),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __m512i v = _mm512_maskz_cvtps_epi32(ok, r);
-        _mm_mask_storeu_epi8(q + t, m, _mm512_cvtsepi32_epi8(v));
+        _mm_mask_storeu_epi8(q + t, m, _mm512_cvtsepi32_epi8(mc_quant16_(x + t * es, type, m, sv)));
     }
     mc_igemm_store_(scale, s, type);
 }
