@@ -311,3 +311,60 @@ def test_hostile_group_indices(tmp_path):
     bad = load_model(tmp_path / "bad.keras")
     with pytest.raises(ValueError, match="g_idx must hold group numbers"):
         bad.predict(RNG.standard_normal((1, 6, 32)).astype(np.float32))
+
+
+def test_masks_scores_and_cross_attention_against_the_dequantized_layer():
+    """Every call form of a quantized layer (masks, causal, a key, the scores returned) is the
+    float layer with the dequantized kernels, within the int8 rounding of the inputs."""
+    q_in = layers.Input((5, 12))
+    v_in = layers.Input((7, 10))
+    mha = layers.MultiHeadAttention(2, 4, value_dim=6, name="mha")
+    model = Model([q_in, v_in], mha(q_in, v_in))
+    model.quantize("int8")
+    ref = layers.MultiHeadAttention(2, 4, value_dim=6)
+    q = RNG.standard_normal((3, 5, 12)).astype(np.float32)
+    v = RNG.standard_normal((3, 7, 10)).astype(np.float32)
+    k = RNG.standard_normal((3, 7, 10)).astype(np.float32)
+    ref(q, v, key=k)
+    values = {n: mha._quantized(n.split("/")[0]).dequantized_kernel() if n.endswith("/kernel")
+              else w for n, w in zip(mha._names, mha._values) if n.endswith(("kernel", "bias"))}
+    ref.set_weights([values[n.split("/", 1)[1]] for n in ref.weight_names()])
+    mask = RNG.random((3, 5, 7)) > 0.3
+    for kwargs in ({}, {"key": k}, {"attention_mask": mask}, {"use_causal_mask": True},
+                   {"attention_mask": mask, "return_attention_scores": True}):
+        got, want = mha(q, v, **kwargs), ref(q, v, **kwargs)
+        for g, w in zip(*(((a,) if not isinstance(a, tuple) else a) for a in (got, want))):
+            assert g.shape == w.shape
+            assert np.abs(g - w).max() <= 0.05 * max(np.abs(w).max(), 1e-6), kwargs
+
+
+def test_stored_shapes_of_no_mode_are_reported(tmp_path):
+    """A projection filed with shapes that are neither float nor a mode's layout is left float,
+    and the load fails with the loader's clear error, before any weight is set."""
+    model = _mha_model()
+    model.quantize("int8")
+    model.save(tmp_path / "m.keras")
+    with zipfile.ZipFile(tmp_path / "m.keras") as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    import h5py
+    buf = io.BytesIO(files["model.weights.h5"])
+    with h5py.File(buf, "r+") as h5:
+        group = h5["layers/multi_head_attention/key_dense/vars"]
+        del group["2"]
+        group["2"] = np.ones((1, 1, 4, 9), np.float32)        # a scale of the wrong shape
+    files["model.weights.h5"] = buf.getvalue()
+    with zipfile.ZipFile(tmp_path / "bad.keras", "w") as z:
+        for n, data in files.items():
+            z.writestr(n, data)
+    import json
+    config = json.loads(files["config.json"])
+    for entry in config["config"]["layers"]:
+        if entry["class_name"] == "MultiHeadAttention":      # as Keras writes it: no map
+            entry["config"]["dtype"] = "float32"
+    files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(tmp_path / "bad_plain.keras", "w") as z:
+        for n, data in files.items():
+            z.writestr(n, data)
+    for name in ("bad.keras", "bad_plain.keras"):
+        with pytest.raises(ValueError, match="key_dense"):
+            load_model(tmp_path / name)
