@@ -171,6 +171,69 @@ def test_a_layer_norm_step_is_the_kernel_function(isa_level, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_a_matmul_int8_step_is_quantize_rows_then_matmul_int8(isa_level, dtype):
+    rng = np.random.default_rng(29)
+    x = rand(rng, (3, 7, 70), dtype, 2.0)
+    x[1, 2] = 0                                   # a row of zeros: scale 127 / 1e-7
+    w = rng.integers(-127, 128, (70, 45)).astype(np.int8)
+    packed = kernels.pack(w)
+    b_scale = rng.uniform(20, 60, 45).astype(F32)
+    bias = rng.standard_normal(45).astype(F32)
+    plan = kernels.Plan()
+    i = plan.input(x.shape, dtype)
+    outs = [plan.matmul_int8(i, packed, b_scale, bias=bias, activation=act, out_dtype=out)
+            for act, out in ((None, None), ("relu", dtype), ("gelu", dtype))]
+    plan.finish(outs)
+    got = plan.run([x])
+    xq, xs = kernels.quantize_rows(x)
+    for g, (act, out) in zip(got, ((None, None), ("relu", dtype), ("gelu", dtype))):
+        want = kernels.matmul_int8(xq, packed, a_scale=xs, b_scale=b_scale, bias=bias,
+                                   activation=act, out_dtype=out)
+        assert g.shape == (3, 7, 45) and same_bits(g, want)
+    assert [op[2] for op in plan._ops] == ["matmul_int8"] * 3
+
+
+def test_matmul_int8_step_errors():
+    plan = kernels.Plan()
+    i = plan.input((4, 16), F32)
+    w = kernels.pack(np.ones((16, 8), np.int8))
+    with pytest.raises(TypeError, match="int8 PackedMatrix"):
+        plan.matmul_int8(i, kernels.pack(np.ones((16, 8), F32)), np.ones(8, F32))
+    with pytest.raises(ValueError, match="cannot multiply b of shape"):
+        plan.matmul_int8(i, kernels.pack(np.ones((12, 8), np.int8)), np.ones(8, F32))
+    with pytest.raises(ValueError, match="b_scale must be a float32 array of shape"):
+        plan.matmul_int8(i, w, np.ones(7, F32))
+    with pytest.raises(ValueError, match="unknown activation"):
+        plan.matmul_int8(i, w, np.ones(8, F32), activation="nope")
+    j = plan.input((4, 16), np.int8)
+    with pytest.raises(TypeError, match="has dtype int8"):
+        plan.matmul_int8(j, w, np.ones(8, F32))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_int8_dense_layers_are_plan_steps(isa_level, policy):
+    """Dense layers quantized to int8 with per-row input quantization run as matmul_int8 steps
+    with the bits of their own calls; weight-only int8 and int4 keep their calls."""
+    from mixedcore import quantizers
+    inp = layers.Input((6, 24))
+    h = layers.LayerNormalization(dtype=policy)(inp)
+    h = layers.Dense(40, activation="gelu", dtype=policy, name="a")(h)
+    h = layers.Dense(40, activation="relu", use_bias=False, dtype=policy, name="b")(h)
+    h = layers.Dense(24, dtype=policy, name="c")(h)
+    y = layers.Add(dtype=policy)([h, layers.LayerNormalization(dtype=policy)(inp)])
+    model = models.Model(inp, layers.Dense(5, dtype=policy, name="d")(y))
+    model.quantize("int8", filters="a|b|c")
+    model.quantize(config=quantizers.Int8QuantizationConfig(activation_quantizer=None),
+                   filters="d")
+    x = np.random.default_rng(31).standard_normal((3, 6, 24)).astype(F32)
+    got = model.predict_on_batch(x)
+    assert same_bits(got, model._graph.run([x])[0][0])
+    plan = next(iter(model._graph._plans.values())).plan
+    kinds = [op[2] if op[0] == "c" else "py" for op in plan._ops]
+    assert kinds.count("matmul_int8") == 3 and kinds[-1] == "py", kinds
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_a_pad_step_puts_zeros_around_the_images(dtype):
     x = rand(np.random.default_rng(25), (2, 3, 4, 5), dtype)
     plan = kernels.Plan()

@@ -14,7 +14,7 @@ cdef extern from "mc_act.h" nogil:
 
 cdef extern from "mc_plan.h" nogil:
     int MC_STEP_GEMM, MC_STEP_CONV, MC_STEP_DW, MC_STEP_POOL, MC_STEP_ADD, MC_STEP_NORM
-    int MC_STEP_PAD
+    int MC_STEP_PAD, MC_STEP_IGEMM
     ctypedef struct mc_pad_call:
         int64_t n, h, w, c, pt, pb, pl, pr, es
     ctypedef struct mc_add_call:
@@ -23,6 +23,10 @@ cdef extern from "mc_plan.h" nogil:
     ctypedef struct mc_norm_call:
         mc_norm_job job
         int64_t rows
+    ctypedef struct mc_iq_call:
+        mc_igemm_call call
+        int a_type
+        int q, scale, scale32
     ctypedef union mc_plan_u:
         mc_gemm_call gemm
         mc_conv_call conv
@@ -31,6 +35,7 @@ cdef extern from "mc_plan.h" nogil:
         mc_add_call add
         mc_norm_call norm
         mc_pad_call pad
+        mc_iq_call iq
     ctypedef struct mc_plan_step:
         int kind
         int src, src2, dst
@@ -122,6 +127,34 @@ cdef class PlanSteps:
         st.u.gemm.batch = 1
         st.u.gemm.packed = &w.p
         self.keep += [w, bias]
+
+    def igemm(self, int src, int dst, PackedInt8Matrix w, int64_t m, int a_type, int out_type,
+              object b_scale, object bias, int act, int q, int scale, int scale32):
+        """out (m x n, out_type) = act(quantized(src) @ w / (b_scale * row scales) + bias):
+        src's rows (m x k, a_type) quantized into buffers q and scale (widened into scale32),
+        then the int8 product, as quantize_rows and matmul_int8 compute it."""
+        cdef mc_plan_step *st = self._next(MC_STEP_IGEMM, src, -1, dst)
+        cdef int64_t eo = 4 if out_type == 2 else 2
+        st.u.iq.call.g.m = m
+        st.u.iq.call.g.n = w.q.n
+        st.u.iq.call.g.k = w.q.k
+        st.u.iq.call.g.a_rs = w.q.k
+        st.u.iq.call.g.a_cs = 1
+        st.u.iq.call.g.o_rs = w.q.n * eo
+        st.u.iq.call.g.o_cs = eo
+        st.u.iq.call.g.out_type = out_type
+        st.u.iq.call.g.b_scale = <const float *>_data(<cnp.ndarray>b_scale)
+        if bias is not None:
+            st.u.iq.call.g.bias = <const float *>_data(<cnp.ndarray>bias)
+            st.u.iq.call.g.bias_s = 4 if w.q.n > 1 else 0   # one value per column
+        st.u.iq.call.g.act = act
+        st.u.iq.call.batch = 1
+        st.u.iq.call.packed = &w.q
+        st.u.iq.a_type = a_type
+        st.u.iq.q = q
+        st.u.iq.scale = scale
+        st.u.iq.scale32 = scale32
+        self.keep += [w, b_scale, bias]
 
     def conv(self, int src, int dst, tuple packed, tuple geom, int64_t groups, int64_t f,
              int x_type, int out_type, object bias, int act, int res=-1):

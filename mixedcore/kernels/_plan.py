@@ -64,7 +64,7 @@ class Plan:
     """A compiled list of kernel calls over buffers (see the module's design notes).
 
     Build it with ``input``, the step methods (``conv2d``, ``depthwise_conv2d``, ``matmul``,
-    ``pool2d``, ``add``, ``layer_norm``, ``pad2d``, ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns
+    ``matmul_int8``, ``pool2d``, ``add``, ``layer_norm``, ``pad2d``, ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns
     the outputs.  A step method returns the number of the buffer its result is in (``call``: a
     list of them).
     """
@@ -173,6 +173,48 @@ class Plan:
             self._core.gemm(src, dst, b, m, GEMM_CODES[buf.dtype], GEMM_CODES[target], bias32,
                             act, res)
             self._c_step(dst, "matmul")
+        return dst
+
+    def matmul_int8(self, src: int, b: PackedMatrix, b_scale: np.ndarray, *,
+                    bias: np.ndarray | None = None, activation: str | None = None,
+                    out_dtype: DTypeLike | None = None) -> int:
+        """The int8 product of ``src``'s rows quantized on the way: ``kernels.quantize_rows``
+        of ``src`` (float16, bfloat16 or float32, over its last axis), then
+        ``kernels.matmul_int8`` with the packed int8 ``b`` (k, n), its column scales
+        ``b_scale`` (float32, (n,)), ``bias`` and ``activation``, rounded to ``out_dtype``
+        (float32 by default) -- the calls of Keras's int8 Dense, the same bits.  The quantized
+        rows and their scales are buffers of the step's own."""
+        fname = "Plan.matmul_int8"
+        buf = self._gemm_operand(fname, src)
+        if not isinstance(b, _lib.PackedInt8Matrix):
+            raise TypeError(f"{fname}: b must be an int8 PackedMatrix (kernels.pack of an int8 "
+                            f"matrix), got {type(b).__name__}"
+                            f"{'' if not isinstance(b, PackedMatrix) else ' of ' + str(b.dtype)}")
+        k, n = b.shape
+        if not buf.shape or buf.shape[-1] != k:
+            raise ValueError(f"{fname}: buffer {src} of shape {buf.shape} cannot multiply b of "
+                             f"shape {b.shape}")
+        if k > _lib.IGEMM_MAX_K:
+            raise ValueError(f"{fname}: k = {k} is above {_lib.IGEMM_MAX_K}, the largest k "
+                             f"whose int32 sums cannot overflow")
+        _check_packed(fname, b)
+        if not isinstance(b_scale, np.ndarray) or b_scale.dtype != _F32 or \
+                b_scale.shape != (n,):
+            raise ValueError(f"{fname}: b_scale must be a float32 array of shape ({n},), got "
+                             f"{getattr(b_scale, 'dtype', type(b_scale).__name__)} "
+                             f"{getattr(b_scale, 'shape', '')}".rstrip())
+        act = _activation(fname, activation)
+        target = out_dtype_of(fname, out_dtype)
+        bias32 = _bias32(fname, bias, n)
+        m = math.prod(buf.shape[:-1])
+        q = self._new((m, k), np.int8, _ARENA)
+        scale = self._new((m,), buf.dtype, _ARENA)
+        scale32 = self._new((m,), _F32, _ARENA)
+        dst = self._new(buf.shape[:-1] + (n,), target, _ARENA)
+        if m and n:
+            self._core.igemm(src, dst, b, m, GEMM_CODES[buf.dtype], GEMM_CODES[target],
+                             np.ascontiguousarray(b_scale), bias32, act, q, scale, scale32)
+            self._c_step(dst, "matmul_int8")
         return dst
 
     def conv2d(self, src: int, kernel: PackedConv, *, strides: IntPair = 1,

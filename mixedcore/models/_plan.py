@@ -195,7 +195,7 @@ class InferencePlan:
             return self._lower_conv(layer, single, fold, out, cd)
         if kind is Dense:
             if layer.quantization_mode is not None:
-                return False
+                return self._lower_dense_int8(layer, single, fold, out, cd)
             return self._lower_dense(layer, single, fold, out, cd)
         if fold is not None:
             return False
@@ -306,6 +306,27 @@ class InferencePlan:
         self._hold(layer)
         if norm is not None:
             self._hold(norm)
+        self._env[out] = (dst, None)
+        return True
+
+    def _lower_dense_int8(self, layer, single, fold, out, cd):
+        """A Dense quantized to int8 whose inputs are quantized per row: one matmul_int8 step,
+        the calls its inference makes (quantize_rows, then the int8 product with the bias and
+        a fused activation in the epilogue).  Other quantized modes keep their own call."""
+        if fold is not None or layer.quantization_mode != "int8" or \
+                not layer._activation_quantized() or dtype_name(cd) not in _GEMM:
+            return False
+        act = layer.activation
+        if act != "linear" and act not in _activations.FUSED:
+            return False
+        buf = self._buffer(single)
+        if self.plan.dtype(buf) != cd:      # Dense computes in its input's dtype
+            return False
+        packed, b_scale = layer._prepared("int8", layer._int8_operands)
+        bias = layer._bias32("bias") if layer.use_bias else None
+        dst = self.plan.matmul_int8(buf, packed, b_scale, bias=bias,
+                                    activation=None if act == "linear" else act, out_dtype=cd)
+        self._hold(layer)
         self._env[out] = (dst, None)
         return True
 

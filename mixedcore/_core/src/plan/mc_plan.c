@@ -1,6 +1,36 @@
 /* The plan runner; see mc_plan.h. */
 #include <string.h>
+#include "mc_convert_scalar.h"
 #include "mc_plan.h"
+
+/* mc_iq_call (mc_plan.h): quantize the rows, widen their scales, multiply */
+static int mc_iq_(const mc_iq_call *iq, const char *a, char *const *bufs, char *out)
+{
+    mc_igemm_call c = iq->call;
+    const int64_t m = c.g.m, k = c.g.k, es = iq->a_type == MC_F32 ? 4 : 2;
+    int8_t *q = (int8_t *)bufs[iq->q];
+    const char *scale = bufs[iq->scale];
+    float *s32 = (float *)bufs[iq->scale32];
+    mc_igemm_quantize(a, iq->a_type, m, k, k * es, es, q, k, bufs[iq->scale]);
+    for (int64_t i = 0; i < m; ++i) {
+        uint32_t bits;
+        if (iq->a_type == MC_F32) {
+            memcpy(&bits, scale + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, scale + 2 * i, 2);
+            bits = iq->a_type == MC_BF16 ? mc_bf16_to_f32_bits(h) : mc_f16_to_f32_bits(h);
+        }
+        memcpy(s32 + i, &bits, 4);
+    }
+    c.g.a = q;
+    c.g.a_scale = s32;
+    c.g.out = out;
+    const int r = mc_igemm(&c);
+    return r == MC_IGEMM_OK ? MC_PLAN_OK : r == MC_IGEMM_FORMAT ? MC_PLAN_FORMAT
+                                         : r == MC_IGEMM_TOOBIG ? MC_PLAN_TOOBIG
+                                         : r == MC_IGEMM_SIZE ? MC_PLAN_EARG : MC_PLAN_NOMEM;
+}
 
 static void mc_pad_(const mc_pad_call *p, const char *x, char *y)
 {
@@ -74,6 +104,8 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
     case MC_STEP_PAD:
         mc_pad_(&st->u.pad, bufs[st->src], bufs[st->dst]);
         return MC_PLAN_OK;
+    case MC_STEP_IGEMM:
+        return mc_iq_(&st->u.iq, bufs[st->src], bufs, bufs[st->dst]);
     default:
         return MC_PLAN_EARG;
     }

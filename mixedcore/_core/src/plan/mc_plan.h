@@ -3,7 +3,8 @@
  * Design:
  *   a. A step is one call of a family's driver -- the GEMM with weights packed ahead, the
  *      convolution, the depthwise convolution, pooling, the sum with an activation, layer
- *      normalization, zero padding (a copy of its own, here) -- whose
+ *      normalization, zero padding (a copy of its own, here), the int8 product of rows
+ *      quantized on the way (the row quantization, then the int8 GEMM) -- whose
  *      descriptor the caller filled once, with every array named by a buffer number instead of
  *      an address.  The runner copies the descriptor, puts the buffers' addresses in and calls
  *      the driver: the results are those of the same calls made one by one, bit for bit.
@@ -19,12 +20,13 @@
 #include "mc_act.h"
 #include "mc_conv.h"
 #include "mc_gemm.h"
+#include "mc_igemm.h"
 #include "mc_norm.h"
 #include "mc_pool.h"
 
 enum {
     MC_STEP_GEMM = 1, MC_STEP_CONV = 2, MC_STEP_DW = 3, MC_STEP_POOL = 4, MC_STEP_ADD = 5,
-    MC_STEP_NORM = 6, MC_STEP_PAD = 7
+    MC_STEP_NORM = 6, MC_STEP_PAD = 7, MC_STEP_IGEMM = 8
 };
 
 /* Zeros around images: N x H x W x C elements of es bytes into N x (pt + H + pb) x (pl + W + pr)
@@ -45,6 +47,17 @@ typedef struct {
     int64_t rows;
 } mc_norm_call;
 
+/* An int8 product of float rows (Keras's int8 Dense with its inputs quantized per row): the
+ * m x k rows (a_type) quantized by mc_igemm_quantize into buffers q (m x k int8) and scale (m
+ * values of a_type), the scales widened to float32 (exactly) into buffer scale32, then
+ * mc_igemm with B packed ahead -- the calls kernels.quantize_rows and kernels.matmul_int8
+ * make. */
+typedef struct {
+    mc_igemm_call call;          /* g.a, g.a_scale, g.out from the buffers */
+    int a_type;
+    int32_t q, scale, scale32;   /* buffer numbers */
+} mc_iq_call;
+
 typedef struct {
     int kind;                    /* MC_STEP_* */
     int32_t src, src2, dst;      /* buffer numbers: the input (GEMM: A), the second input of a
@@ -58,6 +71,7 @@ typedef struct {
         mc_add_call add;
         mc_norm_call norm;
         mc_pad_call pad;
+        mc_iq_call iq;
     } u;
 } mc_plan_step;
 
