@@ -234,6 +234,97 @@ def test_int8_dense_layers_are_plan_steps(isa_level, policy):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_an_attention_step_is_the_kernel_on_views_of_the_projections(isa_level, dtype):
+    rng = np.random.default_rng(33)
+    b, t, n, h, hv = 2, 11, 3, 8, 5
+    qkv = rand(rng, (b, t, n * (2 * h + hv)), dtype, 2.0)
+    plan = kernels.Plan()
+    i = plan.input(qkv.shape, dtype)
+    outs = [plan.attention(i, heads=n, key_dim=h, value_dim=hv, scale=0.3, causal=c)
+            for c in (False, True)]
+    plan.finish(outs)
+    got = plan.run([qkv])
+    q = qkv[..., :n * h].reshape(b, t, n, h).transpose(0, 2, 1, 3)
+    k = qkv[..., n * h:2 * n * h].reshape(b, t, n, h).transpose(0, 2, 1, 3)
+    v = qkv[..., 2 * n * h:].reshape(b, t, n, hv).transpose(0, 2, 1, 3)
+    for g, c in zip(got, (False, True)):
+        want = kernels.attention(q, k, v, scale=0.3, causal=c)
+        assert g.shape == (b, t, n * hv)
+        assert same_bits(g.reshape(b, t, n, hv).transpose(0, 2, 1, 3), want)
+    assert [op[2] for op in plan._ops] == ["attention"] * 2
+
+
+def test_attention_step_errors():
+    plan = kernels.Plan()
+    i = plan.input((2, 5, 3 * 2 * 4), F32)
+    with pytest.raises(ValueError, match="is not \\(B, T, 30\\)"):
+        plan.attention(i, heads=2, key_dim=4, value_dim=7, scale=1.0)
+    with pytest.raises(ValueError, match="heads must be a positive int"):
+        plan.attention(i, heads=0, key_dim=4, value_dim=4, scale=1.0)
+    with pytest.raises(ValueError, match="scale must be a finite real number"):
+        plan.attention(i, heads=2, key_dim=4, value_dim=4, scale=float("nan"))
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        plan.attention(i, heads=2, key_dim=4, value_dim=4, scale=1.0, causal=1)
+
+
+def _attention_model(policy, call=None, **kwargs):
+    inp = layers.Input((7, 16))
+    x = layers.Dense(16, dtype=policy)(inp)
+    mha = layers.MultiHeadAttention(2, 8, dtype=policy, name="mha", **kwargs)
+    a = call(mha, x) if call is not None else mha(x, x)
+    y = layers.LayerNormalization(dtype=policy)(layers.Add(dtype=policy)([x, a])) \
+        if a.shape == x.shape else a
+    return models.Model(inp, y)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("case", ["plain", "causal", "value_dim", "tail", "int8"])
+def test_self_attention_runs_as_plan_steps(isa_level, policy, case):
+    """MultiHeadAttention called as self-attention is the QKV product, the fused attention and
+    the output projection as plan steps, with the bits of the layer's call."""
+    if case == "int8" and policy == "mixed_float16":
+        pytest.skip("int8 quantization is refused under float16")
+    call = (lambda m, x: m(x, x, use_causal_mask=True)) if case == "causal" else None
+    kwargs = {"value_dim": {"value_dim": 5}, "tail": {"output_shape": (2, 3)}}.get(case, {})
+    model = _attention_model(policy, call, **kwargs)
+    if case == "int8":
+        model.quantize("int8")
+    x = np.random.default_rng(35).standard_normal((3, 7, 16)).astype(F32)
+    got = model.predict_on_batch(x)
+    assert same_bits(got, model._graph.run([x])[0][0])
+    plan = next(iter(model._graph._plans.values())).plan
+    kinds = [op[2] if op[0] == "c" else "py" for op in plan._ops]
+    assert "attention" in kinds and kinds.count("py") <= 1, kinds
+
+
+@pytest.mark.parametrize("case", ["cross", "mask", "sliding", "int4"])
+def test_other_attention_calls_keep_the_layer_call(case):
+    if case == "cross":
+        model = _attention_model("float32", lambda m, x: m(x, layers.Dense(16)(x)))
+    elif case == "mask":
+        inp = layers.Input((7, 16))
+        mask = layers.Input((7, 7), dtype="bool")
+        x = layers.Dense(16)(inp)
+        y = layers.MultiHeadAttention(2, 8)(x, x, attention_mask=mask)
+        model = models.Model([inp, mask], y)
+    elif case == "sliding":
+        model = _attention_model("float32", sliding_window=3)
+    else:
+        model = _attention_model("float32")
+        model.quantize("int4")
+    rng = np.random.default_rng(37)
+    x = rng.standard_normal((2, 7, 16)).astype(F32)
+    inputs = [x, rng.random((2, 7, 7)) > 0.3] if case == "mask" else [x]
+    got = model.predict_on_batch(inputs if case == "mask" else x)
+    want = model._graph.run(inputs)[0][0]
+    assert same_bits(got, want)
+    plans = list(model._graph._plans.values())
+    if plans:
+        kinds = [op[2] if op[0] == "c" else "py" for op in plans[0].plan._ops]
+        assert "attention" not in kinds
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_a_pad_step_puts_zeros_around_the_images(dtype):
     x = rand(np.random.default_rng(25), (2, 3, 4, 5), dtype)
     plan = kernels.Plan()

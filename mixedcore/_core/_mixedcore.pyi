@@ -155,6 +155,9 @@ class PlanSteps:
     def igemm(self, src: int, dst: int, w: PackedInt8Matrix, m: int, a_type: int, out_type: int,
               b_scale: np.ndarray, bias: Optional[np.ndarray], act: int, q: int, scale: int,
               scale32: int) -> None: ...
+    def attention(self, src: int, dst: int, dims: tuple[int, ...], offsets: tuple[int, ...],
+                  q_st: tuple[int, ...], k_st: tuple[int, ...], v_st: tuple[int, ...],
+                  o_st: tuple[int, ...], type_code: int, scale: float, causal: bool) -> None: ...
     def conv(self, src: int, dst: int, packed: tuple[PackedMatrix, ...], geom: tuple[int, ...],
              groups: int, f: int, x_type: int, out_type: int, bias: Optional[np.ndarray],
              act: int, res: int = ...) -> None: ...

@@ -14,7 +14,7 @@ cdef extern from "mc_act.h" nogil:
 
 cdef extern from "mc_plan.h" nogil:
     int MC_STEP_GEMM, MC_STEP_CONV, MC_STEP_DW, MC_STEP_POOL, MC_STEP_ADD, MC_STEP_NORM
-    int MC_STEP_PAD, MC_STEP_IGEMM
+    int MC_STEP_PAD, MC_STEP_IGEMM, MC_STEP_ATTN
     ctypedef struct mc_pad_call:
         int64_t n, h, w, c, pt, pb, pl, pr, es
     ctypedef struct mc_add_call:
@@ -27,6 +27,9 @@ cdef extern from "mc_plan.h" nogil:
         mc_igemm_call call
         int a_type
         int q, scale, scale32
+    ctypedef struct mc_attn_call:
+        mc_attn_args a
+        int64_t q_off, k_off, v_off
     ctypedef union mc_plan_u:
         mc_gemm_call gemm
         mc_conv_call conv
@@ -36,6 +39,7 @@ cdef extern from "mc_plan.h" nogil:
         mc_norm_call norm
         mc_pad_call pad
         mc_iq_call iq
+        mc_attn_call attn
     ctypedef struct mc_plan_step:
         int kind
         int src, src2, dst
@@ -155,6 +159,26 @@ cdef class PlanSteps:
         st.u.iq.scale = scale
         st.u.iq.scale32 = scale32
         self.keep += [w, b_scale, bias]
+
+    def attention(self, int src, int dst, tuple dims, tuple offsets, tuple q_st, tuple k_st,
+                  tuple v_st, tuple o_st, int type_code, double scale, bint causal):
+        """The fused attention of Q, K, V views of buffer src (byte offsets and (B, H, T, D)
+        byte strides) into dst, in type_code, without a mask."""
+        cdef mc_plan_step *st = self._next(MC_STEP_ATTN, src, -1, dst)
+        cdef int i
+        st.u.attn.a.b, st.u.attn.a.h, st.u.attn.a.t, st.u.attn.a.s, st.u.attn.a.d, \
+            st.u.attn.a.dv = dims
+        st.u.attn.q_off, st.u.attn.k_off, st.u.attn.v_off = offsets
+        for i in range(4):
+            st.u.attn.a.q_st[i] = q_st[i]
+            st.u.attn.a.k_st[i] = k_st[i]
+            st.u.attn.a.v_st[i] = v_st[i]
+            st.u.attn.a.o_st[i] = o_st[i]
+        st.u.attn.a.type = type_code
+        st.u.attn.a.out_type = type_code
+        st.u.attn.a.mask = NULL
+        st.u.attn.a.causal = causal
+        st.u.attn.a.scale = <float>scale
 
     def conv(self, int src, int dst, tuple packed, tuple geom, int64_t groups, int64_t f,
              int x_type, int out_type, object bias, int act, int res=-1):

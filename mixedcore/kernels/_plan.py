@@ -64,7 +64,7 @@ class Plan:
     """A compiled list of kernel calls over buffers (see the module's design notes).
 
     Build it with ``input``, the step methods (``conv2d``, ``depthwise_conv2d``, ``matmul``,
-    ``matmul_int8``, ``pool2d``, ``add``, ``layer_norm``, ``pad2d``, ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns
+    ``matmul_int8``, ``attention``, ``pool2d``, ``add``, ``layer_norm``, ``pad2d``, ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns
     the outputs.  A step method returns the number of the buffer its result is in (``call``: a
     list of them).
     """
@@ -215,6 +215,43 @@ class Plan:
             self._core.igemm(src, dst, b, m, GEMM_CODES[buf.dtype], GEMM_CODES[target],
                              np.ascontiguousarray(b_scale), bias32, act, q, scale, scale32)
             self._c_step(dst, "matmul_int8")
+        return dst
+
+    def attention(self, src: int, *, heads: int, key_dim: int, value_dim: int, scale: float,
+                  causal: bool = False) -> int:
+        """Self-attention over the projections side by side in ``src`` (B, T, heads * (2 *
+        key_dim + value_dim)): the queries (heads, key_dim), the keys (heads, key_dim), then the
+        values (heads, value_dim) of each position, as MultiHeadAttention's one product writes
+        them.  ``kernels.attention`` of their (B, heads, T, .) views with ``scale`` (and the
+        causal mask), into (B, T, heads * value_dim) of ``src``'s dtype, the same bits."""
+        fname = "Plan.attention"
+        buf = self._gemm_operand(fname, src)
+        for name, value in (("heads", heads), ("key_dim", key_dim), ("value_dim", value_dim)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{fname}: {name} must be a positive int, got {value!r}")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating)) or \
+                not math.isfinite(scale):
+            raise ValueError(f"{fname}: scale must be a finite real number, got {scale!r}")
+        if not isinstance(causal, (bool, np.bool_)):
+            raise TypeError(f"{fname}: causal must be a bool, got {type(causal).__name__}")
+        width = heads * (2 * key_dim + value_dim)
+        if len(buf.shape) != 3 or buf.shape[-1] != width:
+            raise ValueError(f"{fname}: buffer {src} of shape {buf.shape} is not (B, T, "
+                             f"{width}): heads {heads} x (2 x key_dim {key_dim} + value_dim "
+                             f"{value_dim})")
+        b, t, _ = buf.shape
+        es = buf.dtype.itemsize
+        dst = self._new((b, t, heads * value_dim), buf.dtype, _ARENA)
+        if b and t:
+            row, out_row = width * es, heads * value_dim * es
+            q_st = (t * row, key_dim * es, row, es)
+            v_st = (t * row, value_dim * es, row, es)
+            o_st = (t * out_row, value_dim * es, out_row, es)
+            self._core.attention(src, dst, (b, heads, t, t, key_dim, value_dim),
+                                 (0, heads * key_dim * es, 2 * heads * key_dim * es), q_st, q_st,
+                                 v_st, o_st, GEMM_CODES[buf.dtype], _lib.round_f32(float(scale)),
+                                 bool(causal))
+            self._c_step(dst, "attention")
         return dst
 
     def conv2d(self, src: int, kernel: PackedConv, *, strides: IntPair = 1,

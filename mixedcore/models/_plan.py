@@ -17,7 +17,13 @@ Design:
          output in the compute dtype (Conv1D on the one-row image view); a pointwise Conv2D is
          the GEMM's step; SeparableConv2D -> its depthwise step, rounded to the compute dtype,
          then its pointwise step;
-       - Dense (its kernel applied over the last axis) -> the GEMM's step;
+       - Dense (its kernel applied over the last axis) -> the GEMM's step; a Dense quantized
+         to int8 whose inputs are quantized per row -> the int8 step (row quantization, then
+         the int8 GEMM);
+       - MultiHeadAttention called as self-attention (``mha(x, x)``, causal or not, no masks)
+         on (batch, T, features), its projections float or int8 with quantized inputs -> the
+         one QKV product, the fused attention over views of it, the output projection (an Add
+         after it in its epilogue, as for Dense);
        - Add of two tensors of one shape, with the activation folded after it or not -> the
          sum's step; or, when one of them is made by a Conv2D, SeparableConv2D or Dense step
          without an activation of its own and read by the Add alone, and the other is ready by
@@ -47,6 +53,7 @@ import numpy as np
 from mixedcore import activations as _activations
 from mixedcore import kernels
 from mixedcore._dtypes import dtype_name, is_floating, to_compute
+from mixedcore.layers._attention import MultiHeadAttention
 from mixedcore.layers._conv import Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D
 from mixedcore.layers._core import Dense
 from mixedcore.layers._merging import Add
@@ -66,6 +73,7 @@ MAX_ARENA_BYTES = 1 << 30
 # best among 2-32 MiB for MobileNetV2 and ResNet50 (bench/compare_architectures.py)
 CHUNK_BYTES = 8 << 20
 _GEMM = ("float16", "bfloat16", "float32")
+_PROJECTIONS = ("query", "key", "value", "attention_output")
 
 
 def plan_key(values):
@@ -186,6 +194,8 @@ class InferencePlan:
 
     def _lower(self, node, single, fold):
         layer = node.layer
+        if type(layer) is MultiHeadAttention and fold is None:
+            return self._lower_attention(node)
         if single is None or len(node.output_tensors) != 1:
             return self._lower_add(node, fold) if type(layer) is Add else False
         out = fold.out if fold is not None else id(node.output_tensors[0])
@@ -326,6 +336,67 @@ class InferencePlan:
         bias = layer._bias32("bias") if layer.use_bias else None
         dst = self.plan.matmul_int8(buf, packed, b_scale, bias=bias,
                                     activation=None if act == "linear" else act, out_dtype=cd)
+        self._hold(layer)
+        self._env[out] = (dst, None)
+        return True
+
+    def _lower_attention(self, node):
+        """A MultiHeadAttention called as self-attention, ``layer(x, x)`` (or with
+        ``use_causal_mask=True``), on a (batch, T, features) tensor of its compute dtype: its
+        inference call as steps -- the three projections as one product, the fused attention
+        over views of it, the output projection (with a following Add in its epilogue) -- the
+        same calls, so the same bits.  Float projections, or int8 ones that quantize their
+        inputs; anything else keeps the layer's call."""
+        layer = node.layer
+        args, kwargs = node.args, node.kwargs
+        if len(args) != 2 or args[0] is not args[1] or not isinstance(args[0], KerasTensor) or \
+                len(node.output_tensors) != 1:
+            return False
+        if any(value is not None and value is not False for name, value in kwargs.items()
+               if name != "use_causal_mask") or layer.sliding_window is not None:
+            return False
+        causal = kwargs.get("use_causal_mask", False) is True
+        cd = layer._compute_np()
+        key = id(args[0])
+        if dtype_name(cd) not in _GEMM or len(self._specs[key][0]) != 3:
+            return False
+        buf = self._buffer(key)
+        if self.plan.dtype(buf) != cd:
+            return False
+        quant = {name: layer._quantized(name) for name in _PROJECTIONS}
+        int8 = all(q is not None and q.quantization_mode == "int8" and
+                   q._activation_quantized() for q in quant.values())
+        if not int8 and any(q is not None for q in quant.values()):
+            return False
+        n, h, hv = layer.num_heads, layer.key_dim, layer.value_dim
+        out = id(node.output_tensors[0])
+        if int8:
+            packed, b_scale = layer._qkv_int8()
+            bias = None if not layer.use_bias else np.concatenate(
+                [layer._projection_bias(p) for p in _PROJECTIONS[:3]])
+            qkv = self.plan.matmul_int8(buf, packed, b_scale, bias=bias, out_dtype=cd)
+        else:
+            packed, bias = layer._packed_qkv()
+            qkv = self.plan.matmul(buf, packed, bias=bias, out_dtype=cd)
+        o = self.plan.attention(qkv, heads=n, key_dim=h, value_dim=hv, scale=layer._scale,
+                                causal=causal)
+        tail = layer._out_tail
+        bias = layer._projection_bias("attention_output")
+        if int8:
+            proj = quant["attention_output"]
+            packed, b_scale = proj._prepared("int8", proj._int8_operands)
+            dst = self.plan.matmul_int8(o, packed, b_scale, bias=bias, out_dtype=cd)
+        else:
+            kernel = layer.packed_weight("attention_output/kernel")
+            residual = self._residual(out, cd) if len(tail) == 1 else None
+            if residual is not None:
+                other, act, out = residual
+                dst = self.plan.matmul(o, kernel, bias=bias, activation=act, out_dtype=cd,
+                                       residual=other)
+            else:
+                dst = self.plan.matmul(o, kernel, bias=bias, out_dtype=cd)
+        if len(tail) != 1:
+            dst = self.plan.reshape(dst, self._specs[out][0])
         self._hold(layer)
         self._env[out] = (dst, None)
         return True

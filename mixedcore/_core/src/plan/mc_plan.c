@@ -106,6 +106,16 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         return MC_PLAN_OK;
     case MC_STEP_IGEMM:
         return mc_iq_(&st->u.iq, bufs[st->src], bufs, bufs[st->dst]);
+    case MC_STEP_ATTN: {
+        mc_attn_args a = st->u.attn.a;
+        a.q = bufs[st->src] + st->u.attn.q_off;
+        a.k = bufs[st->src] + st->u.attn.k_off;
+        a.v = bufs[st->src] + st->u.attn.v_off;
+        a.out = bufs[st->dst];
+        const int r = mc_attention(&a);
+        return r == MC_ATTN_OK ? MC_PLAN_OK : r == MC_ATTN_TOOBIG ? MC_PLAN_TOOBIG
+                                            : r == MC_ATTN_EARG ? MC_PLAN_EARG : MC_PLAN_NOMEM;
+    }
     default:
         return MC_PLAN_EARG;
     }

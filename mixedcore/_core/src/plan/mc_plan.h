@@ -4,7 +4,8 @@
  *   a. A step is one call of a family's driver -- the GEMM with weights packed ahead, the
  *      convolution, the depthwise convolution, pooling, the sum with an activation, layer
  *      normalization, zero padding (a copy of its own, here), the int8 product of rows
- *      quantized on the way (the row quantization, then the int8 GEMM) -- whose
+ *      quantized on the way (the row quantization, then the int8 GEMM), the fused attention
+ *      over views of one buffer -- whose
  *      descriptor the caller filled once, with every array named by a buffer number instead of
  *      an address.  The runner copies the descriptor, puts the buffers' addresses in and calls
  *      the driver: the results are those of the same calls made one by one, bit for bit.
@@ -18,6 +19,7 @@
 
 #include <stdint.h>
 #include "mc_act.h"
+#include "mc_attn.h"
 #include "mc_conv.h"
 #include "mc_gemm.h"
 #include "mc_igemm.h"
@@ -26,7 +28,7 @@
 
 enum {
     MC_STEP_GEMM = 1, MC_STEP_CONV = 2, MC_STEP_DW = 3, MC_STEP_POOL = 4, MC_STEP_ADD = 5,
-    MC_STEP_NORM = 6, MC_STEP_PAD = 7, MC_STEP_IGEMM = 8
+    MC_STEP_NORM = 6, MC_STEP_PAD = 7, MC_STEP_IGEMM = 8, MC_STEP_ATTN = 9
 };
 
 /* Zeros around images: N x H x W x C elements of es bytes into N x (pt + H + pb) x (pl + W + pr)
@@ -58,6 +60,13 @@ typedef struct {
     int32_t q, scale, scale32;   /* buffer numbers */
 } mc_iq_call;
 
+/* The fused attention with Q, K and V views of one buffer (a self-attention's three projections
+ * side by side) at byte offsets into it, the output in another */
+typedef struct {
+    mc_attn_args a;              /* q, k, v, out from the buffers (mask NULL) */
+    int64_t q_off, k_off, v_off;
+} mc_attn_call;
+
 typedef struct {
     int kind;                    /* MC_STEP_* */
     int32_t src, src2, dst;      /* buffer numbers: the input (GEMM: A), the second input of a
@@ -72,6 +81,7 @@ typedef struct {
         mc_norm_call norm;
         mc_pad_call pad;
         mc_iq_call iq;
+        mc_attn_call attn;
     } u;
 } mc_plan_step;
 
