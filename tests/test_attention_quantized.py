@@ -292,23 +292,37 @@ def test_errors(tmp_path):
             "float32", {"m/query": "int8_from_mixed_bfloat16"}))
 
 
+def _edited(src, dst, edit_h5, edit_config=None):
+    """A copy of the .keras file ``src`` at ``dst`` with its weights file edited in place by
+    ``edit_h5(h5py.File)`` (and its config by ``edit_config(dict)``)."""
+    import h5py
+    import json
+    with zipfile.ZipFile(src) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    buf = io.BytesIO(files["model.weights.h5"])
+    with h5py.File(buf, "r+") as h5:
+        edit_h5(h5)
+    files["model.weights.h5"] = buf.getvalue()
+    if edit_config is not None:
+        config = json.loads(files["config.json"])
+        edit_config(config)
+        files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(dst, "w") as z:
+        for n, data in files.items():
+            z.writestr(n, data)
+    return dst
+
+
 def test_hostile_group_indices(tmp_path):
     """A file's int4 group indices that name no group are a ValueError, not a wrong answer."""
     model = _mha_model()
     model.quantize("int4")
     model.save(tmp_path / "m.keras")
-    with zipfile.ZipFile(tmp_path / "m.keras") as z:
-        files = {n: z.read(n) for n in z.namelist()}
-    import h5py
-    buf = io.BytesIO(files["model.weights.h5"])
-    with h5py.File(buf, "r+") as h5:
+
+    def edit(h5):
         g = h5["layers/multi_head_attention/query_dense/vars/4"]
         g[...] = np.full(g.shape, 7.0, np.float32)
-    files["model.weights.h5"] = buf.getvalue()
-    with zipfile.ZipFile(tmp_path / "bad.keras", "w") as z:
-        for n, data in files.items():
-            z.writestr(n, data)
-    bad = load_model(tmp_path / "bad.keras")
+    bad = load_model(_edited(tmp_path / "m.keras", tmp_path / "bad.keras", edit))
     with pytest.raises(ValueError, match="g_idx must hold group numbers"):
         bad.predict(RNG.standard_normal((1, 6, 32)).astype(np.float32))
 
@@ -344,27 +358,17 @@ def test_stored_shapes_of_no_mode_are_reported(tmp_path):
     model = _mha_model()
     model.quantize("int8")
     model.save(tmp_path / "m.keras")
-    with zipfile.ZipFile(tmp_path / "m.keras") as z:
-        files = {n: z.read(n) for n in z.namelist()}
-    import h5py
-    buf = io.BytesIO(files["model.weights.h5"])
-    with h5py.File(buf, "r+") as h5:
+
+    def edit(h5):
         group = h5["layers/multi_head_attention/key_dense/vars"]
         del group["2"]
         group["2"] = np.ones((1, 1, 4, 9), np.float32)        # a scale of the wrong shape
-    files["model.weights.h5"] = buf.getvalue()
-    with zipfile.ZipFile(tmp_path / "bad.keras", "w") as z:
-        for n, data in files.items():
-            z.writestr(n, data)
-    import json
-    config = json.loads(files["config.json"])
-    for entry in config["config"]["layers"]:
-        if entry["class_name"] == "MultiHeadAttention":      # as Keras writes it: no map
-            entry["config"]["dtype"] = "float32"
-    files["config.json"] = json.dumps(config).encode()
-    with zipfile.ZipFile(tmp_path / "bad_plain.keras", "w") as z:
-        for n, data in files.items():
-            z.writestr(n, data)
-    for name in ("bad.keras", "bad_plain.keras"):
+
+    def plain(config):                                        # as Keras writes it: no map
+        for entry in config["config"]["layers"]:
+            if entry["class_name"] == "MultiHeadAttention":
+                entry["config"]["dtype"] = "float32"
+    for path in (_edited(tmp_path / "m.keras", tmp_path / "bad.keras", edit),
+                 _edited(tmp_path / "m.keras", tmp_path / "bad_plain.keras", edit, plain)):
         with pytest.raises(ValueError, match="key_dense"):
-            load_model(tmp_path / name)
+            load_model(path)

@@ -16,7 +16,7 @@ from mixedcore._dtypes import as_numeric_array, dtype_name, is_floating, np_dtyp
 from mixedcore.layers import _args, _node
 from mixedcore.layers._base import Layer, _as_shapes, _batchless
 from mixedcore.layers._einsum_dense import QuantizedEinsumDense, _Plan
-from mixedcore.layers._quantized import quantized_policy_name
+from mixedcore.layers._quantized import check_quantize, quantized_policy_name
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
 # what Keras's masked softmax puts at masked positions before normalizing
@@ -444,9 +444,8 @@ class MultiHeadAttention(Layer):
         owner = f"MultiHeadAttention '{self.name}'.quantize"
         config = _quantizers.resolve_config(owner, mode, config)
         mode = config.mode
-        if not self.built:
-            raise ValueError(f"{owner}: Cannot quantize a layer that isn't yet built. Layer "
-                             f"'{self.name}' (of type 'MultiHeadAttention') is not built yet.")
+        check_quantize(owner, self, mode, QuantizedEinsumDense._MODES,
+                       "MultiHeadAttention's projections")
         names = list(_WEIGHTS) if parts is None else [getattr(p, "name", p) for p in parts]
         for name in names:
             if name not in _WEIGHTS:
@@ -456,13 +455,6 @@ class MultiHeadAttention(Layer):
                 raise ValueError(f"{owner}: the {name} projection is already quantized with "
                                  f"dtype_policy='{self._projection_quant[name][0].name}'. "
                                  f"Received: mode={mode}")
-        if mode not in QuantizedEinsumDense._MODES:
-            raise ValueError(f"{owner}: MultiHeadAttention's projections cannot be quantized "
-                             f"in mode {mode!r} (they take {list(QuantizedEinsumDense._MODES)})")
-        if mode == "int8" and self.compute_dtype == "float16":
-            raise ValueError(f"{owner}: Quantization mode='int8' doesn't work well with "
-                             f"compute_dtype='float16'. Consider loading model/layer with another "
-                             f"dtype policy such as 'mixed_bfloat16' before calling `quantize()`.")
         if self.compute_dtype not in _GEMM_DTYPES:
             raise ValueError(f"{owner}: quantized projections compute in float32, bfloat16 or "
                              f"float16, not {self.compute_dtype}")

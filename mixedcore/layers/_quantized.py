@@ -52,6 +52,24 @@ def block_size_of(policy, config):
     return None if size is None or size == -1 else int(size)
 
 
+def check_quantize(owner, layer, mode, modes, what, already=False):
+    """Keras's refusals of ``quantize(mode)``, for any layer: unbuilt, already quantized
+    (``already``), a mode ``what`` cannot take, int8 under a float16 policy."""
+    if not layer.built:
+        raise ValueError(f"{owner}: Cannot quantize a layer that isn't yet built. Layer "
+                         f"'{layer.name}' (of type '{type(layer).__name__}') is not built yet.")
+    if already:
+        raise ValueError(f"{owner}: Layer '{layer.name}' is already quantized with "
+                         f"dtype_policy='{layer.dtype_policy.name}'. Received: mode={mode}")
+    if mode not in modes:
+        raise ValueError(f"{owner}: {what} cannot be quantized in mode {mode!r} (it takes "
+                         f"{list(modes)})")
+    if mode == "int8" and layer.compute_dtype == "float16":
+        raise ValueError(f"{owner}: Quantization mode='int8' doesn't work well with "
+                         f"compute_dtype='float16'. Consider loading model/layer with another "
+                         f"dtype policy such as 'mixed_bfloat16' before calling `quantize()`.")
+
+
 def quantized_policy_name(layer, mode, config):
     """The policy a layer takes when ``quantize(mode)`` changes it: ``<mode>_from_<policy>``."""
     name = mode
@@ -138,20 +156,9 @@ class Quantizable(QuantizedWeights, Layer):
         owner = f"{type(self).__name__} '{self.name}'.quantize"
         config = _quantizers.resolve_config(owner, mode, config)
         mode = config.mode
-        if not self.built:
-            raise ValueError(f"{owner}: Cannot quantize a layer that isn't yet built. Layer "
-                             f"'{self.name}' (of type '{type(self).__name__}') is not built yet.")
-        if self.quantization_mode is not None and self._weight(self._FLOAT) is None or \
-                getattr(self, "_is_quantized", False):
-            raise ValueError(f"{owner}: Layer '{self.name}' is already quantized with "
-                             f"dtype_policy='{self.dtype_policy.name}'. Received: mode={mode}")
-        if mode not in self._MODES:
-            raise ValueError(f"{owner}: {type(self).__name__} cannot be quantized in mode "
-                             f"{mode!r} (it takes {list(self._MODES)})")
-        if mode == "int8" and self.compute_dtype == "float16":
-            raise ValueError(f"{owner}: Quantization mode='int8' doesn't work well with "
-                             f"compute_dtype='float16'. Consider loading model/layer with another "
-                             f"dtype policy such as 'mixed_bfloat16' before calling `quantize()`.")
+        check_quantize(owner, self, mode, self._MODES, type(self).__name__,
+                       already=self.quantization_mode is not None and
+                       self._weight(self._FLOAT) is None or getattr(self, "_is_quantized", False))
         values = self._quantized_values(mode, config)
         policy = _get_policy(quantized_policy_name(self, mode, config)) \
             if self.quantization_mode is None else self.dtype_policy
@@ -455,4 +462,4 @@ def fake_float8(x, scale):
     return np.multiply(kernels.cast(q8, cd), s)
 
 
-__all__ = ["QuantizedWeights", "Quantizable", "QuantizedDense", "QuantizedEmbedding", "int4_specs", "float8_specs", "block_size_of", "quantized_policy_name"]
+__all__ = ["QuantizedWeights", "Quantizable", "check_quantize", "QuantizedDense", "QuantizedEmbedding", "int4_specs", "float8_specs", "block_size_of", "quantized_policy_name"]
