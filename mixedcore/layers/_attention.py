@@ -686,20 +686,24 @@ class MultiHeadAttention(Layer):
     def _qkv_int8(self):
         """int8 query, key and value projections that quantize their inputs (the same input
         rows for the three): their kernels side by side, packed for one integer product, with
-        their column scales; None when the three are not alike so."""
-        projs = [self._quantized(p) for p in ("query", "key", "value")]
+        their column scales and their epilogue biases (None without); None when the three are
+        not alike so.  Cached per weight version, level and compute dtype."""
+        names = ("query", "key", "value")
+        projs = [self._quantized(p) for p in names]
         if any(p is None or p.quantization_mode != "int8" or not p._activation_quantized()
                for p in projs):
             return None
-        key = (self._version, kernels.isa())
+        key = (self._version, kernels.isa(), self._compute_np())
         entry = self._packed.get("qkv_int8")
         if entry is None or entry[0] != key:
             matrix = np.concatenate([p._plan.kernel_2d(p._weight("kernel")) for p in projs],
                                     axis=1)
             scale = np.concatenate([p._column_scale() for p in projs])
-            entry = (key, kernels.pack(np.ascontiguousarray(matrix)), scale)
+            bias = np.concatenate([self._projection_bias(p) for p in names]) \
+                if self.use_bias else None
+            entry = (key, (kernels.pack(np.ascontiguousarray(matrix)), scale, bias))
             self._packed["qkv_int8"] = entry
-        return entry[1], entry[2]
+        return entry[1]
 
     def _packed_qkv(self):
         """The query, key and value kernels side by side, packed for one product, and their
@@ -756,10 +760,9 @@ class MultiHeadAttention(Layer):
             else:
                 int8 = self._qkv_int8()
                 if int8 is not None:
+                    packed8, b_scale, bias = int8
                     xq8, xscale = kernels.quantize_rows(xq)
-                    bias = None if not self.use_bias else np.concatenate(
-                        [self._projection_bias(p) for p in ("query", "key", "value")])
-                    qkv = kernels.matmul_int8(xq8, int8[0], a_scale=xscale, b_scale=int8[1],
+                    qkv = kernels.matmul_int8(xq8, packed8, a_scale=xscale, b_scale=b_scale,
                                               bias=bias, out_dtype=out16)
         if qkv is not None:
             qp = qkv[:, :n * h].reshape(b, t, n, h)

@@ -371,9 +371,7 @@ class InferencePlan:
         n, h, hv = layer.num_heads, layer.key_dim, layer.value_dim
         out = id(node.output_tensors[0])
         if int8:
-            packed, b_scale = layer._qkv_int8()
-            bias = None if not layer.use_bias else np.concatenate(
-                [layer._projection_bias(p) for p in _PROJECTIONS[:3]])
+            packed, b_scale, bias = layer._qkv_int8()
             qkv = self.plan.matmul_int8(buf, packed, b_scale, bias=bias, out_dtype=cd)
         else:
             packed, bias = layer._packed_qkv()
