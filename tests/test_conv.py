@@ -323,6 +323,53 @@ def test_depthwise_matches_scalar_twin_and_reference(isa_level, case, dtype, rng
     assert np.all(np.abs(_f64(plain) - ref) <= 2 * taps * u * mag)
 
 
+# depth multiplier 1, one type in and out, an activation of a few instructions: the levels that
+# have it run the epilogue on the sums in registers (and load a 3-wide row's pixels once)
+DW_EPI_CASES = [
+    ((2, 9, 13, 32), (3, 3), (1, 1), "same", (1, 1)),
+    ((1, 7, 11, 47), (3, 3), (1, 1), "valid", (1, 1)),
+    ((1, 12, 10, 144), (3, 3), (2, 2), "same", (1, 1)),
+    ((2, 6, 14, 16), (3, 3), (1, 1), "same", (2, 2)),
+    ((1, 5, 19, 80), (3, 3), (1, 2), "same", (1, 1)),
+    ((1, 8, 9, 3), (5, 5), (1, 1), "same", (1, 1)),
+    ((1, 4, 30, 64), (1, 3), (1, 1), "same", (1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", DW_EPI_CASES, ids=str)
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=str)
+@pytest.mark.parametrize("act", [None, "relu", "relu6"])
+def test_depthwise_epilogue_in_registers_matches_scalar_twin(isa_level, case, dtype, act, rng):
+    shape, ks, st, pad, dl = case
+    x = rng.standard_normal(shape).astype(np.float32) * 4
+    # values the epilogue's rounding treats apart: halfway cases, NaN, infinities, subnormals
+    flat = x.reshape(-1)
+    flat[::97] = np.nan
+    flat[5::101] = np.inf
+    flat[7::103] = -np.inf
+    flat[11::89] = 1e-39
+    kernel = rng.standard_normal(ks + (shape[3], 1)).astype(np.float32)
+    kernel[0, 0, 1 % shape[3], 0] = 1e-30
+    tiny = (x * np.float32(2.0 ** -130)).astype(dtype)    # subnormal sums
+    x = x.astype(dtype)
+    for x, bias in ((x, rng.standard_normal(shape[3]).astype(np.float32)), (x, None),
+                    (tiny, None)):
+
+        def run():
+            return kernels.depthwise_conv2d(x, kernel, strides=st, padding=pad, dilation_rate=dl,
+                                            bias=bias, activation=act, out_dtype=dtype)
+
+        got = run()
+        level = kernels.isa()
+        kernels.set_isa("generic")
+        try:
+            want = run()
+        finally:
+            kernels.set_isa(level)
+        assert got.dtype == dtype
+        assert np.array_equal(_bits(got), _bits(want)), (level, bias is None)
+
+
 # -- pooling --------------------------------------------------------------------------------------
 
 POOL_CASES = [

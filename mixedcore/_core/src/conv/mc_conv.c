@@ -20,7 +20,10 @@
  *   d. The depthwise driver walks output pixels in bands of rows; for each pixel it lists the
  *      valid taps (padding is skipped; mc_conv_geom.h), calls the level's kernel, and applies
  *      the epilogue: bias, activation (the level's elementwise kernel, mc_act.h) and rounding
- *      to the output type (the level's conversion kernel).
+ *      to the output type (the level's conversion kernel).  With a depth multiplier of 1, one
+ *      type in and out and an activation of a few instructions (none, relu, relu6), a level's
+ *      mc_dw_epi_fn runs the epilogue on the sums in its registers instead (the same
+ *      operations: the row's epilogue is the GEMM's).
  *   e. Backward helpers run image by image, so every sum into the input gradient is taken in
  *      one order whatever the threads do.
  */
@@ -541,6 +544,7 @@ int mc_conv_gemm(const mc_conv_call *call)
 typedef struct {
     const mc_dw_call *call;
     mc_dw_fn dw;
+    mc_dw_epi_fn dw_epi;         /* the sums with their epilogue (design d), or NULL */
     mc_act_forward_fn act_row;
     mc_cast_fn cast;             /* float32 -> the output type, or NULL */
     mc_gemm_epi_fn epi;          /* the GEMM's epilogue, for a row of a depth multiplier 1 */
@@ -582,6 +586,9 @@ static void mc_dw_unit_(void *ctx, int64_t u)
     const int64_t wm = ntap * g->c, pstride = g->sw * g->c * es;
     int64_t in0, in1;
     mc_dw_inner_(g, &in0, &in1);
+    /* a run of inner pixels of a 3-wide kernel at stride and dilation 1 has its taps in rows
+     * of three neighbours (mc_dw_epi_fn) */
+    const int rows3 = g->kw == 3 && g->sw == 1 && g->dw == 1;
     for (int64_t row = u * job->rows; row < mc_min_((u + 1) * job->rows, job->nrows); ++row) {
         const int64_t n = row / g->oh, oh = row - n * g->oh;
         const char *img = call->x + n * g->h * g->w * g->c * es;
@@ -592,10 +599,18 @@ static void mc_dw_unit_(void *ctx, int64_t u)
             const int nt = mc_conv_taps_(g, oh, ow, es, xoff, woff);
             for (int t = 0; t < nt; ++t)
                 woff[t] *= g->c;
-            job->dw(img, call->x_type, xoff, pstride, npix, call->w, woff, nt, g->c, call->mult,
-                    wm, acc + ow * cm * ves);
+            if (job->dw_epi != NULL)
+                job->dw_epi(img, call->x_type, xoff, pstride, npix, (const float *)call->w, woff,
+                            nt, g->c, (const float *)call->bias,
+                            mc_act_for_output(call->act, call->out_type), out + ow * cm * oes,
+                            rows3 && npix > 1);
+            else
+                job->dw(img, call->x_type, xoff, pstride, npix, call->w, woff, nt, g->c,
+                        call->mult, wm, acc + ow * cm * ves);
             ow += npix;
         }
+        if (job->dw_epi != NULL)
+            continue;
         const int64_t total = g->ow * cm;
         if (f64) {
             const double *a = (const double *)acc, *b = (const double *)call->bias;
@@ -669,6 +684,10 @@ int mc_conv_depthwise(const mc_dw_call *call)
     memset(&job, 0, sizeof job);
     job.call = call;
     job.dw = lk->conv.dw;
+    const int act = mc_act_for_output(call->act, call->out_type);
+    if (call->mult == 1 && call->x_type == call->out_type && call->x_type != MC_F64 &&
+        (act == MC_ACT_NONE || act == MC_ACT_RELU || act == MC_ACT_RELU6))
+        job.dw_epi = lk->conv.dw_epi;
     job.act_row = lk->act.forward;
     job.cast = call->out_type == MC_F32 || call->out_type == MC_F64
                    ? NULL : lk->convert.cast[MC_F32][call->out_type];

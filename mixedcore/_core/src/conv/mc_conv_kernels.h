@@ -19,12 +19,28 @@ typedef void (*mc_dw_fn)(const char *x, int type, const int64_t *xoff, int64_t p
                          int64_t npix, const void *w, const int64_t *woff, int ntaps, int64_t c,
                          int64_t mult, int64_t wm, void *acc);
 
+/* Depthwise with a depth multiplier of 1 and its epilogue, for npix output pixels as mc_dw_fn
+ * (w: KH x KW x C floats, woff in floats): with s the sum mc_dw_fn makes,
+ *   out[p * c + ch] = round(act(s + bias[ch]))      (no addition when bias is NULL),
+ * the operations of the GEMM's epilogue (mc_gemm.h) in its order, one rounding to the output
+ * type.  For x and out of one type (float16, bfloat16 or float32) and act MC_ACT_NONE,
+ * MC_ACT_RELU or MC_ACT_RELU6 (as mc_act_for_output gives it); the driver takes the sums and
+ * the epilogue apart for everything else.  NULL at levels without it. */
+typedef void (*mc_dw_epi_fn)(const char *x, int type, const int64_t *xoff, int64_t pstride,
+                             int64_t npix, const float *w, const int64_t *woff, int ntaps,
+                             int64_t c, const float *bias, int act, char *out, int rows3);
+/* rows3: the taps come in rows of three neighbouring input pixels (xoff[3 r + j] = xoff[3 r]
+ * + j * pstride; a 3-wide kernel at stride 1 and dilation 1, its columns all inside the
+ * image), which a kernel may load once for the pixels that share them. */
+
 typedef struct {
     mc_dw_fn dw;
+    mc_dw_epi_fn dw_epi;
 } mc_conv_table;
 
 extern const mc_conv_table mc_conv_table_generic;
 extern const mc_conv_table mc_conv_table_avx2;
 extern const mc_conv_table mc_conv_table_avx512;
+extern const mc_conv_table mc_conv_table_avx512bf16;
 
 #endif

@@ -28,7 +28,9 @@ static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
     if (k->act.forward == NULL)
         k->act = below->act;
     if (k->conv.dw == NULL)
-        k->conv = below->conv;
+        k->conv.dw = below->conv.dw;
+    if (k->conv.dw_epi == NULL)
+        k->conv.dw_epi = below->conv.dw_epi;
     if (k->pool.reduce == NULL)
         k->pool = below->pool;
     if (k->attn.unit == NULL)
@@ -114,7 +116,7 @@ void mc_kernels_init(void)
 #endif
 #if defined(MC_HAVE_AVX512BF16)
     mc_level_(MC_ISA_AVX512BF16, NULL, &mc_scan_table_avx512bf16, &mc_gemm_table_avx512bf16,
-              NULL, NULL, NULL, &mc_attn_table_avx512bf16, NULL, &mc_igemm_table_avx512bf16,
+              NULL, &mc_conv_table_avx512bf16, NULL, &mc_attn_table_avx512bf16, NULL, &mc_igemm_table_avx512bf16,
               &mc_wgemm_table_avx512bf16);
 #else
     mc_level_(MC_ISA_AVX512BF16, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
