@@ -32,7 +32,7 @@ __all__ = ["QUANTIZATION_MODES", "EPSILON", "abs_max_quantize",
            "abs_max_quantize_grouped_with_zero_point", "pack_int4", "unpack_int4",
            "quantize_and_dequantize", "Quantizer", "AbsMaxQuantizer", "QuantizationConfig",
            "Int8QuantizationConfig", "Int4QuantizationConfig", "Float8QuantizationConfig",
-           "resolve_config"]
+           "GPTQConfig", "AWQConfig", "resolve_config"]
 
 QUANTIZATION_MODES = ("int8", "float8", "int4", "gptq", "awq")
 EPSILON = 1e-7            # Keras's backend.epsilon()
@@ -348,8 +348,105 @@ class Float8QuantizationConfig(QuantizationConfig):
         return cls()
 
 
+def _positive_int(owner, name, value):
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{owner}: {name} must be a positive integer. Received: "
+                         f"{name}={value!r}")
+    return int(value)
+
+
+def _group_size(owner, value):
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < -1 \
+            or value == 0:
+        raise ValueError(f"{owner}: Invalid group_size. Supported values are -1 (per-channel) "
+                         f"or a positive integer, but got {value!r}.")
+    return int(value)
+
+
+class _CalibratedConfig(QuantizationConfig):
+    """What GPTQ and AWQ configs share.  mixedcore runs layers Keras quantized so (it
+    dequantizes their weights) but does not calibrate: the settings are kept so that the
+    configs of Keras's files read and write back unchanged (files hold no dataset or
+    tokenizer), and ``quantize`` with these configs is refused."""
+
+    def __init__(self, dataset: Any, tokenizer: Any, weight_bits: int, num_samples: int,
+                 sequence_length: int, group_size: int,
+                 quantization_layer_structure: Any) -> None:
+        super().__init__(None, None)
+        owner = type(self).__name__
+        self.dataset, self.tokenizer = dataset, tokenizer
+        self.weight_bits = weight_bits
+        self.num_samples = _positive_int(owner, "num_samples", num_samples)
+        self.sequence_length = _positive_int(owner, "sequence_length", sequence_length)
+        self.group_size = _group_size(owner, group_size)
+        self.quantization_layer_structure = quantization_layer_structure
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> QuantizationConfig:
+        config = dict(config)
+        return cls(config.pop("dataset", None), config.pop("tokenizer", None), **config)
+
+
+class GPTQConfig(_CalibratedConfig):
+    """``keras.quantizers.GPTQConfig``'s settings: weight_bits 2, 3, 4 or 8, group_size -1
+    (one group per output channel) or positive."""
+
+    mode = "gptq"
+
+    def __init__(self, dataset: Any = None, tokenizer: Any = None, *, weight_bits: int = 4,
+                 num_samples: int = 128, per_channel: bool = True, sequence_length: int = 512,
+                 hessian_damping: float = 0.01, group_size: int = 128, symmetric: bool = False,
+                 activation_order: bool = False,
+                 quantization_layer_structure: Any = None) -> None:
+        if weight_bits not in (2, 3, 4, 8) or isinstance(weight_bits, bool):
+            raise ValueError(f"GPTQConfig: Unsupported weight_bits {weight_bits!r}. Supported "
+                             f"values are 2, 3, 4, and 8.")
+        if not isinstance(hessian_damping, (int, float)) or isinstance(hessian_damping, bool) \
+                or not 0 <= hessian_damping <= 1:
+            raise ValueError(f"GPTQConfig: hessian_damping must be between 0 and 1. Received: "
+                             f"hessian_damping={hessian_damping!r}")
+        super().__init__(dataset, tokenizer, int(weight_bits), num_samples, sequence_length,
+                         group_size, quantization_layer_structure)
+        self.per_channel = bool(per_channel)
+        self.hessian_damping = float(hessian_damping)
+        self.symmetric = bool(symmetric)
+        self.activation_order = bool(activation_order)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"dataset": None, "tokenizer": None, "weight_bits": self.weight_bits,
+                "num_samples": self.num_samples, "per_channel": self.per_channel,
+                "sequence_length": self.sequence_length,
+                "hessian_damping": self.hessian_damping, "group_size": self.group_size,
+                "symmetric": self.symmetric, "activation_order": self.activation_order,
+                "quantization_layer_structure": self.quantization_layer_structure}
+
+
+class AWQConfig(_CalibratedConfig):
+    """``keras.quantizers.AWQConfig``'s settings: 4-bit weights, group_size -1 (one group per
+    output channel) or positive."""
+
+    mode = "awq"
+
+    def __init__(self, dataset: Any = None, tokenizer: Any = None, *, weight_bits: int = 4,
+                 num_samples: int = 128, sequence_length: int = 512, group_size: int = 128,
+                 num_grid_points: int = 20, quantization_layer_structure: Any = None) -> None:
+        if weight_bits != 4 or isinstance(weight_bits, bool):
+            raise ValueError(f"AWQConfig: AWQ only supports 4-bit quantization. Received "
+                             f"weight_bits={weight_bits!r}.")
+        super().__init__(dataset, tokenizer, 4, num_samples, sequence_length, group_size,
+                         quantization_layer_structure)
+        self.num_grid_points = _positive_int("AWQConfig", "num_grid_points", num_grid_points)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"dataset": None, "tokenizer": None, "weight_bits": self.weight_bits,
+                "num_samples": self.num_samples, "sequence_length": self.sequence_length,
+                "group_size": self.group_size, "num_grid_points": self.num_grid_points,
+                "quantization_layer_structure": self.quantization_layer_structure}
+
+
 _registry.register_builtins("quantizer", [AbsMaxQuantizer, Int8QuantizationConfig,
-                                          Int4QuantizationConfig, Float8QuantizationConfig])
+                                          Int4QuantizationConfig, Float8QuantizationConfig,
+                                          GPTQConfig, AWQConfig])
 
 
 def _serialize(obj):
@@ -414,6 +511,10 @@ def resolve_config(owner: str, mode: str | None, config: Any) -> QuantizationCon
     if mode is not None and config.mode != mode:
         raise ValueError(f"{owner}: Contradictory arguments: mode={mode!r} but "
                          f"config.mode={config.mode!r}")
+    if config.mode in ("gptq", "awq"):
+        raise ValueError(f"{owner}: mode {config.mode!r} calibrates the weights on data, which "
+                         f"mixedcore does not implement; quantize with Keras and load the file "
+                         f"(mixedcore runs such layers)")
     return config
 
 

@@ -190,7 +190,8 @@ class Dense(QuantizedDense, _Affine):
             self.add_weight("bias", (self.units,), self.bias_initializer, self.bias_regularizer)
 
     def check_input_shape(self, shape):
-        features = self.kernel.shape[0]
+        # GPTQ and AWQ kernels are stored transposed (units, features)
+        features = self.kernel.shape[1 if self.quantization_mode in ("gptq", "awq") else 0]
         if len(shape) < 2 or shape[-1] != features:
             raise ValueError(f"Dense '{self.name}': expected input of shape "
                              f"(batch, ..., {features}), received {tuple(shape)}")

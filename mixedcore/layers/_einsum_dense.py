@@ -44,7 +44,8 @@ from mixedcore.layers import _args
 from mixedcore.layers._affine import _Affine
 from mixedcore.layers._base import Weight
 from mixedcore.layers._quantized import (Quantizable, QuantizedWeights, _group_index,
-                                         block_size_of, fake_float8, float8_specs, int4_specs)
+                                         block_size_of, calibrated_kernel, calibrated_specs,
+                                         fake_float8, float8_specs, int4_specs)
 
 _F32 = np.dtype(np.float32)
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
@@ -251,7 +252,7 @@ class QuantizedEinsumDense(QuantizedWeights):
     ``QuantizedWeights`` needs."""
 
     _FLOAT = "kernel"
-    _MODES = ("int8", "int4", "float8")
+    _MODES: tuple = ("int8", "int4", "float8")
     _plan: _Plan
 
     def _owner(self):
@@ -263,8 +264,24 @@ class QuantizedEinsumDense(QuantizedWeights):
         return (math.prod(d for i, d in enumerate(shape) if i in reduced),
                 math.prod(d for i, d in enumerate(shape) if i not in reduced))
 
+    def _calibrated_matrix(self, shape):
+        """Keras's (rows, columns) matrix of a GPTQ / AWQ kernel of ``shape``: a 2-D kernel as
+        it is; a 3-D one (input, heads, head size) when its first axis is the largest, else
+        (heads, head size, output)."""
+        if len(shape) == 2:
+            return tuple(shape)
+        if len(shape) != 3:
+            raise ValueError(f"{self._owner()}: GPTQ and AWQ layers take 2-D or 3-D kernels; "
+                             f"the equation {self.equation!r} gives {tuple(shape)}")
+        if shape.index(max(shape)) == 0:
+            return shape[0], shape[1] * shape[2]
+        return shape[0] * shape[1], shape[2]
+
     def _quantized_specs(self, shape, mode, block):
         plan = self._plan
+        if mode in ("gptq", "awq"):
+            return calibrated_specs(self.dtype_policy, *self._calibrated_matrix(shape),
+                                    zero_name="zero_point")
         if not plan.gemm:
             raise ValueError(f"{self._owner()}: quantized layers need an equation that is one "
                              f"GEMM (contracted, row and column labels only); got "
@@ -286,6 +303,8 @@ class QuantizedEinsumDense(QuantizedWeights):
         if mode == "float8":
             return ["kernel", "bias", "inputs_scale", "inputs_amax_history", "kernel_scale",
                     "kernel_amax_history", "outputs_grad_scale", "outputs_grad_amax_history"]
+        if mode in ("gptq", "awq"):
+            return ["bias", "kernel", "kernel_scale", "zero_point", "awq_scales", "g_idx"]
         return ["kernel", "bias", "kernel_scale", "kernel_zero", "g_idx"]
 
     def _quantized_values(self, mode, config):
@@ -342,6 +361,12 @@ class QuantizedEinsumDense(QuantizedWeights):
         shape = self._plan.kernel_shape
         if mode is None:
             return to_compute(self._weight("kernel"), _F32)
+        if mode in ("gptq", "awq"):
+            cols = self._calibrated_matrix(shape)[1]
+            return calibrated_kernel(self, self._weight("kernel"), self._weight("kernel_scale"),
+                                     self._weight("zero_point"), self._weight("g_idx"),
+                                     self._weight("awq_scales") if mode == "awq" else None,
+                                     cols).reshape(shape)
         if mode == "float8":
             return fake_float8(to_compute(self._weight("kernel"), _F32),
                                np.float32(self._weight("kernel_scale")))
@@ -379,6 +404,12 @@ class QuantizedEinsumDense(QuantizedWeights):
                 fake_float8(to_compute(self._weight("kernel"), cd), sk)), dtype=cd))
             return kernels.matmul(fake_float8(x2, sx), packed, bias=bias, activation=act,
                                   out_dtype=out)
+        if mode in ("gptq", "awq"):
+            # Keras: the compute-dtype inputs times the float32 dequantized kernel, in float32
+            packed = self._prepared("calibrated", lambda: kernels.pack(
+                np.ascontiguousarray(plan.kernel_2d(self.dequantized_kernel()))))
+            x32 = x2 if x2.dtype == _F32 else kernels.cast(x2, _F32)
+            return kernels.matmul(x32, packed, bias=bias, activation=act, out_dtype=out)
         if mode == "int4" and not self._int4_in_gemm_order():
             packed = self._prepared("dequantized", lambda: kernels.pack(
                 plan.kernel_2d(self.dequantized_kernel()), dtype=x2.dtype))
@@ -448,6 +479,7 @@ class EinsumDense(QuantizedEinsumDense, Quantizable, _Affine):
     """
 
     kernel = Weight()
+    _MODES = ("int8", "int4", "float8", "gptq", "awq")
 
     def __init__(self, equation, output_shape, activation=None, bias_axes=None,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
@@ -456,8 +488,14 @@ class EinsumDense(QuantizedEinsumDense, Quantizable, _Affine):
         owner = "EinsumDense"
         _args.keras_only(owner, kwargs, {"kernel_constraint": None, "bias_constraint": None,
                                          "activity_regularizer": None, "lora_rank": None,
-                                         "lora_alpha": None, "gptq_unpacked_column_size": None})
+                                         "lora_alpha": None})
+        columns = kwargs.pop("gptq_unpacked_column_size", None)
         super().__init__(**kwargs)
+        if columns is not None and (isinstance(columns, bool) or
+                                    not isinstance(columns, (int, np.integer)) or columns < 1):
+            raise ValueError(f"{owner} '{self.name}': gptq_unpacked_column_size must be a "
+                             f"positive int or None, got {columns!r}")
+        self._gptq_columns = None if columns is None else int(columns)
         ins, ws, outs, _ = parse_equation(f"{owner} '{self.name}'", equation)
         if isinstance(output_shape, (int, np.integer)) and not isinstance(output_shape, bool):
             output_shape = (output_shape,)
@@ -493,6 +531,12 @@ class EinsumDense(QuantizedEinsumDense, Quantizable, _Affine):
                      self.partial_output_shape)
         self._plan = plan
         if self.quantization_mode is not None:
+            if self.quantization_mode == "gptq" and self._gptq_columns is not None and \
+                    self._gptq_columns != self._calibrated_matrix(plan.kernel_shape)[1]:
+                raise ValueError(f"{owner}: gptq_unpacked_column_size "
+                                 f"{self._gptq_columns} does not fit the kernel "
+                                 f"{plan.kernel_shape} (its GPTQ matrix has "
+                                 f"{self._calibrated_matrix(plan.kernel_shape)[1]} columns)")
             self._build_quantized(plan.kernel_shape)
         else:
             self.add_weight("kernel", plan.kernel_shape,
@@ -550,8 +594,11 @@ class EinsumDense(QuantizedEinsumDense, Quantizable, _Affine):
         return entry[1]
 
     def _bias_value(self, cd):
-        """The bias in float32 (rounded to ``cd`` first), in its own shape; float8 under a
-        float32 policy rounds it through bfloat16 as Keras does."""
+        """The bias in float32 (rounded to ``cd`` first, but for GPTQ and AWQ layers, which
+        add the float32 bias to float32 products as Keras does), in its own shape; float8
+        under a float32 policy rounds it through bfloat16 as Keras does."""
+        if self.quantization_mode in ("gptq", "awq"):
+            return to_compute(self._weight("bias"), _F32)
         b = self._bias32("bias").reshape(self._plan.bias_shape)
         if self.quantization_mode == "float8" and cd == _F32:
             b = to_compute(to_compute(b, np_dtype("bfloat16")), _F32)
@@ -665,6 +712,9 @@ class EinsumDense(QuantizedEinsumDense, Quantizable, _Affine):
             "bias_regularizer": _regularizers.serialize(self.bias_regularizer),
             "activity_regularizer": None, "kernel_constraint": None, "bias_constraint": None,
             "quantization_config": _quantizers.serialize(self.quantization_config)})
+        if self.quantization_mode == "gptq" and self.built:
+            config["gptq_unpacked_column_size"] = self._calibrated_matrix(
+                self._plan.kernel_shape)[1]
         return config
 
 

@@ -253,14 +253,52 @@ class _GroupIndex:
         return {"block": self.block}
 
 
+def calibrated_specs(policy, rows, cols, zero_name="kernel_zero"):
+    """Keras's weights of a GPTQ or AWQ layer for a (rows, cols) float kernel: the unsigned
+    codes of the transposed kernel, (cols, rows), 4-bit ones packed two to a byte along cols;
+    a scale and a zero point per output column and group of ``group_size`` rows (one group
+    for -1); AWQ's per-row scales; the group of each row (``g_idx``)."""
+    bits, size = policy.weight_bits, policy.group_size
+    groups = 1 if size == -1 else math.ceil(rows / size)
+    packed = (cols + 1) // 2 if bits == 4 else cols
+    specs = [("kernel", (packed, rows), "uint8", "zeros", False),
+             ("kernel_scale", (cols, groups), "float32", "ones", False),
+             (zero_name, (cols, groups), "uint8", "zeros", False)]
+    if policy.quantization_mode == "awq":
+        specs.append(("awq_scales", (rows,), "float32", "ones", False))
+    return specs + [("g_idx", (rows,), "float32", "zeros", False)]
+
+
+def calibrated_kernel(layer, q, scale, zero, g_idx, awq_scales, cols):
+    """The float32 (rows, cols) kernel of GPTQ / AWQ weights, as Keras dequantizes them:
+    ``(q - zero[:, g]) * scale[:, g]`` on the transposed codes (unpacked first for 4 bits),
+    transposed, divided by AWQ's per-row scales; ``g = int(g_idx)``."""
+    if layer.dtype_policy.weight_bits == 4:
+        q = _quantizers.unpack_int4(q, cols, axis=0, dtype="uint8")
+    g = np.asarray(g_idx, dtype=_F32)
+    groups = scale.shape[1]
+    if g.size and not (np.all(np.isfinite(g)) and g.min() >= 0 and g.max() < groups):
+        raise ValueError(f"{type(layer).__name__} '{layer.name}': g_idx must hold group "
+                         f"positions in [0, {groups}); got values {g.min()} .. {g.max()}")
+    g = g.astype(np.int64)
+    scale32 = to_compute(scale, _F32)
+    w = np.multiply(np.subtract(q.astype(_F32), zero[:, g].astype(_F32)), scale32[:, g]).T
+    if awq_scales is not None:
+        w = np.divide(w, to_compute(awq_scales, _F32)[:, None])
+    return np.ascontiguousarray(w, dtype=_F32)
+
+
 class QuantizedDense(Quantizable):
-    """Dense's quantized modes (module docstring): int8, int4, float8."""
+    """Dense's quantized modes (module docstring): int8, int4, float8; GPTQ and AWQ layers
+    (Keras-calibrated) run on their dequantized kernel."""
 
     _FLOAT = "kernel"
-    _MODES = ("int8", "int4", "float8")
+    _MODES = ("int8", "int4", "float8", "gptq", "awq")
 
     def _quantized_specs(self, shape, mode, block):
         k, n = shape
+        if mode in ("gptq", "awq"):
+            return calibrated_specs(self.dtype_policy, k, n)
         if mode == "int8":
             return [("kernel", (k, n), "int8", "zeros", False),
                     ("kernel_scale", (n,), "float32", "ones", False)]
@@ -273,6 +311,8 @@ class QuantizedDense(Quantizable):
         if mode == "float8":
             return ["kernel", "bias", "inputs_scale", "inputs_amax_history", "kernel_scale",
                     "kernel_amax_history", "outputs_grad_scale", "outputs_grad_amax_history"]
+        if mode in ("gptq", "awq"):
+            return ["bias", "kernel", "kernel_scale", "kernel_zero", "awq_scales", "g_idx"]
         return ["kernel", "bias", "kernel_scale", "kernel_zero", "g_idx"]
 
     def _quantized_values(self, mode, config):
@@ -303,6 +343,12 @@ class QuantizedDense(Quantizable):
         mode = self.quantization_mode
         if mode is None:
             return to_compute(self._weight("kernel"), _F32)
+        if mode in ("gptq", "awq"):
+            scale = self._weight("kernel_scale")         # (units, groups)
+            return calibrated_kernel(self, self._weight("kernel"), scale,
+                                     self._weight("kernel_zero"), self._weight("g_idx"),
+                                     self._weight("awq_scales") if mode == "awq" else None,
+                                     scale.shape[0])
         if mode == "float8":
             return fake_float8(to_compute(self._weight("kernel"), _F32),
                                np.float32(self._weight("kernel_scale")))
@@ -332,11 +378,22 @@ class QuantizedDense(Quantizable):
         mode = self.quantization_mode
         cd = x2.dtype
         out = None if cd == _F32 else cd.name
-        bias = self._bias32("bias") if self.use_bias else None
+        bias = None
+        if self.use_bias:
+            # GPTQ and AWQ layers add the float32 bias to float32 products (Keras)
+            bias = np.ascontiguousarray(to_compute(self._weight("bias"), _F32)) \
+                if mode in ("gptq", "awq") else self._bias32("bias")
         fused = self.activation in _activations.FUSED or self.activation == "linear"
         act = None if self.activation == "linear" or not fused else self.activation
         if mode == "float8":
             y = self._float8_product(x2, bias, act if fused else None, out if fused else None)
+        elif mode in ("gptq", "awq"):
+            # Keras multiplies the compute-dtype inputs by the float32 dequantized kernel in
+            # float32; here too, with one rounding to the compute dtype at the end
+            packed = self._prepared("calibrated", lambda: kernels.pack(self.dequantized_kernel()))
+            x32 = x2 if cd == _F32 else kernels.cast(x2, _F32)
+            y = kernels.matmul(x32, packed, bias=bias, activation=act if fused else None,
+                               out_dtype=out if fused else None)
         elif self._activation_quantized():
             packed, bscale = self._prepared("int8", self._int8_operands)
             xq, xscale = kernels.quantize_rows(x2)
@@ -462,4 +519,4 @@ def fake_float8(x, scale):
     return np.multiply(kernels.cast(q8, cd), s)
 
 
-__all__ = ["QuantizedWeights", "Quantizable", "check_quantize", "QuantizedDense", "QuantizedEmbedding", "int4_specs", "float8_specs", "block_size_of", "quantized_policy_name"]
+__all__ = ["QuantizedWeights", "Quantizable", "check_quantize", "QuantizedDense", "QuantizedEmbedding", "int4_specs", "float8_specs", "calibrated_specs", "calibrated_kernel", "block_size_of", "quantized_policy_name"]
