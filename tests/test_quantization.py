@@ -403,6 +403,29 @@ def test_numerics_report_measures_each_layers_quantization_error():
         mc.utils.numerics_report(model, x, quantize="int3")
 
 
+def test_numerics_report_measures_attention_as_one_layer():
+    mc.random.set_random_seed(4)
+    query, value = Input((6, 16)), Input((5, 12))
+    mha = mc.layers.MultiHeadAttention(num_heads=2, key_dim=8, name="mha")
+    model = Model([query, value], Dense(4, name="head")(mha(query, value)))
+    xq = RNG.standard_normal((3, 6, 16)).astype(np.float32)
+    xv = RNG.standard_normal((3, 5, 12)).astype(np.float32)
+    report = mc.utils.numerics_report(model, [xq, xv], quantize="int8", batch_size=3)
+    assert set(report.quantization) == {"mha", "head"}
+    # the row is the error of the attention with its projections quantized, on its own inputs
+    copy = mc.layers.MultiHeadAttention.from_config(mha.get_config())
+    copy(xq, xv)
+    copy.set_weights(mha.get_weights())
+    copy.quantize("int8")
+    want = np.abs(copy(xq, xv) - mha(xq, xv)).max()
+    assert want > 0
+    assert report.quantization["mha"]["max_abs_error"] == pytest.approx(float(want), rel=1e-6)
+    assert mha.quantization_mode is None
+    # float8 as well
+    assert set(mc.utils.numerics_report(model, [xq, xv], quantize="float8",
+                                        batch_size=3).quantization) == {"mha", "head"}
+
+
 def test_policy_map_as_a_layers_dtype():
     policy_map = dp.DTypePolicyMap(default_policy="mixed_bfloat16")
     policy_map["head"] = "float32"

@@ -342,7 +342,9 @@ class Graph:
                 if record is not None and isinstance(v, np.ndarray):
                     record[key] = (v.shape, v.dtype)
             if observer is not None:
-                observer.forward(node, outs, first)
+                observer.forward(node, outs, first,
+                                 ((first,), {}) if single is not None and not mask_kwargs
+                                 else (args, kwargs))
             if masking[0] or mask_kwargs is not None:
                 in_mask = _first_mask(node, masks)
                 out_mask = layer.compute_mask(first, in_mask)

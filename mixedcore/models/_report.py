@@ -23,7 +23,8 @@ Design:
      quantized as ``Model.quantize`` would) runs on the very inputs the float layer received,
      and its output is compared with the float layer's.  Errors do not compound from layer to
      layer, so each row is that layer's own share: the rows to keep in float with a
-     ``DTypePolicyMap`` or ``quantize(filters=...)`` are the large ones.
+     ``DTypePolicyMap`` or ``quantize(filters=...)`` are the large ones.  A MultiHeadAttention
+     is one row: its four projections quantized, the error of its output.
 """
 import numpy as np
 
@@ -176,31 +177,43 @@ class _Observer:
             total = _merge(total, kernels.numerics_stats(a))
         self.tally[key] = total
 
-    def forward(self, node, outputs, first=None):
+    def forward(self, node, outputs, first=None, call=None):
         from mixedcore.models._model import Model
         if isinstance(node.layer, Model):        # its own layers are recorded inside
             return
         self.record(node, "output", outputs)
         if self.quantize is not None and first is not None and len(outputs) == 1:
-            self.quantization_error(node, outputs[0], first)
+            self.quantization_error(node, outputs[0], call or ((first,), {}))
 
-    def quantization_error(self, node, output, first):
-        """Design E: the quantized copy of the node's layer on the same input."""
+    def quantization_error(self, node, output, call):
+        """Design E: the quantized copy of the node's layer on the same inputs (``call``: the
+        node's arguments and keyword arguments)."""
         config, found, copies = self.quantize
         layer = node.layer
-        if getattr(layer, "quantization_mode", "x") is not None or \
-                config.mode not in getattr(layer, "_MODES", ()):
+        args, kwargs = call
+        if getattr(layer, "quantization_mode", "x") is not None:
+            return
+        whole = getattr(layer, "quantizable_parts", None) is not None
+        if whole:
+            # a layer Keras builds from sub-layers (MultiHeadAttention): all its projections
+            # quantized, the error of its output
+            if config.mode not in ("int8", "int4", "float8"):
+                return
+        elif config.mode not in getattr(layer, "_MODES", ()):
             return
         copy = copies.get(id(layer))
         if copy is None:
             copy = type(layer).from_config(layer.get_config())
-            copy.build_from_shape((None,) + tuple(layer.input_shape))
+            if whole:
+                copy(*args, **kwargs)                       # built for these inputs
+            else:
+                copy.build_from_shape((None,) + tuple(layer.input_shape))
             copy.set_weights(layer.get_weights())
             copy.quantize(config.mode, config=config)
             copies[id(layer)] = copy
         f64 = np.dtype(np.float64)
         ref = np.asarray(output).astype(f64)
-        err = np.asarray(copy(first)).astype(f64) - ref
+        err = np.asarray(copy(*args, **kwargs)).astype(f64) - ref
         name = self.names[id(node)]
         total = found.get(name, {"mode": config.mode, "max_abs_error": 0.0, "sq": 0.0,
                                  "size": 0, "max_abs_output": 0.0})
