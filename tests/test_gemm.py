@@ -248,20 +248,33 @@ def test_bf16_output_rounding_of_subnormals_and_nans(act):
     a[5, :] = np.nan
     a[9, 0] = np.inf
     a[11] *= 3e19
-    bits = {}
-    before = kernels.isa()
-    try:
-        for level in kernels.available_isas():
-            kernels.set_isa(level)
-            bits[level] = kernels.matmul(a, kernels.pack(b), activation=act,
-                                         out_dtype=BF16).view(np.uint16)
-    finally:
-        kernels.set_isa(before)
-    ref = bits["generic"]
-    assert (((ref & 0x7F80) == 0) & ((ref & 0x7F) != 0)).sum() > 50     # subnormal results
-    assert np.isnan(ref[5].view(BF16).astype(F32)).all()
-    for level, got in bits.items():
-        assert np.array_equal(got, ref), level
+    # bfloat16 inputs (the pair kernels; rows of 32 columns rounded two vectors at a time),
+    # whose sums stay normal (VDPBF16PS flushes subnormal sums: docs/gemm.md) and become
+    # subnormal when the bias is added
+    a16 = rng.standard_normal((37, 40)).astype(BF16)
+    a16[3] = 0
+    a16[3, 0] = 1
+    a16[5, :] = np.nan
+    a16[9, 0] = np.inf
+    b16 = rng.standard_normal((40, 70)).astype(BF16)
+    b16[0] = BF16.type(1.5e-38)
+    bias16 = np.full(70, -1.4e-38, F32)
+    for x, w, bias in ((a, b, None), (a16, b16, bias16)):
+        bits = {}
+        before = kernels.isa()
+        try:
+            for level in kernels.available_isas():
+                kernels.set_isa(level)
+                bits[level] = kernels.matmul(x, kernels.pack(w), bias=bias, activation=act,
+                                             out_dtype=BF16).view(np.uint16)
+        finally:
+            kernels.set_isa(before)
+        ref = bits["generic"]
+        subnormal = ((ref & 0x7F80) == 0) & ((ref & 0x7F) != 0)
+        assert subnormal.sum() > (50 if bias is None else 30)
+        assert np.isnan(ref[5].view(BF16).astype(F32)).all()
+        for level, got in bits.items():
+            assert np.array_equal(got, ref), level
 
 
 def test_beta_zero_never_reads_c(isa_level, rng):

@@ -4,6 +4,7 @@
  *   MC_EPI_PLAIN_FN_  the name of its common case (the tile is the whole sum, alpha 1, no C),
  *   MC_EPI_BF16_STORE_(o, m, v)  the store of the 16 float32 lanes of v rounded to bfloat16
  *                     at o under the mask m, bit-identical to mc_f32_to_bf16_bits;
+ *   MC_EPI_BF16_STORE2_(o, v0, v1)  the store of v0 and v1 so rounded, 32 values at o;
  * and includes mc_act_avx512_inl.h, mc_gemm_kernels.h and mc_simd_avx512.h.  For the micro-kernel
  * with the epilogue in its registers (MC_UKR_EPI_DEFINE_) it also defines MC_MR, MC_NV, MC_NR
  * and mc_ukr_acc_(rows, kc, a, b, c), the accumulators of an mr x NR tile.
@@ -143,11 +144,27 @@ static void MC_EPI_FN_(const mc_gemm_args *g, const float *tile, int ldt, int mr
 /* --- the epilogue of a tile in registers (the micro-kernels' ukr_epi) ----------------------- */
 
 /* One row's vectors through the common epilogue: the operations of MC_EPI_PLAIN_FN_, in its
- * order. */
+ * order.  A bfloat16 row of two whole vectors is rounded and stored as one 32-value vector
+ * (MC_EPI_BF16_STORE2_): half the conversions, one store. */
 #define MC_EPI_REGS_ROW_(ACT, OT)                                                           \
-    for (int r = 0; r < rows; ++r) {                                                        \
+    _Pragma("GCC unroll 16") for (int r = 0; r < rows; ++r) {                               \
         char *orow = out + (i + r) * o_rs + j * es;                                         \
         const char *rrow = res != NULL ? res + (i + r) * res_rs + j * es : NULL;            \
+        if ((OT) == MC_BF16 && MC_NV == 2 && nr == 32) {                                    \
+            __m512 v0 = c[r][0], v1 = c[r][MC_NV - 1];                                      \
+            if (bias != NULL) {                                                             \
+                v0 = _mm512_add_ps(v0, bv[0]);                                              \
+                v1 = _mm512_add_ps(v1, bv[MC_NV - 1]);                                      \
+            }                                                                               \
+            if (rrow != NULL) {                                                             \
+                v0 = _mm512_add_ps(mc_epi_round_((OT), v0),                                 \
+                                   mc_load16_avx512(rrow, (OT), 0xFFFF));                   \
+                v1 = _mm512_add_ps(mc_epi_round_((OT), v1),                                 \
+                                   mc_load16_avx512(rrow + 16 * es, (OT), 0xFFFF));         \
+            }                                                                               \
+            MC_EPI_BF16_STORE2_(orow, mc_act_ps_((ACT), v0), mc_act_ps_((ACT), v1));        \
+            continue;                                                                       \
+        }                                                                                   \
         for (int q = 0; q < MC_NV; ++q) {                                                   \
             if (16 * q >= nr)                                                               \
                 break;                                                                      \
