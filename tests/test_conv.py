@@ -284,6 +284,17 @@ def test_im2col_against_windows_and_col2im_adjoint(case, rng):
 
 # -- depthwise ------------------------------------------------------------------------------------
 
+def _here_and_generic(run):
+    """``run()`` at the current level and at the generic one (the scalar twins)."""
+    got = run()
+    level = kernels.isa()
+    kernels.set_isa("generic")
+    try:
+        return got, run()
+    finally:
+        kernels.set_isa(level)
+
+
 DW_CASES = [
     ((2, 7, 9, 5), (3, 3), 1, (1, 1), "same", (1, 1)),
     ((2, 11, 8, 3), (3, 2), 2, (2, 2), "same", (1, 1)),
@@ -304,17 +315,9 @@ def test_depthwise_matches_scalar_twin_and_reference(isa_level, case, dtype, rng
     act = None if dtype == F64 else "tanh"
     out = None if dtype in (F32, F64) else dtype
 
-    def run():
-        return kernels.depthwise_conv2d(x, kernel, strides=st, padding=pad, dilation_rate=dl,
-                                        bias=bias, activation=act, out_dtype=out)
-
-    got = run()
-    level = kernels.isa()
-    kernels.set_isa("generic")
-    try:
-        want = run()
-    finally:
-        kernels.set_isa(level)
+    got, want = _here_and_generic(lambda: kernels.depthwise_conv2d(
+        x, kernel, strides=st, padding=pad, dilation_rate=dl, bias=bias, activation=act,
+        out_dtype=out))
     assert np.array_equal(_bits(got), _bits(want))
     plain = kernels.depthwise_conv2d(x, kernel, strides=st, padding=pad, dilation_rate=dl)
     ref, mag = ref_depthwise(x, kernel, st, pad, dl)
@@ -354,20 +357,11 @@ def test_depthwise_epilogue_in_registers_matches_scalar_twin(isa_level, case, dt
     x = x.astype(dtype)
     for x, bias in ((x, rng.standard_normal(shape[3]).astype(np.float32)), (x, None),
                     (tiny, None)):
-
-        def run():
-            return kernels.depthwise_conv2d(x, kernel, strides=st, padding=pad, dilation_rate=dl,
-                                            bias=bias, activation=act, out_dtype=dtype)
-
-        got = run()
-        level = kernels.isa()
-        kernels.set_isa("generic")
-        try:
-            want = run()
-        finally:
-            kernels.set_isa(level)
+        got, want = _here_and_generic(lambda: kernels.depthwise_conv2d(
+            x, kernel, strides=st, padding=pad, dilation_rate=dl, bias=bias, activation=act,
+            out_dtype=dtype))
         assert got.dtype == dtype
-        assert np.array_equal(_bits(got), _bits(want)), (level, bias is None)
+        assert np.array_equal(_bits(got), _bits(want)), (kernels.isa(), bias is None)
 
 
 # -- pooling --------------------------------------------------------------------------------------

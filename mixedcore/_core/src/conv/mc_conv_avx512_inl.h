@@ -68,6 +68,31 @@ MC_INLINE_ __m512 mc_dw_bias_(const float *bias, __mmask16 m)
             }                                                                               \
     }
 
+/* Four pixels' sums s of two whole vectors of channels from ch (s[q][v]: pixel q, vector v)
+ * through the epilogue, stored */
+MC_INLINE_ void mc_dw_out4x2_(char *op, int64_t ps, int64_t ch, const int T, const int ACT,
+                              __m512 s[4][2], __mmask16 hb, const float *bias)
+{
+    const int64_t es = T == MC_F32 ? 4 : 2;
+    const __m512 b0 = mc_dw_bias_(bias == NULL ? NULL : bias + ch, 0xFFFF);
+    const __m512 b1 = mc_dw_bias_(bias == NULL ? NULL : bias + ch + 16, 0xFFFF);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q)
+        mc_dw_store2_(op + q * ps + ch * es, T, mc_dw_epi_(ACT, s[q][0], hb, b0),
+                      mc_dw_epi_(ACT, s[q][1], hb, b1));
+}
+
+/* The same for one vector of channels from ch (mask k), s[q] pixel q's */
+MC_INLINE_ void mc_dw_out4x1_(char *op, int64_t ps, int64_t ch, const int T, const int ACT,
+                              const __m512 *s, __mmask16 k, __mmask16 hb, const float *bias)
+{
+    const int64_t es = T == MC_F32 ? 4 : 2;
+    const __m512 b0 = mc_dw_bias_(bias == NULL ? NULL : bias + ch, k);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q)
+        mc_dw_store_(op + q * ps + ch * es, T, k, mc_dw_epi_(ACT, s[q], hb, b0));
+}
+
 MC_INLINE_ void mc_dw_epi_body_(const char *x, const int T, const int64_t *xoff, int64_t pstride,
                                 int64_t npix, const float *w, const int64_t *woff, int ntaps,
                                 int64_t c, const float *bias, const int ACT, char *out,
@@ -89,12 +114,7 @@ MC_INLINE_ void mc_dw_epi_body_(const char *x, const int T, const int64_t *xoff,
             for (int q = 0; q < 4; ++q)
                 s[q][0] = s[q][1] = _mm512_setzero_ps();
             MC_DW_ROWS3_(2)
-            const __m512 b0 = mc_dw_bias_(bias == NULL ? NULL : bias + ch, all);
-            const __m512 b1 = mc_dw_bias_(bias == NULL ? NULL : bias + ch + 16, all);
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; ++q)
-                mc_dw_store2_(op + q * ps + ch * es, T, mc_dw_epi_(ACT, s[q][0], hb, b0),
-                              mc_dw_epi_(ACT, s[q][1], hb, b1));
+            mc_dw_out4x2_(op, ps, ch, T, ACT, s, hb, bias);
         }
         for (; ch < c; ch += 16) {
             const __mmask16 k[1] = {mc_mask16_avx512(c - ch)};
@@ -105,10 +125,8 @@ MC_INLINE_ void mc_dw_epi_body_(const char *x, const int T, const int64_t *xoff,
             for (int q = 0; q < 4; ++q)
                 s[q][0] = _mm512_setzero_ps();
             MC_DW_ROWS3_(1)
-            const __m512 b0 = mc_dw_bias_(bias == NULL ? NULL : bias + ch, k[0]);
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; ++q)
-                mc_dw_store_(op + q * ps + ch * es, T, k[0], mc_dw_epi_(ACT, s[q][0], hb, b0));
+            const __m512 t[4] = {s[0][0], s[1][0], s[2][0], s[3][0]};
+            mc_dw_out4x1_(op, ps, ch, T, ACT, t, k[0], hb, bias);
         }
     }
     for (; p + 4 <= npix; p += 4) {
@@ -132,12 +150,7 @@ MC_INLINE_ void mc_dw_epi_body_(const char *x, const int T, const int64_t *xoff,
                         mc_load16_avx512(xt + q * pstride + 16 * es, T, all), w1, s[q][1]);
                 }
             }
-            const __m512 b0 = mc_dw_bias_(bias == NULL ? NULL : bias + ch, all);
-            const __m512 b1 = mc_dw_bias_(bias == NULL ? NULL : bias + ch + 16, all);
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; ++q)
-                mc_dw_store2_(op + q * ps + ch * es, T, mc_dw_epi_(ACT, s[q][0], hb, b0),
-                              mc_dw_epi_(ACT, s[q][1], hb, b1));
+            mc_dw_out4x2_(op, ps, ch, T, ACT, s, hb, bias);
         }
         for (; ch < c; ch += 16) {
             const __mmask16 k = mc_mask16_avx512(c - ch);
@@ -152,10 +165,7 @@ MC_INLINE_ void mc_dw_epi_body_(const char *x, const int T, const int64_t *xoff,
                 for (int q = 0; q < 4; ++q)
                     s[q] = _mm512_fmadd_ps(mc_load16_avx512(xt + q * pstride, T, k), w0, s[q]);
             }
-            const __m512 b0 = mc_dw_bias_(bias == NULL ? NULL : bias + ch, k);
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; ++q)
-                mc_dw_store_(op + q * ps + ch * es, T, k, mc_dw_epi_(ACT, s[q], hb, b0));
+            mc_dw_out4x1_(op, ps, ch, T, ACT, s, k, hb, bias);
         }
     }
     for (; p < npix; ++p) {                  /* one pixel: four vectors of channels at a time */
