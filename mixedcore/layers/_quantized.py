@@ -17,7 +17,9 @@ Design:
      (``kernels.cast``) and multiplies them exactly in a bfloat16 GEMM whose ``alpha`` is the
      product of the two scales.  Each prepared operand is cached per weight version and compute
      dtype.  The results are within Keras's own rounding of Keras's results (Keras rounds each
-     step to the compute dtype, these round once).
+     step to the compute dtype, these round once).  GPTQ and AWQ layers (Keras-calibrated; not
+     quantized here) run as Keras runs them: the compute-dtype inputs times the float32 kernel
+     their codes, scales and zero points stand for, in float32.
   D. Training: the quantized kernel is frozen (as in Keras); the input gradient goes through the
      dequantized kernel, the bias trains.  float8's delayed scaling is not implemented: a float8
      layer is inference-only.

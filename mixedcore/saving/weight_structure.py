@@ -247,6 +247,10 @@ def _load_structured(owner, source, model, store, skip_mismatch, adopt=False):
             else:
                 text = (f"{path} holds arrays {sorted(found, key=_natural)}, "
                         f"{_describe(layer)} has {len(positions)} weights")
+                if len(found) == len(positions) - 1 and \
+                        getattr(layer, "quantization_mode", None) in ("gptq", "awq"):
+                    text += (" (Keras 3.15.1's save leaves a GPTQ / AWQ layer's zero points "
+                             "out of its file, which no reader can then use, Keras included)")
             problems.append((layer, text))
             continue
         entry = plan.setdefault(layer, {})
