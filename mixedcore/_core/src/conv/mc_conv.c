@@ -545,6 +545,7 @@ typedef struct {
     const mc_dw_call *call;
     mc_dw_fn dw;
     mc_dw_epi_fn dw_epi;         /* the sums with their epilogue (design d), or NULL */
+    int epi_act;                 /* its activation, for the output type */
     mc_act_forward_fn act_row;
     mc_cast_fn cast;             /* float32 -> the output type, or NULL */
     mc_gemm_epi_fn epi;          /* the GEMM's epilogue, for a row of a depth multiplier 1 */
@@ -602,7 +603,7 @@ static void mc_dw_unit_(void *ctx, int64_t u)
             if (job->dw_epi != NULL)
                 job->dw_epi(img, call->x_type, xoff, pstride, npix, (const float *)call->w, woff,
                             nt, g->c, (const float *)call->bias,
-                            mc_act_for_output(call->act, call->out_type), out + ow * cm * oes,
+                            job->epi_act, out + ow * cm * oes,
                             rows3 && npix > 1);
             else
                 job->dw(img, call->x_type, xoff, pstride, npix, call->w, woff, nt, g->c,
@@ -686,8 +687,10 @@ int mc_conv_depthwise(const mc_dw_call *call)
     job.dw = lk->conv.dw;
     const int act = mc_act_for_output(call->act, call->out_type);
     if (call->mult == 1 && call->x_type == call->out_type && call->x_type != MC_F64 &&
-        (act == MC_ACT_NONE || act == MC_ACT_RELU || act == MC_ACT_RELU6))
+        (act == MC_ACT_NONE || act == MC_ACT_RELU || act == MC_ACT_RELU6)) {
         job.dw_epi = lk->conv.dw_epi;
+        job.epi_act = act;
+    }
     job.act_row = lk->act.forward;
     job.cast = call->out_type == MC_F32 || call->out_type == MC_F64
                    ? NULL : lk->convert.cast[MC_F32][call->out_type];

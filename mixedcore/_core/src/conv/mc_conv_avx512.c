@@ -108,22 +108,12 @@ static void mc_dw_avx512_(const char *x, int type, const int64_t *xoff, int64_t 
                             (float *)acc + p * cm);
 }
 
-/* The bfloat16 rounding of the avx512 level's epilogue: the integer round to nearest even;
- * 32 values joined in a register (VPMOVDW into memory is slow). */
-MC_INLINE_ __m512i mc_dw_bf16_join_(__m512 v0, __m512 v1)
-{
-    const __m512i even = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36,
-                                          34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8,
-                                          6, 4, 2, 0);
-    return _mm512_permutex2var_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v0)), even,
-                                     mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v1)));
-}
-
+/* The bfloat16 rounding of the avx512 level's epilogue: the integer round to nearest even. */
 #define MC_DW_EPI_FN_ mc_dw_epi_avx512_
 #define MC_DW_BF16_STORE_(o, m, v)                                                          \
     _mm256_mask_storeu_epi16(                                                               \
         (o), (m), _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v))))
-#define MC_DW_BF16_JOIN_(v0, v1) mc_dw_bf16_join_((v0), (v1))
+#define MC_DW_BF16_JOIN_(v0, v1) mc_f32_to_bf16_join_avx512((v0), (v1))
 #include "mc_conv_avx512_inl.h"
 
 const mc_conv_table mc_conv_table_avx512 = {.dw = mc_dw_avx512_, .dw_epi = mc_dw_epi_avx512_};

@@ -15,11 +15,6 @@
 /* VFPCLASSPS categories: QNaN 0x01, denormal 0x20, SNaN 0x80. */
 #define MC_DW_FIXUP_CLASSES_ 0xA1
 
-MC_INLINE_ __m512i mc_dw_bf16_int_(__m512 v)
-{
-    return mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v));
-}
-
 MC_INLINE_ __m512i mc_dw_bf16_join_(__m512 v0, __m512 v1)
 {
     const __m512i r = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
@@ -27,11 +22,7 @@ MC_INLINE_ __m512i mc_dw_bf16_join_(__m512 v0, __m512 v1)
                           ((__mmask32)_mm512_fpclass_ps_mask(v1, MC_DW_FIXUP_CLASSES_) << 16);
     if (__builtin_expect(fix == 0, 1))
         return r;
-    const __m512i even = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36,
-                                          34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8,
-                                          6, 4, 2, 0);
-    return _mm512_mask_mov_epi16(
-        r, fix, _mm512_permutex2var_epi16(mc_dw_bf16_int_(v0), even, mc_dw_bf16_int_(v1)));
+    return _mm512_mask_mov_epi16(r, fix, mc_f32_to_bf16_join_avx512(v0, v1));
 }
 
 MC_INLINE_ void mc_dw_bf16_store_(char *o, __mmask16 m, __m512 v)
@@ -39,7 +30,8 @@ MC_INLINE_ void mc_dw_bf16_store_(char *o, __mmask16 m, __m512 v)
     __m256i r = (__m256i)_mm512_cvtneps_pbh(v);
     const __mmask16 fix = _mm512_mask_fpclass_ps_mask(m, v, MC_DW_FIXUP_CLASSES_);
     if (__builtin_expect(fix != 0, 0))
-        r = _mm256_mask_mov_epi16(r, fix, _mm512_cvtepi32_epi16(mc_dw_bf16_int_(v)));
+        r = _mm256_mask_mov_epi16(r, fix, _mm512_cvtepi32_epi16(
+                                      mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v))));
     _mm256_mask_storeu_epi16(o, m, r);
 }
 

@@ -377,21 +377,11 @@ MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
     return _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v)));
 }
 
-/* v0 and v1 rounded to bfloat16, joined in a register (VPMOVDW into memory is slow) */
-MC_INLINE_ void mc_store2_bf16_(char *o, __m512 v0, __m512 v1)
-{
-    const __m512i even = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36,
-                                          34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8,
-                                          6, 4, 2, 0);
-    _mm512_storeu_si512(o, _mm512_permutex2var_epi16(
-                               mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v0)), even,
-                               mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v1))));
-}
-
 #define MC_EPI_FN_ mc_gemm_epi_avx512_
 #define MC_EPI_PLAIN_FN_ mc_gemm_epi_plain_avx512_
 #define MC_EPI_BF16_STORE_(o, m, v) _mm256_mask_storeu_epi16((o), (m), mc_f32_to_bf16_v_(v))
-#define MC_EPI_BF16_STORE2_(o, v0, v1) mc_store2_bf16_((o), (v0), (v1))
+#define MC_EPI_BF16_STORE2_(o, v0, v1) \
+    _mm512_storeu_si512((o), mc_f32_to_bf16_join_avx512((v0), (v1)))
 #include "mc_gemm_epi_avx512_inl.h"
 
 /* the micro-kernel with the epilogue in its registers (mc_gemm_avx512bf16.c, design g) */

@@ -436,15 +436,8 @@ MC_INLINE_ void mc_store2_bf16_(char *o, __m512 v0, __m512 v1)
     __m512i r = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
     const __mmask32 fix = (__mmask32)_mm512_fpclass_ps_mask(v0, MC_BF16_FIXUP_CLASSES_) |
                           ((__mmask32)_mm512_fpclass_ps_mask(v1, MC_BF16_FIXUP_CLASSES_) << 16);
-    if (__builtin_expect(fix != 0, 0)) {
-        const __m512i even = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38,
-                                              36, 34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12,
-                                              10, 8, 6, 4, 2, 0);
-        r = _mm512_mask_mov_epi16(
-            r, fix, _mm512_permutex2var_epi16(
-                        mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v0)), even,
-                        mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v1))));
-    }
+    if (__builtin_expect(fix != 0, 0))
+        r = _mm512_mask_mov_epi16(r, fix, mc_f32_to_bf16_join_avx512(v0, v1));
     _mm512_storeu_si512(o, r);
 }
 

@@ -70,6 +70,17 @@ MC_INLINE_ __m512i mc_f32_to_bf16_lanes_avx512(__m512i b)
     return _mm512_mask_mov_epi32(r, nan, qnan);
 }
 
+/* v0 and v1 rounded to bfloat16 by mc_f32_to_bf16_lanes_avx512, the 32 values in order in one
+ * register (the even 16-bit words of both; VPMOVDW into memory is slow) */
+MC_INLINE_ __m512i mc_f32_to_bf16_join_avx512(__m512 v0, __m512 v1)
+{
+    const __m512i even = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36,
+                                          34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8,
+                                          6, 4, 2, 0);
+    return _mm512_permutex2var_epi16(mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v0)), even,
+                                     mc_f32_to_bf16_lanes_avx512(_mm512_castps_si512(v1)));
+}
+
 /* --- shuffles ------------------------------------------------------------------------------------ */
 
 /* r[i] = row i (16 values along k) -> r[j] = column j (16 rows).  Three rounds: 2 x 2 blocks
