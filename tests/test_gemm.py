@@ -277,6 +277,27 @@ def test_bf16_output_rounding_of_subnormals_and_nans(act):
             assert np.array_equal(got, ref), level
 
 
+@pytest.mark.parametrize("dtype", [F32, F16, BF16], ids=lambda d: np.dtype(d).name)
+def test_narrow_tiles_same_bits_as_full_tiles(isa_level, dtype):
+    """Tiles of at most 16 and of 17-24 columns (products that narrow, and the last panel of
+    wider ones) compute only those columns at the AVX-512 levels, the second vector of a 17-24
+    column tile in 256-bit halves: their columns have the bits of the same columns computed in
+    full 32-column tiles (the product with more columns after them), with and without bias and
+    activation, into each output dtype, rows of full and partial tiles."""
+    rng = np.random.default_rng(47)
+    x = rng.standard_normal((37, 40)).astype(dtype)
+    for n in (9, 15, 16, 17, 23, 24, 25, 33, 40, 48, 56, 144):
+        w = rng.standard_normal((40, n + 64)).astype(dtype)
+        bias = rng.standard_normal(n + 64).astype(F32)
+        for kw in ({}, {"bias": bias, "activation": "relu6", "out_dtype": dtype},
+                   {"bias": bias, "out_dtype": BF16}):
+            wide = kernels.matmul(x, kernels.pack(w), **kw)
+            kn = dict(kw, bias=bias[:n]) if "bias" in kw else kw
+            got = kernels.matmul(x, kernels.pack(np.ascontiguousarray(w[:, :n])), **kn)
+            assert np.array_equal(got.view(np.uint8),
+                                  np.ascontiguousarray(wide[:, :n]).view(np.uint8)), (n, kw)
+
+
 def test_beta_zero_never_reads_c(isa_level, rng):
     a = _rand(rng, (20, 30), F16)
     b = _rand(rng, (30, 10), F16)

@@ -27,6 +27,8 @@
  *      signalling NaN); to bfloat16 it is the integer RNE of
  *      mc_f32_to_bf16_bits.  The epilogue is written once, in mc_gemm_epi_avx512_inl.h, for this
  *      level and the avx512bf16 one, which rounds to bfloat16 with its own instruction.
+ *   e. Narrow tiles (as mc_gemm_avx512bf16.c, design h): a ukr_epi tile of at most 16 columns
+ *      computes one vector per row, one of 17-24 columns its second vector with 256-bit FMAs.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -95,15 +97,20 @@ static int mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, in
 
 /* --- micro-kernel ------------------------------------------------------------------------------ */
 
-/* The accumulators of an mr x NR tile over kc steps (design a, b). */
-MC_INLINE_ void mc_ukr_acc_(const int rows, int64_t kc, const float *a, const float *b,
-                            __m512 c[MC_MR][MC_NV])
+/* The accumulators of an mr x NR tile over kc steps (design a, b), of its first `cols` columns
+ * (a constant: 16, 24 or 32, design e): 16 leaves the second vector of every row zero, 24
+ * computes it in 256-bit halves (its upper eight lanes zero); the same FMAs lane by lane. */
+MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const float *a,
+                            const float *b, __m512 c[MC_MR][MC_NV])
 {
+    __m256 h[MC_MR];
 #pragma GCC unroll 16
-    for (int i = 0; i < rows; ++i)
+    for (int i = 0; i < rows; ++i) {
 #pragma GCC unroll 4
         for (int j = 0; j < MC_NV; ++j)
             c[i][j] = _mm512_setzero_ps();
+        h[i] = _mm256_setzero_ps();
+    }
 #pragma GCC unroll 2
     for (int64_t k = 0; k < kc; ++k) {
         __m512 bv[MC_NV];
@@ -113,23 +120,31 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, int64_t kc, const float *a, const fl
 #pragma GCC unroll 4
         for (int j = 0; j < MC_NV; ++j)
             bv[j] = _mm512_load_ps(b + 16 * j);
+        const __m256 bh = _mm512_castps512_ps256(bv[MC_NV - 1]);
 #pragma GCC unroll 16
         for (int i = 0; i < rows; ++i) {
             const __m512 ai = _mm512_set1_ps(a[i]);
 #pragma GCC unroll 4
             for (int j = 0; j < MC_NV; ++j)
-                c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
+                if (16 * (j + 1) <= cols)
+                    c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
+            if (cols % 16 == 8)
+                h[i] = _mm256_fmadd_ps(_mm512_castps512_ps256(ai), bh, h[i]);
         }
         a += MC_MR;
         b += MC_NR;
     }
+    if (cols % 16 == 8)
+#pragma GCC unroll 16
+        for (int i = 0; i < rows; ++i)
+            c[i][cols / 16] = _mm512_zextps256_ps512(h[i]);
 }
 
 MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const float *b,
                              float *tile)
 {
     __m512 c[MC_MR][MC_NV];
-    mc_ukr_acc_(rows, kc, a, b, c);
+    mc_ukr_acc_(rows, MC_NR, kc, a, b, c);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4

@@ -38,6 +38,11 @@
  *      as zero), so the driver can compute such a product on float32 panels instead: a running
  *      unsigned minimum of (h & 0x7FFF) - 1 per 16-bit lane falls below 0x7F exactly when some
  *      h was subnormal (mc_gemm_scalar.h, design b), three instructions per vector.
+ *   h. Narrow tiles: a ukr_epi tile of at most 16 columns (a product with 16 columns, or the
+ *      last panel of one with 144) computes one vector per row, and one of 17-24 columns its
+ *      second vector as a 256-bit VDPBF16PS: the same lanes in the same order.  A 14 x 32 tile
+ *      with 16 columns spent half its VDPBF16PS on the zero columns of the panel; a 256-bit
+ *      one costs a double-pumping core (Zen 4) half a 512-bit one, and no other core more.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -132,15 +137,21 @@ static int mc_pack_pairs_avx512bf16_(const char *src, int type, int64_t ls, int6
     return mc_gemm_pack_pairs_scalar_(src, type, ls, ks, lanes, kc, w, dst);
 }
 
-/* The accumulators of an mr x NR tile over kp pair steps (design c). */
-MC_INLINE_ void mc_ukr_acc_(const int rows, int64_t kp, const uint32_t *a, const uint32_t *b,
-                            __m512 c[MC_MR][MC_NV])
+/* The accumulators of an mr x NR tile over kp pair steps (design c), of its first `cols`
+ * columns (a constant: 16, 24 or 32, design h): 16 leaves the second vector of every row zero,
+ * 24 computes it in 256-bit halves (its upper eight lanes zero); the lanes computed are the same
+ * VDPBF16PS lanes in the same order, so the same bits. */
+MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const uint32_t *a,
+                            const uint32_t *b, __m512 c[MC_MR][MC_NV])
 {
+    __m256 h[MC_MR];
 #pragma GCC unroll 16
-    for (int i = 0; i < rows; ++i)
+    for (int i = 0; i < rows; ++i) {
 #pragma GCC unroll 4
         for (int j = 0; j < MC_NV; ++j)
             c[i][j] = _mm512_setzero_ps();
+        h[i] = _mm256_setzero_ps();
+    }
     for (int64_t p = 0; p < kp; ++p) {
         __m512bh bv[MC_NV];
         /* B 32 pair steps (4 KiB) ahead: far enough to hide a memory access when the panel is
@@ -150,23 +161,31 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, int64_t kp, const uint32_t *a, const
 #pragma GCC unroll 4
         for (int j = 0; j < MC_NV; ++j)
             bv[j] = (__m512bh)_mm512_load_si512(b + 16 * j);
+        const __m256bh bh = (__m256bh)_mm512_castsi512_si256((__m512i)bv[MC_NV - 1]);
 #pragma GCC unroll 16
         for (int i = 0; i < rows; ++i) {
             const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
 #pragma GCC unroll 4
             for (int j = 0; j < MC_NV; ++j)
-                c[i][j] = _mm512_dpbf16_ps(c[i][j], ai, bv[j]);
+                if (16 * (j + 1) <= cols)
+                    c[i][j] = _mm512_dpbf16_ps(c[i][j], ai, bv[j]);
+            if (cols % 16 == 8)
+                h[i] = _mm256_dpbf16_ps(h[i], (__m256bh)_mm512_castsi512_si256((__m512i)ai), bh);
         }
         a += MC_MR;
         b += MC_NR;
     }
+    if (cols % 16 == 8)
+#pragma GCC unroll 16
+        for (int i = 0; i < rows; ++i)
+            c[i][cols / 16] = _mm512_zextps256_ps512(h[i]);
 }
 
 MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kp, const uint32_t *a, const uint32_t *b,
                              float *tile)
 {
     __m512 c[MC_MR][MC_NV];
-    mc_ukr_acc_(rows, kp, a, b, c);
+    mc_ukr_acc_(rows, MC_NR, kp, a, b, c);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4

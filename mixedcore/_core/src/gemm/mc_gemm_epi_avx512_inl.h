@@ -7,7 +7,8 @@
  *   MC_EPI_BF16_STORE2_(o, v0, v1)  the store of v0 and v1 so rounded, 32 values at o;
  * and includes mc_act_avx512_inl.h, mc_gemm_kernels.h and mc_simd_avx512.h.  For the micro-kernel
  * with the epilogue in its registers (MC_UKR_EPI_DEFINE_) it also defines MC_MR, MC_NV, MC_NR
- * and mc_ukr_acc_(rows, kc, a, b, c), the accumulators of an mr x NR tile.
+ * and mc_ukr_acc_(rows, cols, kc, a, b, c), the accumulators of the first cols (16, 24 or NR)
+ * columns of an mr x NR tile.
  */
 #ifndef MC_GEMM_EPI_AVX512_INL_H_
 #define MC_GEMM_EPI_AVX512_INL_H_
@@ -231,13 +232,19 @@ MC_INLINE_ void mc_epi_regs_(const int rows, __m512 c[][MC_NV], int nr, const mc
 }
 
 /* NAME, an mc_gemm_ukr_epi_fn over panels of element type AT: mc_ukr_acc_ then mc_epi_regs_,
- * one copy per row count. */
+ * one copy per row count; a tile of at most 16 or 24 columns (a narrow product, or the last
+ * panel of one) computes only those (mc_gemm_avx512bf16.c, design h). */
 #define MC_UKR_EPI_ROWS_(R, AT)                                                             \
     static void mc_ukr_epi_##R##_(int64_t kc, const AT *a, const AT *b, int nr,              \
                                   const mc_gemm_args *g, int64_t i, int64_t j)              \
     {                                                                                       \
         __m512 c[MC_MR][MC_NV];                                                             \
-        mc_ukr_acc_(R, kc, a, b, c);                                                        \
+        if (nr <= 16)                                                                       \
+            mc_ukr_acc_(R, 16, kc, a, b, c);                                                \
+        else if (nr <= 24)                                                                  \
+            mc_ukr_acc_(R, 24, kc, a, b, c);                                                \
+        else                                                                                \
+            mc_ukr_acc_(R, MC_NR, kc, a, b, c);                                             \
         mc_epi_regs_(R, c, nr, g, i, j);                                                    \
     }
 #define MC_UKR_EPI_DEFINE_(NAME, AT)                                                        \
