@@ -502,6 +502,45 @@ def test_plan_bad_input():
         other.matmul(other.input((2, 8), F32), kernels.pack(np.ones((8, 4), np.int8)))
 
 
+def test_compiled_steps_refuse_ranges_and_buffers_they_do_not_have():
+    """The compiled steps (the object ``Plan.run`` drives) check a range of steps and the
+    buffers its steps use before running them: never a read of a missing buffer."""
+    rng = np.random.default_rng(8)
+    x = rand(rng, (3, 7, 70), F32, 2.0)
+    plan = kernels.Plan()
+    i = plan.input(x.shape, F32)
+    a = plan.matmul(i, kernels.pack(rand(rng, (70, 12), F32)))
+    q = plan.matmul_int8(i, kernels.pack(rng.integers(-127, 128, (70, 5)).astype(np.int8)),
+                         rng.uniform(20, 60, 5).astype(F32))
+    plan.finish([a, q])
+    want = plan.run([x])
+    steps = plan._core
+    arena, views = plan._new_arena()
+    arrays = list(views)
+    arrays[i] = x
+    for index in (a, q):
+        arrays[index] = np.empty(plan.shape(index), plan.dtype(index))
+    for s0, s1 in ((-1, 1), (1, 0), (0, len(steps) + 1)):
+        with pytest.raises(ValueError, match=rf"PlanSteps.run: steps \[{s0}, {s1}\) are not "
+                                             rf"within the plan's {len(steps)} steps"):
+            steps.run(s0, s1, arrays)
+    with pytest.raises(ValueError, match=rf"PlanSteps.run: step 0 uses buffer {i}, which is "
+                                         r"not among the \d+ given \(or is None\)"):
+        steps.run(0, 1, [None] * len(arrays))
+    with pytest.raises(ValueError, match="PlanSteps.run: step 0 uses buffer"):
+        steps.run(0, 1, arrays[:max(i, a)])
+    for buf in range(len(arrays)):            # the int8 step's own buffers (codes, scales)
+        if arrays[buf] is not None and buf not in (i, a, q):
+            held, arrays[buf] = arrays[buf], None
+            with pytest.raises(ValueError, match=rf"step 1 uses buffer {buf}"):
+                steps.run(1, 2, arrays)
+            arrays[buf] = held
+    with pytest.raises(TypeError):
+        steps.run(0, 2, [x.tolist() if b is x else b for b in arrays])
+    assert steps.run(0, 2, arrays) == (0, -1)
+    assert same_bits(arrays[a], want[0]) and same_bits(arrays[q], want[1])
+
+
 def test_runs_in_several_threads_at_once_give_each_its_own_result():
     rng = np.random.default_rng(7)
     k = kernels.pack_conv(rand(rng, (3, 3, 16, 16), F32, 0.2), dtype=BF16)

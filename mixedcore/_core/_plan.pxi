@@ -66,6 +66,27 @@ def add_act(cnp.ndarray a, cnp.ndarray b, cnp.ndarray y, int64_t n, int act, int
         raise ValueError("add: bad arguments")
 
 
+cdef bint _missing_buffer(const mc_plan_step *st, char **bufs, int64_t nb, int *which):
+    """Whether the step uses a buffer number that ``bufs`` (nb entries) lacks (in *which)."""
+    cdef int ids[6]
+    cdef int n = 3, j
+    ids[0] = st.src
+    ids[1] = st.src2             # -1: none
+    ids[2] = st.dst
+    if st.kind == MC_STEP_IGEMM:
+        ids[3] = st.u.iq.q
+        ids[4] = st.u.iq.scale
+        ids[5] = st.u.iq.scale32
+        n = 6
+    for j in range(n):
+        if ids[j] < 0 and j == 1:
+            continue
+        if ids[j] < 0 or ids[j] >= nb or bufs[ids[j]] == NULL:
+            which[0] = ids[j]
+            return True
+    return False
+
+
 cdef class PlanSteps:
     """The C steps of an inference plan (made by ``kernels.Plan``)."""
     cdef mc_plan_step *steps
@@ -256,18 +277,29 @@ cdef class PlanSteps:
         self.keep += [gamma, beta]
 
     def run(self, int64_t s0, int64_t s1, list buffers):
-        """Runs steps [s0, s1) with buffer i the data of ``buffers[i]`` (C-contiguous arrays,
-        or None for a buffer no step in the range reads or writes).  Returns (status, index of
-        the step that failed).  Runs in several threads at once each have their own table."""
+        """Runs steps [s0, s1) with buffer i the data of ``buffers[i]`` (C-contiguous arrays
+        of the buffers' sizes, or None for a buffer no step in the range reads or writes).
+        Returns (status, index of the step that failed).  Runs in several threads at once each
+        have their own table.  A range outside the plan, or a buffer a step in it uses that is
+        missing or None, is a ValueError; an entry that is not an array, a TypeError."""
         cdef int64_t nb = len(buffers), i, failed = -1
-        cdef char **bufs = <char **>malloc(max(nb, 1) * sizeof(char *))
+        cdef int missing = -1
+        cdef char **bufs
         cdef int r
+        if s0 < 0 or s0 > s1 or s1 > self.n:
+            raise ValueError(f"PlanSteps.run: steps [{s0}, {s1}) are not within the plan's "
+                             f"{self.n} steps")
+        bufs = <char **>malloc(max(nb, 1) * sizeof(char *))
         if bufs == NULL:
             raise MemoryError("Plan: cannot allocate its buffer table")
         try:
             for i in range(nb):
                 b = buffers[i]
-                bufs[i] = NULL if b is None else _data(<cnp.ndarray>b)
+                bufs[i] = NULL if b is None else _data(<cnp.ndarray?>b)
+            for i in range(s0, s1):
+                if _missing_buffer(&self.steps[i], bufs, nb, &missing):
+                    raise ValueError(f"PlanSteps.run: step {i} uses buffer {missing}, which "
+                                     f"is not among the {nb} given (or is None)")
             with nogil:
                 r = mc_plan_run(self.steps, s0, s1, bufs, &failed)
         finally:
