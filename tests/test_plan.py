@@ -120,15 +120,22 @@ def test_every_step_equals_its_kernel_function(isa_level, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(3, 8, 20, 9), (1, 16, 40, 7), (3, 300, 33, 5),
-                                   (1, 2100, 17, 3)])
+@pytest.mark.parametrize("shape", [(3, 8, 20, 9), (1, 16, 40, 7), (1, 24, 64, 6),
+                                   (3, 8, 32, 5), (3, 300, 33, 5), (1, 2100, 17, 3)])
 def test_a_residual_is_the_product_then_the_sum(isa_level, dtype, shape):
     """conv2d / matmul with a residual: the bits of the step then ``add`` (the two last shapes
-    are deeper than one K block, so the partial sums go through the accumulator first)."""
+    are deeper than one K block, so the partial sums go through the accumulator first; rows of
+    32 and 64 columns take the bfloat16 epilogue's paired path), with NaN, infinite, subnormal
+    and overflowing values in the product and the residual."""
     kh, c, f, hw = shape
     rng = np.random.default_rng(kh * c + f)
     x = rand(rng, (2, hw, hw, c), dtype)
     res = rand(rng, (2, hw, hw, f), dtype, 2.0)
+    big = float(ml_dtypes.finfo(dtype).max) / 4
+    x[0, 0, 1] = big                              # products that overflow or come near it
+    x[1, 1, 0, 0] = np.nan
+    res[0, 1, 1, :4] = [np.nan, np.inf, -np.inf, float(ml_dtypes.finfo(dtype).smallest_subnormal)]
+    res[1, 0, 0] = -big
     k = kernels.pack_conv(rand(rng, (kh, kh, c, f), F32, 1 / np.sqrt(kh * kh * c)), dtype=dtype)
     bias = rng.standard_normal(f).astype(F32)
     for act in (None, "relu", "gelu"):

@@ -395,8 +395,7 @@ MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
 #define MC_EPI_FN_ mc_gemm_epi_avx512_
 #define MC_EPI_PLAIN_FN_ mc_gemm_epi_plain_avx512_
 #define MC_EPI_BF16_STORE_(o, m, v) _mm256_mask_storeu_epi16((o), (m), mc_f32_to_bf16_v_(v))
-#define MC_EPI_BF16_STORE2_(o, v0, v1) \
-    _mm512_storeu_si512((o), mc_f32_to_bf16_join_avx512((v0), (v1)))
+#define MC_EPI_BF16_ROUND2_(v0, v1) mc_f32_to_bf16_join_avx512((v0), (v1))
 #include "mc_gemm_epi_avx512_inl.h"
 
 /* the micro-kernel with the epilogue in its registers (mc_gemm_avx512bf16.c, design g) */

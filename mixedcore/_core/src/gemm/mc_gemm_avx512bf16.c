@@ -448,22 +448,23 @@ MC_INLINE_ void mc_store_bf16_(char *o, __mmask16 m, __m512 v)
                                               _mm512_castps_si512(v))));
 }
 
-/* mc_store_bf16_ for 32 values: VCVTNE2PS2BF16, the NaN and subnormal lanes of both halves
- * rounded again the integer way */
-MC_INLINE_ void mc_store2_bf16_(char *o, __m512 v0, __m512 v1)
+/* v0 and v1 rounded to bfloat16 as mc_store_bf16_ rounds them, the 32 values in order in one
+ * register: VCVTNE2PS2BF16, the NaN and subnormal lanes of both halves rounded again the
+ * integer way */
+MC_INLINE_ __m512i mc_round2_bf16_(__m512 v0, __m512 v1)
 {
     __m512i r = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
     const __mmask32 fix = (__mmask32)_mm512_fpclass_ps_mask(v0, MC_BF16_FIXUP_CLASSES_) |
                           ((__mmask32)_mm512_fpclass_ps_mask(v1, MC_BF16_FIXUP_CLASSES_) << 16);
     if (__builtin_expect(fix != 0, 0))
         r = _mm512_mask_mov_epi16(r, fix, mc_f32_to_bf16_join_avx512(v0, v1));
-    _mm512_storeu_si512(o, r);
+    return r;
 }
 
 #define MC_EPI_FN_ mc_gemm_epi_avx512bf16_
 #define MC_EPI_PLAIN_FN_ mc_gemm_epi_plain_avx512bf16_
 #define MC_EPI_BF16_STORE_(o, m, v) mc_store_bf16_((o), (m), (v))
-#define MC_EPI_BF16_STORE2_(o, v0, v1) mc_store2_bf16_((o), (v0), (v1))
+#define MC_EPI_BF16_ROUND2_(v0, v1) mc_round2_bf16_((v0), (v1))
 #include "mc_gemm_epi_avx512_inl.h"
 
 /* --- the micro-kernel with the epilogue in its registers (design g) ----------------------------- */

@@ -4,7 +4,7 @@
  *   MC_EPI_PLAIN_FN_  the name of its common case (the tile is the whole sum, alpha 1, no C),
  *   MC_EPI_BF16_STORE_(o, m, v)  the store of the 16 float32 lanes of v rounded to bfloat16
  *                     at o under the mask m, bit-identical to mc_f32_to_bf16_bits;
- *   MC_EPI_BF16_STORE2_(o, v0, v1)  the store of v0 and v1 so rounded, 32 values at o;
+ *   MC_EPI_BF16_ROUND2_(v0, v1)  v0 and v1 so rounded, the 32 values in order in one register;
  * and includes mc_act_avx512_inl.h, mc_gemm_kernels.h and mc_simd_avx512.h.  For the micro-kernel
  * with the epilogue in its registers (MC_UKR_EPI_DEFINE_) it also defines MC_MR, MC_NV, MC_NR
  * and mc_ukr_acc_(rows, cols, kc, a, b, c), the accumulators of the first cols (16, 24 or NR)
@@ -144,9 +144,19 @@ static void MC_EPI_FN_(const mc_gemm_args *g, const float *tile, int ldt, int mr
 
 /* --- the epilogue of a tile in registers (the micro-kernels' ukr_epi) ----------------------- */
 
+/* Two vectors widened from the 32 bfloat16 values of b: the words 8L..8L+3 of each 128-bit lane
+ * L (lo) and 8L+4..8L+7 (hi), each a float32 lane (the word above 16 zero bits) */
+#define MC_EPI_BF16_WIDEN_LO_(b) _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), (b)))
+#define MC_EPI_BF16_WIDEN_HI_(b) _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), (b)))
+
 /* One row's vectors through the common epilogue: the operations of MC_EPI_PLAIN_FN_, in its
- * order.  A bfloat16 row of two whole vectors is rounded and stored as one 32-value vector
- * (MC_EPI_BF16_STORE2_): half the conversions, one store. */
+ * order.  A bfloat16 row of two whole vectors is rounded as one 32-value vector
+ * (MC_EPI_BF16_ROUND2_) and stored at once: half the conversions, one store.  With a residual,
+ * the product rounded that way and the residual's 32 values are widened by the same in-lane
+ * unpacks (MC_EPI_BF16_WIDEN_*_: two instructions each instead of a rounding of a dozen per
+ * vector), summed and activated in that lane order, rounded as one vector and put back in
+ * order by one permutation of its 64-bit groups (lo holds groups 0, 2, 4, 6 of four values,
+ * hi groups 1, 3, 5, 7): each value sees the same operations. */
 #define MC_EPI_REGS_ROW_(ACT, OT)                                                           \
     _Pragma("GCC unroll 16") for (int r = 0; r < rows; ++r) {                               \
         char *orow = out + (i + r) * o_rs + j * es;                                         \
@@ -158,12 +168,20 @@ static void MC_EPI_FN_(const mc_gemm_args *g, const float *tile, int ldt, int mr
                 v1 = _mm512_add_ps(v1, bv[MC_NV - 1]);                                      \
             }                                                                               \
             if (rrow != NULL) {                                                             \
-                v0 = _mm512_add_ps(mc_epi_round_((OT), v0),                                 \
-                                   mc_load16_avx512(rrow, (OT), 0xFFFF));                   \
-                v1 = _mm512_add_ps(mc_epi_round_((OT), v1),                                 \
-                                   mc_load16_avx512(rrow + 16 * es, (OT), 0xFFFF));         \
+                const __m512i y = MC_EPI_BF16_ROUND2_(v0, v1);                              \
+                const __m512i rv = _mm512_loadu_si512(rrow);                                \
+                const __m512 lo = _mm512_add_ps(MC_EPI_BF16_WIDEN_LO_(y),                   \
+                                                MC_EPI_BF16_WIDEN_LO_(rv));                 \
+                const __m512 hi = _mm512_add_ps(MC_EPI_BF16_WIDEN_HI_(y),                   \
+                                                MC_EPI_BF16_WIDEN_HI_(rv));                 \
+                _mm512_storeu_si512(                                                        \
+                    orow, _mm512_permutexvar_epi64(_mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0), \
+                                                   MC_EPI_BF16_ROUND2_(mc_act_ps_((ACT), lo), \
+                                                                       mc_act_ps_((ACT), hi)))); \
+                continue;                                                                   \
             }                                                                               \
-            MC_EPI_BF16_STORE2_(orow, mc_act_ps_((ACT), v0), mc_act_ps_((ACT), v1));        \
+            _mm512_storeu_si512(orow, MC_EPI_BF16_ROUND2_(mc_act_ps_((ACT), v0),            \
+                                                          mc_act_ps_((ACT), v1)));          \
             continue;                                                                       \
         }                                                                                   \
         for (int q = 0; q < MC_NV; ++q) {                                                   \
