@@ -131,6 +131,11 @@ CONV_CASES = [
     ((1, 7, 7, 240), (3, 3), 96, (1, 1), "same", (1, 1), 2),     # bands of filters, K blocks
     ((2, 6, 7, 20), (1, 1), 24, (1, 1), "same", (1, 1), 1),      # pointwise: the GEMM itself
     ((2, 7, 7, 8), (1, 1), 5, (2, 2), "valid", (1, 1), 1),
+    # rows of pixels wide enough for micro-tiles whose windows lie inside the image (packed
+    # straight from it) beside tiles at the edges and across output rows (copied first)
+    ((2, 6, 40, 8), (3, 3), 40, (1, 1), "same", (1, 1), 1),
+    ((1, 9, 50, 6), (3, 3), 16, (2, 2), "valid", (2, 1), 1),
+    ((1, 5, 45, 3), (3, 3), 8, (1, 1), "same", (1, 1), 1),        # an odd run of taps
 ]
 
 
