@@ -49,6 +49,13 @@
  *      residual added in float32, then the activation and the rounding to the output type --
  *      the bits of the product stored, then kernels.add with the activation.  The vector
  *      epilogues do the same, one rounding each.
+ *   j. A packed panel of A pays off when the micro-kernel reads it for several panels of B.
+ *      With one panel of columns (a product with at most NR of them: 1 x 1 convolutions that
+ *      narrow to 16, 24 or 32 channels), K in one block and rows of A contiguous along k
+ *      (float32 rows for the float32-panel kernel, bfloat16 pairs for the pairs kernel, K
+ *      even), the level's ukr_epi_a reads A in place, the same values for the same steps; a
+ *      pairs kernel first scans the block's rows for subnormal bfloat16 (design f), as its pack
+ *      would.  The packing was a fifth of the time of such products.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -383,9 +390,26 @@ static int mc_rows_(const mc_plan_ *p, const mc_gemm_args *g, int64_t m0, int64_
     const int64_t ksteps = mc_steps_(kern, kc);
     const int64_t pstride = mc_bpanel_bytes_(p, kc);
     const int first = pc == 0, last = pc + kc >= g->k;
+    /* design j: one panel of columns, K in one block, rows of A contiguous along k */
+    const int a_in_place = first && last && direct == 0 && p->belem != 2 && nc <= nr &&
+                           p->ukr_epi != NULL && kern->ukr_epi_a != NULL &&
+                           g->a_type == (kern->pairs ? MC_BF16 : MC_F32) &&
+                           g->a_cs == (kern->pairs ? 2 : 4) && (!kern->pairs || kc % 2 == 0);
     for (int64_t ic = m0; ic < m1; ic += p->blk.mc) {
         const int64_t mcb = mc_min_(m1 - ic, p->blk.mc);
         int sub = 0;
+        if (a_in_place) {
+            const char *a = g->a + ic * g->a_rs;
+            if (kern->sub_rows != NULL && kern->sub_rows(a, g->a_rs, mcb, kc))
+                return 1;
+            for (int64_t ir = 0; ir < mcb; ir += mr) {
+                const int mrr = (int)mc_min_(mcb - ir, mr);
+                mc_prefetch_tile_(g, ic + ir, jc, mrr, (int)nc, first, last);
+                kern->ukr_epi_a(ksteps, a + ir * g->a_rs, g->a_rs, bp, mrr, (int)nc, g, ic + ir,
+                                jc);
+            }
+            continue;
+        }
         for (int64_t ir = 0; ir < mcb; ir += mr)
             sub |= kern->pack(g->a + (ic + ir) * g->a_rs + pc * g->a_cs, g->a_type, g->a_rs,
                               g->a_cs, mc_min_(mcb - ir, mr), kc, mr, ap + ir * ksteps * 4);

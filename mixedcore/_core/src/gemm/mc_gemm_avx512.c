@@ -100,9 +100,12 @@ static int mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, in
 /* The accumulators of an mr x NR tile over kc steps (design a, b), of its first `cols` columns
  * (a constant: 16, 24 or 32, design e): 16 leaves the second vector of every row zero, 24
  * computes it in 256-bit halves (its upper eight lanes zero); the same FMAs lane by lane. */
-MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const float *a,
-                            const float *b, __m512 c[MC_MR][MC_NV])
+MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const char *a,
+                            const int64_t ars, const int64_t aks, const float *b,
+                            __m512 c[MC_MR][MC_NV])
 {
+    /* A's value of row i for step k at a + i * ars + k * aks: a packed panel (4, MR * 4) or
+     * rows of A in place (lda, 4) */
     __m256 h[MC_MR];
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i) {
@@ -116,14 +119,15 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const fl
         __m512 bv[MC_NV];
         _mm_prefetch((const char *)(b + 8 * MC_NR), _MM_HINT_T0);
         _mm_prefetch((const char *)(b + 8 * MC_NR + 16), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + 8 * MC_MR), _MM_HINT_T0);
+        _mm_prefetch(a + 8 * aks, _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int j = 0; j < MC_NV; ++j)
             bv[j] = _mm512_load_ps(b + 16 * j);
         const __m256 bh = _mm512_castps512_ps256(bv[MC_NV - 1]);
 #pragma GCC unroll 16
         for (int i = 0; i < rows; ++i) {
-            const __m512 ai = _mm512_set1_ps(a[i]);
+            const __m512 ai =
+                _mm512_castsi512_ps(_mm512_broadcastd_epi32(_mm_loadu_si32(a + i * ars)));
 #pragma GCC unroll 4
             for (int j = 0; j < MC_NV; ++j)
                 if (16 * (j + 1) <= cols)
@@ -131,7 +135,7 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const fl
             if (cols % 16 == 8)
                 h[i] = _mm256_fmadd_ps(_mm512_castps512_ps256(ai), bh, h[i]);
         }
-        a += MC_MR;
+        a += aks;
         b += MC_NR;
     }
     if (cols % 16 == 8)
@@ -144,7 +148,7 @@ MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const f
                              float *tile)
 {
     __m512 c[MC_MR][MC_NV];
-    mc_ukr_acc_(rows, MC_NR, kc, a, b, c);
+    mc_ukr_acc_(rows, MC_NR, kc, (const char *)a, 4, MC_MR * 4, b, c);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4
@@ -399,12 +403,13 @@ MC_INLINE_ __m256i mc_f32_to_bf16_v_(__m512 v)
 #include "mc_gemm_epi_avx512_inl.h"
 
 /* the micro-kernel with the epilogue in its registers (mc_gemm_avx512bf16.c, design g) */
-MC_UKR_EPI_DEFINE_(mc_ukr_epi_f32_avx512_, float)
+MC_UKR_EPI_DEFINE_(mc_ukr_epi_f32_avx512_, mc_ukr_epi_a_f32_avx512_, float)
 
 const mc_gemm_table mc_gemm_table_avx512 = {
     .f32 = {.mr = MC_MR, .nr = MC_NR, .pairs = 0, .pack = mc_pack_avx512_,
             .ukr = mc_ukr_f32_avx512_, .ukr_wide = mc_ukr_wide_f32_avx512_,
             .epi = mc_gemm_epi_avx512_, .ukr_epi = mc_ukr_epi_f32_avx512_,
+            .ukr_epi_a = mc_ukr_epi_a_f32_avx512_,
             .ukr_direct = mc_ukr_direct_f32_avx512_,
             .direct_wide = 16 * MC_WIDE_NV, .ukr_direct_t = mc_ukr_direct_t_f32_avx512_,
             .mc = 140, .kc = 1024, .nc = 1024},

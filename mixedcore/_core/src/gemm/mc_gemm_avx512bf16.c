@@ -141,9 +141,12 @@ static int mc_pack_pairs_avx512bf16_(const char *src, int type, int64_t ls, int6
  * columns (a constant: 16, 24 or 32, design h): 16 leaves the second vector of every row zero,
  * 24 computes it in 256-bit halves (its upper eight lanes zero); the lanes computed are the same
  * VDPBF16PS lanes in the same order, so the same bits. */
-MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const uint32_t *a,
-                            const uint32_t *b, __m512 c[MC_MR][MC_NV])
+MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const char *a,
+                            const int64_t ars, const int64_t aps, const uint32_t *b,
+                            __m512 c[MC_MR][MC_NV])
 {
+    /* the pair of row i for step p at a + i * ars + p * aps: a packed panel (4, MR * 4) or rows
+     * of A in place (lda, 4) */
     __m256 h[MC_MR];
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i) {
@@ -164,7 +167,8 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const ui
         const __m256bh bh = (__m256bh)_mm512_castsi512_si256((__m512i)bv[MC_NV - 1]);
 #pragma GCC unroll 16
         for (int i = 0; i < rows; ++i) {
-            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
+            const __m512bh ai =
+                (__m512bh)_mm512_broadcastd_epi32(_mm_loadu_si32(a + i * ars));
 #pragma GCC unroll 4
             for (int j = 0; j < MC_NV; ++j)
                 if (16 * (j + 1) <= cols)
@@ -172,7 +176,7 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const ui
             if (cols % 16 == 8)
                 h[i] = _mm256_dpbf16_ps(h[i], (__m256bh)_mm512_castsi512_si256((__m512i)ai), bh);
         }
-        a += MC_MR;
+        a += aps;
         b += MC_NR;
     }
     if (cols % 16 == 8)
@@ -185,7 +189,7 @@ MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kp, const uint32_t *a, cons
                              float *tile)
 {
     __m512 c[MC_MR][MC_NV];
-    mc_ukr_acc_(rows, MC_NR, kp, a, b, c);
+    mc_ukr_acc_(rows, MC_NR, kp, (const char *)a, 4, MC_MR * 4, b, c);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4
@@ -469,13 +473,24 @@ MC_INLINE_ __m512i mc_round2_bf16_(__m512 v0, __m512 v1)
 
 /* --- the micro-kernel with the epilogue in its registers (design g) ----------------------------- */
 
-MC_UKR_EPI_DEFINE_(mc_ukr_epi_bf16_avx512bf16_, uint32_t)
+MC_UKR_EPI_DEFINE_(mc_ukr_epi_bf16_avx512bf16_, mc_ukr_epi_a_bf16_avx512bf16_, uint32_t)
+
+static int mc_sub_rows_bf16_avx512bf16_(const char *a, int64_t lda, int64_t rows, int64_t kc)
+{
+    __m512i sub = _mm512_set1_epi16(-1);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < kc; k += 32)
+            sub = mc_sub_min_(sub, _mm512_maskz_loadu_epi16(mc_mask32_avx512(kc - k),
+                                                            a + r * lda + 2 * k));
+    return mc_sub_seen_(sub);
+}
 
 const mc_gemm_table mc_gemm_table_avx512bf16 = {
     .pairs = {.mr = MC_MR, .nr = MC_NR, .pairs = 1, .pack = mc_pack_pairs_avx512bf16_,
               .ukr = mc_ukr_bf16_avx512bf16_, .ukr_wide = mc_ukr_wide_bf16_avx512bf16_,
               .ukr_direct = mc_ukr_direct_bf16_avx512bf16_, .direct_wide = 32 * MC_WIDE_NG,
               .ukr_direct_t = mc_ukr_direct_t_bf16_avx512bf16_, .epi = mc_gemm_epi_avx512bf16_,
-              .ukr_epi = mc_ukr_epi_bf16_avx512bf16_,
+              .ukr_epi = mc_ukr_epi_bf16_avx512bf16_, .ukr_epi_a = mc_ukr_epi_a_bf16_avx512bf16_,
+              .sub_rows = mc_sub_rows_bf16_avx512bf16_,
               .mc = 140, .kc = 2048, .nc = 1024},
 };

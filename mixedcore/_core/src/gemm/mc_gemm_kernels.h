@@ -75,6 +75,15 @@ typedef int (*mc_gemm_ukr_direct_t_fn)(int64_t kc, const void *ap, const char *b
 typedef void (*mc_gemm_ukr_epi_fn)(int64_t kc, const void *ap, const void *bp, float *tile,
                                    int mr, int nr, const mc_gemm_args *g, int64_t i, int64_t j);
 
+/* mc_gemm_ukr_epi_fn with A read in place instead of from its packed panel: rows of A lda bytes
+ * apart, each contiguous along k (float32 elements for a float32-panel kernel, bfloat16 pairs
+ * for a pairs kernel, kc even), mr <= MR rows from a.  The same operations in the same order. */
+typedef void (*mc_gemm_ukr_epi_a_fn)(int64_t kc, const char *a, int64_t lda, const void *bp,
+                                     int mr, int nr, const mc_gemm_args *g, int64_t i, int64_t j);
+/* 1 when one of the first kc bfloat16 values of any of `rows` rows lda bytes apart from a is
+ * subnormal (what a pairs kernel's pack reports), else 0 */
+typedef int (*mc_gemm_sub_rows_fn)(const char *a, int64_t lda, int64_t rows, int64_t kc);
+
 typedef struct {
     int mr, nr;
     int pairs;                 /* 1: bfloat16-pair panels, kc stepped by 2 */
@@ -87,6 +96,8 @@ typedef struct {
     int direct_wide;           /* columns per ukr_direct call for tiles of <= 3 rows (0: NR) */
     mc_gemm_ukr_direct_t_fn ukr_direct_t; /* NULL when the level has none */
     mc_gemm_ukr_epi_fn ukr_epi;           /* NULL when the level has none */
+    mc_gemm_ukr_epi_a_fn ukr_epi_a;       /* NULL when the level has none */
+    mc_gemm_sub_rows_fn sub_rows;         /* a pairs kernel with ukr_epi_a has one */
     int64_t mc, kc, nc;        /* default block sizes, chosen by measurement (docs/gemm.md) */
 } mc_gemm_kernel;
 
