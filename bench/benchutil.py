@@ -91,6 +91,23 @@ def spinning(new_session=True):
         stop_spinner(proc)
 
 
+def blocked_runs(fns, rounds, calls):
+    """{name: [seconds per call]} of each of ``fns`` making ``rounds * calls`` timed calls in one
+    block, after one untimed call, the systems one after the other: no other system's threads
+    (which may spin for a while after their calls) share the machine with the one timed, as in
+    a process that uses one library; a slow phase of the machine falls on one system."""
+    import time
+    times = {}
+    for name, fn in fns.items():
+        fn()
+        times[name] = []
+        for _ in range(rounds * calls):
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return times
+
+
 def interleaved_rounds(fns, rounds, calls):
     """{name: [seconds per call]} of ``rounds`` rounds in which each of ``fns`` makes ``calls``
     timed calls, the order of the systems reversed every other round so that a slow phase of

@@ -56,7 +56,9 @@ errors of order 1) is not timed, and the table says so.  In round r each system 
 ``--calls`` timed calls, the order of the systems reversed every other round so that a slow
 phase of the shared machine falls on all of them.  Best and median are over all calls; the
 ratio is a system's time over mixedcore mixed_bfloat16's (above 1: mixedcore mixed_bfloat16 is
-faster), for best and for median.
+faster), for best and for median.  ``--blocks`` times each system's calls in one block instead
+(after one untimed call), so that no other library's threads, which may spin for a while after
+their calls, share the machine with the system timed.
 """
 import argparse
 import gc
@@ -484,8 +486,9 @@ def prepare(keras_path, graphs, x, only=None):
     return rows, fns
 
 
-def timed_rounds(fns, rows, rounds, calls):
-    for name, times in benchutil.interleaved_rounds(fns, rounds, calls).items():
+def timed_rounds(fns, rows, rounds, calls, blocks=False):
+    run = benchutil.blocked_runs if blocks else benchutil.interleaved_rounds
+    for name, times in run(fns, rounds, calls).items():
         rows[name]["times"].extend(times)
 
 
@@ -556,6 +559,9 @@ def main(argv=None):
                         help="timed calls per system per round (default: 3 at batch 1, else 1)")
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    parser.add_argument("--blocks", action="store_true",
+                        help="time each system's calls in one block, not in interleaved rounds "
+                             "(no other library's threads spinning beside it)")
     parser.add_argument("--busy", action="store_true",
                         help="time beside one process spinning on a core (the busy machine)")
     parser.add_argument("--systems", default=None,
@@ -566,7 +572,8 @@ def main(argv=None):
     import mixedcore
     print(f"mixedcore from {os.path.dirname(mixedcore.__file__)}; {THREADS} threads per system; "
           f"{args.rounds} rounds{' (quick sizes)' if args.quick else ''}"
-          f"{'; beside one spinning process' if args.busy else ''}", file=sys.stderr)
+          f"{'; beside one spinning process' if args.busy else ''}"
+          f"{'; each system in one block' if args.blocks else ''}", file=sys.stderr)
     results = []
     with tempfile.TemporaryDirectory(prefix="mixedcore-arch-") as folder:
         for name in [m.strip() for m in args.models.split(",") if m.strip()]:
@@ -597,7 +604,7 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 spinner = benchutil.start_spinner() if args.busy else None
                 try:
-                    timed_rounds(fns, rows, args.rounds, calls)
+                    timed_rounds(fns, rows, args.rounds, calls, args.blocks)
                 finally:
                     if spinner is not None:
                         benchutil.stop_spinner(spinner)
