@@ -8,7 +8,7 @@ import numpy as np
 
 from mixedcore import kernels
 from mixedcore.kernels._checks import bfloat16 as BF16
-_CASTABLE = (np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64))
+CASTABLE = (np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64))
 _NAMED = {"bfloat16": BF16}
 _FLOATING: dict = {}
 
@@ -47,7 +47,7 @@ def to_compute(x, dtype):
     """``x`` in ``dtype`` (a numpy dtype): itself when already so, else cast exactly."""
     if x.dtype == dtype:
         return x
-    if x.dtype in _CASTABLE and dtype in _CASTABLE:
+    if x.dtype in CASTABLE and dtype in CASTABLE:
         return kernels.cast(x, dtype)
     return x.astype(dtype)
 

@@ -416,6 +416,83 @@ def test_call_steps():
         worse.run([np.ones(2, F32)])
 
 
+FLOATS = [F16, BF16, F32, np.dtype(np.float64)]
+
+
+@pytest.mark.parametrize("src", FLOATS, ids=str)
+def test_a_cast_step_is_kernels_cast(isa_level, src):
+    rng = np.random.default_rng(26)
+    wide = rng.standard_normal(70007) * np.exp2(rng.integers(-140, 130, 70007))
+    wide[:8] = [np.nan, np.inf, -np.inf, -0.0, 1e-45, 3.4e38, 1e300, -1e-310]
+    x = kernels.cast(wide, src) if src != np.float64 else wide
+    for dst in FLOATS:
+        for shape in ((70007,), (7, 1, 10001), (0, 3)):
+            xs = x[:int(np.prod(shape))].reshape(shape)
+            plan = kernels.Plan()
+            i = plan.input(shape, src)
+            o = plan.cast(i, dst)
+            plan.finish([o])
+            with np.errstate(all="ignore"):
+                assert same_bits(plan.run([xs])[0], kernels.cast(xs, dst)), (dst, shape)
+            assert [op[2] for op in plan._ops] == (["cast"] if xs.size else [])
+
+
+def test_cast_step_errors():
+    plan = kernels.Plan()
+    i = plan.input((2, 3), np.int32)
+    j = plan.input((2, 3), F32)
+    with pytest.raises(TypeError, match="Plan.cast: buffer 0 has dtype int32; supported: "
+                                        "float16, bfloat16, float32, float64"):
+        plan.cast(i, F32)
+    with pytest.raises(TypeError, match="Plan.cast: unsupported target dtype int8"):
+        plan.cast(j, np.int8)
+    with pytest.raises(ValueError, match=r"Plan.cast: no buffer 5 in this plan \(2 buffers\)"):
+        plan.cast(5, F32)
+    assert len(plan) == 0
+
+
+@pytest.mark.parametrize("policy", POLICIES + ["float64"])
+def test_global_average_pooling_is_a_pooling_step(isa_level, policy):
+    with mixedcore.policy_scope(policy):
+        img = layers.Input((7, 5, 6))
+        seq = layers.Input((9, 4))
+        outs = [layers.GlobalAveragePooling2D()(img),
+                layers.GlobalAveragePooling2D(keepdims=True)(img),
+                layers.GlobalAveragePooling1D()(seq),
+                layers.GlobalAveragePooling1D(keepdims=True)(seq)]
+        model = models.Model([img, seq], outs)
+    rng = np.random.default_rng(27)
+    xs = [rng.standard_normal((3, 7, 5, 6)).astype(F32) * 5,
+          rng.standard_normal((3, 9, 4)).astype(F32) * 5]
+    xs[0][1, 2, 3, 4] = np.inf
+    xs[1][2, 5, 1] = np.nan
+    got = model.predict(xs, verbose=0)
+    want = model._graph.run(xs)[0]
+    assert all(same_bits(a, b) for a, b in zip(got, want))
+    plan = next(iter(model._graph._plans.values())).plan
+    methods = [op[2] if op[0] == "c" else "py" for op in plan._ops]
+    if policy == "float64":         # no float64 pooling step: the layers' calls
+        assert methods == ["py"] * 4
+    else:
+        assert methods.count("pool2d") == 4 and "py" not in methods
+    # the mean of each image, in the work dtype, rounded once
+    cd = np.dtype(model.layers[2].compute_dtype) if policy != "float64" else \
+        np.dtype(np.float64)
+    for y, x, axes in zip(got, [xs[0], xs[0], xs[1], xs[1]], [(1, 2), (1, 2), (1,), (1,)]):
+        with np.errstate(invalid="ignore"):
+            mean = kernels.cast(x, cd).astype(np.float64).mean(axis=axes, keepdims=y.ndim == x.ndim)
+        tol = 1e-6 if cd in (F32, np.float64) else 1e-2
+        np.testing.assert_allclose(y.astype(np.float64), mean, rtol=tol, atol=tol)
+
+
+def test_global_average_pooling_of_no_pixels_is_nan():
+    x = np.ones((2, 0, 3), F32)
+    with np.errstate(invalid="ignore", divide="ignore"), \
+            pytest.warns(RuntimeWarning, match="Mean of empty slice"):
+        y = layers.GlobalAveragePooling1D()(x)
+    assert y.shape == (2, 3) and np.isnan(y).all()
+
+
 def test_plan_bad_input():
     rng = np.random.default_rng(6)
     k = kernels.pack_conv(rand(rng, (3, 3, 4, 2), F32))
@@ -643,12 +720,15 @@ def test_a_model_plan_gives_the_bits_of_the_layers(isa_level, policy):
     plan = next(iter(graph._plans.values()))
     kinds = {op[0] for op in plan.plan._ops}
     assert kinds == {"c", "py"}
-    # every convolution, depthwise convolution, pooling and the Dense with a fused activation
-    # is a C step, and both sums run in the epilogue of the convolution before them; the global
-    # pooling, the concatenation, the softmax Dense (and, under a 16-bit policy, the first
-    # padding, which casts the float32 input) run in Python
-    assert sum(op[0] == "c" for op in plan.plan._ops) == 14
-    assert sum(op[0] == "py" for op in plan.plan._ops) == (3 if policy == "float32" else 4)
+    # every convolution, depthwise convolution, pooling (the global one too) and the Dense
+    # with a fused activation is a C step, and both sums run in the epilogue of the
+    # convolution before them; under a 16-bit policy the cast of the float32 input is one more;
+    # the concatenation and the softmax Dense run in Python
+    methods = [op[2] for op in plan.plan._ops if op[0] == "c"]
+    assert len(methods) == (15 if policy == "float32" else 16)
+    assert methods.count("cast") == (0 if policy == "float32" else 1)
+    assert methods.count("pool2d") == 3
+    assert sum(op[0] == "py" for op in plan.plan._ops) == 2
     planned = model.predict(x, verbose=0)               # runs it
     layered = graph.run([x])[0]
     for f, p, r in zip(first, planned, layered):
@@ -835,8 +915,11 @@ def test_sequence_and_separable_convolutions_are_c_steps(isa_level, policy):
           .astype(F32)]
     model.predict(xs, verbose=0)
     plan = next(iter(model._graph._plans.values())).plan
-    # three convolutions, and a depthwise and a pointwise step per separable convolution
-    assert sum(op[0] == "c" for op in plan._ops) == 7
+    # three convolutions, and a depthwise and a pointwise step per separable convolution;
+    # under a 16-bit policy the casts of the two float32 inputs are steps too
+    methods = [op[2] for op in plan._ops if op[0] == "c"]
+    assert len(methods) == (7 if policy == "float32" else 9) and len(methods) == len(plan._ops)
+    assert methods.count("cast") == len(methods) - 7
     got = model.predict(xs, verbose=0)
     want = model._graph.run(xs)[0]
     assert all(same_bits(a, b) for a, b in zip(got, want))

@@ -14,9 +14,12 @@ cdef extern from "mc_act.h" nogil:
 
 cdef extern from "mc_plan.h" nogil:
     int MC_STEP_GEMM, MC_STEP_CONV, MC_STEP_DW, MC_STEP_POOL, MC_STEP_ADD, MC_STEP_NORM
-    int MC_STEP_PAD, MC_STEP_IGEMM, MC_STEP_ATTN
+    int MC_STEP_PAD, MC_STEP_IGEMM, MC_STEP_ATTN, MC_STEP_CAST
     ctypedef struct mc_pad_call:
         int64_t n, h, w, c, pt, pb, pl, pr, es
+    ctypedef struct mc_cast_call:
+        int src_type, dst_type
+        int64_t n
     ctypedef struct mc_add_call:
         int act, a_type, b_type, y_type
         int64_t n
@@ -40,6 +43,7 @@ cdef extern from "mc_plan.h" nogil:
         mc_pad_call pad
         mc_iq_call iq
         mc_attn_call attn
+        mc_cast_call cast
     ctypedef struct mc_plan_step:
         int kind
         int src, src2, dst
@@ -243,6 +247,13 @@ cdef class PlanSteps:
         _geom(&st.u.pool.geo, geom)
         st.u.pool.op = op
         st.u.pool.x_type = x_type
+
+    def cast(self, int src, int dst, int64_t n, int src_type, int dst_type):
+        """dst = src (n contiguous elements) converted from src_type to dst_type."""
+        cdef mc_plan_step *st = self._next(MC_STEP_CAST, src, -1, dst)
+        st.u.cast.src_type = src_type
+        st.u.cast.dst_type = dst_type
+        st.u.cast.n = n
 
     def add(self, int a, int b, int dst, int64_t n, int act, int a_type, int b_type,
             int y_type):

@@ -29,7 +29,8 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from mixedcore._core import _mixedcore as _lib
-from mixedcore.kernels._checks import BYTES_MAX, FLOAT_CODES, check_bytes, out_dtype_of
+from mixedcore.kernels._checks import (BYTES_MAX, FLOAT_CODES, SUPPORTED_NAMES, check_bytes,
+                                       out_dtype_of, resolve_dtype)
 from mixedcore.kernels._conv import (PackedConv, _activation, _bias32, depthwise_kernel,
                                      depthwise_weights, pointwise)
 from mixedcore.kernels._gemm import GEMM_CODES, GEMM_NAMES, PackedMatrix
@@ -64,8 +65,8 @@ class Plan:
     """A compiled list of kernel calls over buffers (see the module's design notes).
 
     Build it with ``input``, the step methods (``conv2d``, ``depthwise_conv2d``, ``matmul``,
-    ``matmul_int8``, ``attention``, ``pool2d``, ``add``, ``layer_norm``, ``pad2d``, ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns
-    the outputs.  A step method returns the number of the buffer its result is in (``call``: a
+    ``matmul_int8``, ``attention``, ``pool2d``, ``add``, ``layer_norm``, ``pad2d``, ``cast``,
+    ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns the outputs.  A step method returns the number of the buffer its result is in (``call``: a
     list of them).
     """
 
@@ -399,6 +400,22 @@ class Plan:
         if math.prod(self._buffers[dst].shape):
             self._core.pad(src, dst, (n, h, w, c), (t, b, le, r), buf.dtype.itemsize)
             self._c_step(dst, "pad2d")
+        return dst
+
+    def cast(self, src: int, dtype: DTypeLike) -> int:
+        """The buffer converted to ``dtype`` (float16, bfloat16, float32 or float64), as
+        ``kernels.cast`` converts it."""
+        fname = "Plan.cast"
+        buf = self._read(fname, src)
+        target = resolve_dtype(fname, dtype)
+        if buf.dtype not in FLOAT_CODES:
+            raise TypeError(f"{fname}: buffer {src} has dtype {buf.dtype}; supported: "
+                            f"{SUPPORTED_NAMES}")
+        dst = self._new(buf.shape, target, _ARENA)
+        n = math.prod(buf.shape)
+        if n:
+            self._core.cast(src, dst, n, FLOAT_CODES[buf.dtype], FLOAT_CODES[target])
+            self._c_step(dst, "cast")
         return dst
 
     def reshape(self, src: int, shape: Sequence[int]) -> int:

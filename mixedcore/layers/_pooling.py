@@ -8,8 +8,12 @@ Design:
      (``kernels.pool2d_grad``) goes to the first maximum of each window, or is spread evenly
      over the real pixels.
   B. Global pooling reduces in the work dtype (float32 for 16-bit compute dtypes, float64
-     under float64) and rounds once.  GlobalAveragePooling1D takes a mask (batch, steps): the
-     mean over the unmasked steps.  A global maximum's gradient goes to the first maximum.
+     under float64) and rounds once.  A global average is the window average of A with the
+     whole image as its window (``kernels.pool2d``: the sum pixel by pixel in row-major order,
+     divided by their number), so a compiled plan's pooling step gives its bits; an image
+     without pixels averages to NaN, as numpy's mean.  GlobalAveragePooling1D takes a mask
+     (batch, steps): the mean over the unmasked steps.  A global maximum's gradient goes to
+     the first maximum.
 """
 import numpy as np
 
@@ -209,9 +213,14 @@ class _GlobalPooling(_ChannelsLast):
 class _GlobalAverage(_GlobalPooling):
     def call(self, inputs, training=False):
         x = _floating(self, inputs)
-        w = work_dtype(x.dtype)
-        xw = to_compute(x, w)
-        y = xw.mean(axis=self._axes(), keepdims=True, dtype=w)
+        if all(x.shape[1:-1]):
+            # one window over the whole image (a sequence is an image of one row)
+            images = x.reshape((x.shape[0],) + (1,) * (4 - x.ndim) + x.shape[1:])
+            y = kernels.pool2d(images, images.shape[1:3], mode="average").reshape(
+                (x.shape[0],) + (1,) * self._rank + (x.shape[-1],))
+        else:
+            w = work_dtype(x.dtype)
+            y = to_compute(x, w).mean(axis=self._axes(), keepdims=True, dtype=w)
         if training:
             self._train_cache = (x.shape, x.dtype, None)
         return self._out(y, x.dtype)

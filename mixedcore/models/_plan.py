@@ -29,7 +29,8 @@ Design:
          without an activation of its own and read by the Add alone, and the other is ready by
          then, the sum and its activation run in that step's epilogue (``residual``: the
          product is rounded to the compute dtype first, so the bits are the two steps');
-       - MaxPooling2D / AveragePooling2D -> the pooling step;
+       - MaxPooling2D / AveragePooling2D -> the pooling step; GlobalAveragePooling1D/2D -> the
+         pooling step with each whole image as its window;
        - LayerNormalization over the last axis, and the fold of an Add read only by one (the
          sum normalized in one pass) -> the layer normalization step, its residual the second
          operand;
@@ -38,7 +39,9 @@ Design:
          as the layer's call casts it); read by anything else -> the padding step (a copy with
          zeros around it); Flatten and Reshape -> views;
        - anything else (and anything above whose operands are not in the layer's compute dtype)
-         -> a Python step that calls the layer (or runs the fold) as the graph does.
+         -> a Python step that calls the layer (or runs the fold) as the graph does;
+       - an operand in another float type than the layer computes in -> the conversion step
+         (``Plan.cast``, the layer's own cast), so the model's input cast is a step too.
      Each lowered step is the kernel call the layer (or fold) makes at inference with the same
      operands, so a plan gives the bits of the layer-by-layer inference with the same folds,
      under every policy (tests/test_plan.py).
@@ -52,14 +55,15 @@ import numpy as np
 
 from mixedcore import activations as _activations
 from mixedcore import kernels
-from mixedcore._dtypes import dtype_name, is_floating, to_compute
+from mixedcore._dtypes import CASTABLE, dtype_name, is_floating, to_compute
 from mixedcore.layers._attention import MultiHeadAttention
 from mixedcore.layers._conv import Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D
 from mixedcore.layers._core import Dense
 from mixedcore.layers._merging import Add
 from mixedcore.layers._node import KerasTensor, flatten, map_structure
 from mixedcore.layers._normalization import LayerNormalization
-from mixedcore.layers._pooling import AveragePooling2D, MaxPooling2D
+from mixedcore.layers._pooling import (AveragePooling2D, GlobalAveragePooling1D,
+                                       GlobalAveragePooling2D, MaxPooling2D)
 from mixedcore.layers._reshaping import Flatten, Reshape, ZeroPadding2D
 
 __all__ = ["InferencePlan", "CHUNK_BYTES", "MAX_PLANS", "MAX_ARENA_BYTES"]
@@ -188,6 +192,8 @@ class InferencePlan:
             return buf
         if not is_floating(dt):
             return None
+        if dt in CASTABLE and cd in CASTABLE:       # to_compute's kernels.cast
+            return self.plan.cast(buf, cd)
         [buf] = self.plan.call(lambda a: [to_compute(a, cd)], [buf],
                                [(self.plan.shape(buf), cd)])
         return buf
@@ -220,6 +226,8 @@ class InferencePlan:
             self._env[out] = (self.plan.pool2d(src, layer.pool_size, strides=layer.strides,
                                                padding=layer.padding, mode=layer._mode), None)
             return True
+        if kind in (GlobalAveragePooling1D, GlobalAveragePooling2D):
+            return self._lower_global_average(single, out, cd)
         if kind is ZeroPadding2D:
             buf, pad = self._env[single]
             if pad is not None or self._uses.get(out) != 1 or dtype_name(cd) not in _GEMM or \
@@ -240,6 +248,23 @@ class InferencePlan:
             self._env[out] = (self.plan.reshape(buf, self._specs[out][0]), None)
             return True
         return False
+
+    def _lower_global_average(self, single, out, cd):
+        """The pooling step over each whole image (a sequence: an image of one row), as the
+        layer's call pools."""
+        if dtype_name(cd) not in _GEMM:
+            return False
+        src = self._operand(single, cd)
+        if src is None:
+            return False
+        shape = self.plan.shape(src)
+        if not all(shape[1:-1]):
+            return False
+        if len(shape) == 3:
+            src = self.plan.reshape(src, (shape[0], 1) + shape[1:])
+        pooled = self.plan.pool2d(src, self.plan.shape(src)[1:3], mode="average")
+        self._env[out] = (self.plan.reshape(pooled, self._specs[out][0]), None)
+        return True
 
     def _epilogue(self, layer, fold):
         """(norm or None, activation name or None) of a product's fused call, or None when

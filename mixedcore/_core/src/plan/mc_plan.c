@@ -116,6 +116,12 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         return r == MC_ATTN_OK ? MC_PLAN_OK : r == MC_ATTN_TOOBIG ? MC_PLAN_TOOBIG
                                             : r == MC_ATTN_EARG ? MC_PLAN_EARG : MC_PLAN_NOMEM;
     }
+    case MC_STEP_CAST: {
+        const mc_cast_call *c = &st->u.cast;
+        const int64_t ss = mc_dtype_size(c->src_type), ds = mc_dtype_size(c->dst_type);
+        return mc_cast(bufs[st->src], c->src_type, &ss, bufs[st->dst], c->dst_type, &ds, 1,
+                       &c->n, 0) == MC_CAST_OK ? MC_PLAN_OK : MC_PLAN_EARG;
+    }
     default:
         return MC_PLAN_EARG;
     }

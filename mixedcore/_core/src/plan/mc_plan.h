@@ -5,7 +5,7 @@
  *      convolution, the depthwise convolution, pooling, the sum with an activation, layer
  *      normalization, zero padding (a copy of its own, here), the int8 product of rows
  *      quantized on the way (the row quantization, then the int8 GEMM), the fused attention
- *      over views of one buffer -- whose
+ *      over views of one buffer, the conversion of a buffer to another float type -- whose
  *      descriptor the caller filled once, with every array named by a buffer number instead of
  *      an address.  The runner copies the descriptor, puts the buffers' addresses in and calls
  *      the driver: the results are those of the same calls made one by one, bit for bit.
@@ -21,6 +21,7 @@
 #include "mc_act.h"
 #include "mc_attn.h"
 #include "mc_conv.h"
+#include "mc_convert.h"
 #include "mc_gemm.h"
 #include "mc_igemm.h"
 #include "mc_norm.h"
@@ -28,7 +29,8 @@
 
 enum {
     MC_STEP_GEMM = 1, MC_STEP_CONV = 2, MC_STEP_DW = 3, MC_STEP_POOL = 4, MC_STEP_ADD = 5,
-    MC_STEP_NORM = 6, MC_STEP_PAD = 7, MC_STEP_IGEMM = 8, MC_STEP_ATTN = 9
+    MC_STEP_NORM = 6, MC_STEP_PAD = 7, MC_STEP_IGEMM = 8, MC_STEP_ATTN = 9,
+    MC_STEP_CAST = 10
 };
 
 /* Zeros around images: N x H x W x C elements of es bytes into N x (pt + H + pb) x (pl + W + pr)
@@ -36,6 +38,13 @@ enum {
 typedef struct {
     int64_t n, h, w, c, pt, pb, pl, pr, es;
 } mc_pad_call;
+
+/* n contiguous elements of src_type converted to dst_type (mc_cast, the call kernels.cast makes
+ * for a contiguous array) */
+typedef struct {
+    int src_type, dst_type;
+    int64_t n;
+} mc_cast_call;
 
 /* mc_add_act's arguments but the arrays */
 typedef struct {
@@ -82,6 +91,7 @@ typedef struct {
         mc_pad_call pad;
         mc_iq_call iq;
         mc_attn_call attn;
+        mc_cast_call cast;
     } u;
 } mc_plan_step;
 
