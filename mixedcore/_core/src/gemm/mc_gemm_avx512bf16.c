@@ -24,8 +24,9 @@
  *      store) with one change: a bfloat16 output is rounded by VCVTNEPS2BF16 instead of the
  *      integer round-to-nearest-even.  The instruction agrees with mc_f32_to_bf16_bits on every
  *      normal number, zero and infinity, and differs only on subnormals (flushed) and NaNs
- *      (payload kept); one VFPCLASSPS per 16 values finds those lanes, which are stored again
- *      from the integer rounding (mc_scan_avx512bf16.c, design a, does the same).  The epilogue
+ *      (payload kept); one VFPCLASSPS per 16 values finds those lanes, which are rounded again
+ *      the integer way (mc_simd_avx512bf16.h, design a, which the depthwise epilogue and the
+ *      scan share).  The epilogue
  *      of a 14 x 32 tile is about a third as many instructions (1x1 convolutions and other
  *      small-K products: measured in docs/gemm.md).  The level's table gives it to both of its
  *      kernels, the pair kernel and the float32 one it inherits (runtime/mc_kernels.c).
@@ -51,7 +52,7 @@
 #include "mc_act_avx512_inl.h"
 #include "mc_gemm_kernels.h"
 #include "mc_gemm_scalar.h"
-#include "mc_simd_avx512.h"
+#include "mc_simd_avx512bf16.h"
 
 #define MC_MR 14
 #define MC_NV 2
@@ -440,35 +441,10 @@ static int mc_ukr_direct_t_bf16_avx512bf16_(int64_t kc, const void *ap, const ch
 
 /* --- epilogue (design e) ----------------------------------------------------------------------- */
 
-/* VFPCLASSPS categories: QNaN 0x01, denormal 0x20, SNaN 0x80. */
-#define MC_BF16_FIXUP_CLASSES_ 0xA1
-
-MC_INLINE_ void mc_store_bf16_(char *o, __mmask16 m, __m512 v)
-{
-    _mm256_mask_storeu_epi16(o, m, (__m256i)_mm512_cvtneps_pbh(v));
-    const __mmask16 fix = _mm512_mask_fpclass_ps_mask(m, v, MC_BF16_FIXUP_CLASSES_);
-    if (__builtin_expect(fix != 0, 0))
-        _mm256_mask_storeu_epi16(o, fix, _mm512_cvtepi32_epi16(mc_f32_to_bf16_lanes_avx512(
-                                              _mm512_castps_si512(v))));
-}
-
-/* v0 and v1 rounded to bfloat16 as mc_store_bf16_ rounds them, the 32 values in order in one
- * register: VCVTNE2PS2BF16, the NaN and subnormal lanes of both halves rounded again the
- * integer way */
-MC_INLINE_ __m512i mc_round2_bf16_(__m512 v0, __m512 v1)
-{
-    __m512i r = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
-    const __mmask32 fix = (__mmask32)_mm512_fpclass_ps_mask(v0, MC_BF16_FIXUP_CLASSES_) |
-                          ((__mmask32)_mm512_fpclass_ps_mask(v1, MC_BF16_FIXUP_CLASSES_) << 16);
-    if (__builtin_expect(fix != 0, 0))
-        r = _mm512_mask_mov_epi16(r, fix, mc_f32_to_bf16_join_avx512(v0, v1));
-    return r;
-}
-
 #define MC_EPI_FN_ mc_gemm_epi_avx512bf16_
 #define MC_EPI_PLAIN_FN_ mc_gemm_epi_plain_avx512bf16_
-#define MC_EPI_BF16_STORE_(o, m, v) mc_store_bf16_((o), (m), (v))
-#define MC_EPI_BF16_ROUND2_(v0, v1) mc_round2_bf16_((v0), (v1))
+#define MC_EPI_BF16_STORE_(o, m, v) mc_store_bf16_avx512bf16((o), (m), (v))
+#define MC_EPI_BF16_ROUND2_(v0, v1) mc_bf16_join_avx512bf16((v0), (v1))
 #include "mc_gemm_epi_avx512_inl.h"
 
 /* --- the micro-kernel with the epilogue in its registers (design g) ----------------------------- */

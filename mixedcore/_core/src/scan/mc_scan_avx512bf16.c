@@ -16,11 +16,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include "mc_scan_kernels.h"
-#include "mc_simd_avx512.h"
-
-
-/* VFPCLASSPS categories: QNaN 0x01, denormal 0x20, SNaN 0x80. */
-#define MC_FIXUP_CLASSES_ 0xA1
+#include "mc_simd_avx512bf16.h"
 
 /* 16 values at s[0..] (the lanes of k): unscale, store, fix the rare lanes (design b). */
 MC_INLINE_ void bf16_unscale16_(uint16_t *s, __m256i h, __m512 inv, __mmask16 k, float inv32)
@@ -28,7 +24,7 @@ MC_INLINE_ void bf16_unscale16_(uint16_t *s, __m256i h, __m512 inv, __mmask16 k,
     const __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
     const __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(w), inv);
     _mm256_mask_storeu_epi16(s, k, (__m256i)_mm512_cvtneps_pbh(f));
-    const __mmask16 fix = _mm512_mask_fpclass_ps_mask(k, f, MC_FIXUP_CLASSES_);
+    const __mmask16 fix = _mm512_mask_fpclass_ps_mask(k, f, MC_BF16_FIXUP_CLASSES);
     if (__builtin_expect(fix != 0, 0)) {
         uint16_t in[16];
         _mm256_storeu_si256((__m256i *)in, h);
