@@ -66,8 +66,8 @@ class Plan:
 
     Build it with ``input``, the step methods (``conv2d``, ``depthwise_conv2d``, ``matmul``,
     ``matmul_int8``, ``attention``, ``pool2d``, ``add``, ``layer_norm``, ``pad2d``, ``cast``,
-    ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns the outputs.  A step method returns the number of the buffer its result is in (``call``: a
-    list of them).
+    ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns the outputs.  A
+    step method returns the number of the buffer its result is in (``call``: a list of them).
     """
 
     def __init__(self) -> None:

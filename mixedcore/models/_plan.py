@@ -38,10 +38,11 @@ Design:
          convolution's window (no padded copy; an input in another floating dtype cast first,
          as the layer's call casts it); read by anything else -> the padding step (a copy with
          zeros around it); Flatten and Reshape -> views;
-       - anything else (and anything above whose operands are not in the layer's compute dtype)
-         -> a Python step that calls the layer (or runs the fold) as the graph does;
-       - an operand in another float type than the layer computes in -> the conversion step
-         (``Plan.cast``, the layer's own cast), so the model's input cast is a step too.
+       - an operand of a step above in another float type than the layer computes in -> first
+         the conversion step (``Plan.cast``: the cast the layer's call makes), so the model's
+         input cast under a mixed policy is a C step too;
+       - anything else (and anything above whose operands are not in a float type) -> a Python
+         step that calls the layer (or runs the fold) as the graph does.
      Each lowered step is the kernel call the layer (or fold) makes at inference with the same
      operands, so a plan gives the bits of the layer-by-layer inference with the same folds,
      under every policy (tests/test_plan.py).
