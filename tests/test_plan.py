@@ -200,6 +200,45 @@ def test_a_matmul_int8_step_is_quantize_rows_then_matmul_int8(isa_level, dtype):
     assert [op[2] for op in plan._ops] == ["matmul_int8"] * 3
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_layer_norm_quantizes_the_rows_its_int8_step_reads(isa_level, dtype):
+    """A layer normalization step followed by an int8 step on its rows quantizes them itself
+    (the int8 step multiplies only); the results are the separate calls' bits."""
+    rng = np.random.default_rng(30)
+    x = rand(rng, (4, 9, 96), dtype, 3.0)
+    x[1, 2] = 1.5                                 # a constant row: beta
+    gamma = rng.uniform(0.5, 2, 96).astype(F32)
+    beta = rng.standard_normal(96).astype(F32)
+    w96 = kernels.pack(rng.integers(-127, 128, (96, 40)).astype(np.int8))
+    w48 = kernels.pack(rng.integers(-127, 128, (48, 24)).astype(np.int8))
+    s40, s24 = rng.uniform(20, 60, 40).astype(F32), rng.uniform(20, 60, 24).astype(F32)
+    plan = kernels.Plan()
+    i = plan.input(x.shape, dtype)
+    h = plan.add(i, i, out_dtype=dtype)           # an arena buffer the normalization reads last
+    y = plan.layer_norm(h, gamma, beta, epsilon=1e-5)
+    fused = plan.matmul_int8(y, w96, s40, activation="gelu", out_dtype=dtype)
+    again = plan.matmul_int8(y, w96, s40)        # a second reader quantizes for itself
+    halves = plan.matmul_int8(plan.reshape(y, (4, 9, 2, 48)), w48, s24)
+    z = plan.layer_norm(i, gamma, beta, epsilon=1e-5)
+    after_view = plan.matmul_int8(plan.reshape(z, (36, 96)), w96, s40)
+    plan.finish([y, fused, again, halves, after_view])
+    assert plan._quantized_norms == {1, 5}
+    got = plan.run([x])
+    hk = kernels.add(x, x, out_dtype=dtype)
+    yk = kernels.layer_norm(hk, gamma, beta, epsilon=1e-5)
+    zk = kernels.layer_norm(x, gamma, beta, epsilon=1e-5)
+
+    def product(rows, packed, b_scale, **kw):
+        q, s = kernels.quantize_rows(rows)
+        return kernels.matmul_int8(q, packed, a_scale=s, b_scale=b_scale, **kw)
+
+    want = [yk, product(yk, w96, s40, activation="gelu", out_dtype=dtype),
+            product(yk, w96, s40), product(yk.reshape(4, 9, 2, 48), w48, s24),
+            product(zk.reshape(36, 96), w96, s40)]
+    for g, wnt in zip(got, want):
+        assert same_bits(g, wnt)
+
+
 def test_matmul_int8_step_errors():
     plan = kernels.Plan()
     i = plan.input((4, 16), F32)

@@ -26,10 +26,12 @@ cdef extern from "mc_plan.h" nogil:
     ctypedef struct mc_norm_call:
         mc_norm_job job
         int64_t rows
+        int q, scale, scale32
     ctypedef struct mc_iq_call:
         mc_igemm_call call
         int a_type
         int q, scale, scale32
+        int quantized
     ctypedef struct mc_attn_call:
         mc_attn_args a
         int64_t q_off, k_off, v_off
@@ -81,6 +83,11 @@ cdef bint _missing_buffer(const mc_plan_step *st, char **bufs, int64_t nb, int *
         ids[3] = st.u.iq.q
         ids[4] = st.u.iq.scale
         ids[5] = st.u.iq.scale32
+        n = 6
+    elif st.kind == MC_STEP_NORM and st.u.norm.q >= 0:
+        ids[3] = st.u.norm.q
+        ids[4] = st.u.norm.scale
+        ids[5] = st.u.norm.scale32
         n = 6
     for j in range(n):
         if ids[j] < 0 and j == 1:
@@ -158,10 +165,12 @@ cdef class PlanSteps:
         self.keep += [w, bias]
 
     def igemm(self, int src, int dst, PackedInt8Matrix w, int64_t m, int a_type, int out_type,
-              object b_scale, object bias, int act, int q, int scale, int scale32):
+              object b_scale, object bias, int act, int q, int scale, int scale32,
+              bint quantized=False):
         """out (m x n, out_type) = act(quantized(src) @ w / (b_scale * row scales) + bias):
         src's rows (m x k, a_type) quantized into buffers q and scale (widened into scale32),
-        then the int8 product, as quantize_rows and matmul_int8 compute it."""
+        then the int8 product, as quantize_rows and matmul_int8 compute it.  ``quantized``:
+        the layer normalization step before it fills q, scale and scale32 (quantize_after)."""
         cdef mc_plan_step *st = self._next(MC_STEP_IGEMM, src, -1, dst)
         cdef int64_t eo = 4 if out_type == 2 else 2
         st.u.iq.call.g.m = m
@@ -183,6 +192,7 @@ cdef class PlanSteps:
         st.u.iq.q = q
         st.u.iq.scale = scale
         st.u.iq.scale32 = scale32
+        st.u.iq.quantized = quantized
         self.keep += [w, b_scale, bias]
 
     def attention(self, int src, int dst, tuple dims, tuple offsets, tuple q_st, tuple k_st,
@@ -278,6 +288,7 @@ cdef class PlanSteps:
         """dst = LN(src [+ res]) * gamma + beta over rows of n elements, as layer_norm."""
         cdef mc_plan_step *st = self._next(MC_STEP_NORM, src, res, dst)
         st.u.norm.rows = rows
+        st.u.norm.q = st.u.norm.scale = st.u.norm.scale32 = -1
         st.u.norm.job.gamma = <const float *>_opt_data(gamma)
         st.u.norm.job.beta = <const float *>_opt_data(beta)
         st.u.norm.job.n = n
@@ -286,6 +297,16 @@ cdef class PlanSteps:
         st.u.norm.job.res_type = res_type
         st.u.norm.job.y_type = y_type
         self.keep += [gamma, beta]
+
+    def quantize_after(self, int64_t step, int q, int scale, int scale32):
+        """Layer normalization step ``step`` also quantizes its output rows into buffers q,
+        scale and scale32, as an int8 step would (mc_plan.h, design d)."""
+        if step < 0 or step >= self.n or self.steps[step].kind != MC_STEP_NORM:
+            raise ValueError(f"PlanSteps.quantize_after: step {step} is not a layer "
+                             f"normalization step")
+        self.steps[step].u.norm.q = q
+        self.steps[step].u.norm.scale = scale
+        self.steps[step].u.norm.scale32 = scale32
 
     def run(self, int64_t s0, int64_t s1, list buffers):
         """Runs steps [s0, s1) with buffer i the data of ``buffers[i]`` (C-contiguous arrays

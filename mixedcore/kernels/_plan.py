@@ -81,6 +81,7 @@ class Plan:
         self._free: list = []            # arenas no run is using: (arena, views)
         self._output_roots: list[int] = []
         self._views_of: dict[int, list[int]] = {}
+        self._quantized_norms: set[int] = set()
         self.level = ISA_LEVELS[_lib.get_level()]
 
     # -- buffers --------------------------------------------------------------------------------
@@ -184,7 +185,9 @@ class Plan:
         ``kernels.matmul_int8`` with the packed int8 ``b`` (k, n), its column scales
         ``b_scale`` (float32, (n,)), ``bias`` and ``activation``, rounded to ``out_dtype``
         (float32 by default) -- the calls of Keras's int8 Dense, the same bits.  The quantized
-        rows and their scales are buffers of the step's own."""
+        rows and their scales are buffers of the step's own; when the step just before is the
+        ``layer_norm`` that wrote ``src``'s rows, that step fills them (band by band, right
+        after normalizing) and this one multiplies only."""
         fname = "Plan.matmul_int8"
         buf = self._gemm_operand(fname, src)
         if not isinstance(b, _lib.PackedInt8Matrix):
@@ -213,10 +216,31 @@ class Plan:
         scale32 = self._new((m,), _F32, _ARENA)
         dst = self._new(buf.shape[:-1] + (n,), target, _ARENA)
         if m and n:
+            norm = self._quantizing_norm(src)
+            if norm is not None:       # that step quantizes the rows (mc_plan.h, design d)
+                self._core.quantize_after(self._ops[norm][1], q, scale, scale32)
+                for i in (q, scale, scale32):
+                    self._buffers[i].first = norm
             self._core.igemm(src, dst, b, m, GEMM_CODES[buf.dtype], GEMM_CODES[target],
-                             np.ascontiguousarray(b_scale), bias32, act, q, scale, scale32)
+                             np.ascontiguousarray(b_scale), bias32, act, q, scale, scale32,
+                             norm is not None)
             self._c_step(dst, "matmul_int8")
         return dst
+
+    def _quantizing_norm(self, src):
+        """The index of the op before this one when it is a layer normalization step that
+        wrote the buffer ``src`` (or the buffer it is a view of) and quantizes no rows yet,
+        else None."""
+        if not self._ops:
+            return None
+        last = len(self._ops) - 1
+        op = self._ops[last]
+        root = self._buffers[self._buffers[src].root]
+        if op[0] != "c" or op[2] != "layer_norm" or root.first != last or \
+                self._buffers[src].shape[-1] != root.shape[-1] or last in self._quantized_norms:
+            return None
+        self._quantized_norms.add(last)
+        return last
 
     def attention(self, src: int, *, heads: int, key_dim: int, value_dim: int, scale: float,
                   causal: bool = False) -> int:

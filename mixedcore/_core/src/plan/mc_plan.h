@@ -13,6 +13,10 @@
  *      the inputs and outputs), so one plan runs any number of times without allocating; the
  *      drivers take their scratch from the workspace as always.
  *   c. The runner stops at the first step whose driver fails and says which.
+ *   d. A layer normalization whose output an int8 step reads next quantizes each band of rows
+ *      right after normalizing it, while the rows are in cache, into the int8 step's buffers
+ *      (the level's row quantization kernel, the call mc_igemm_quantize makes per row: the
+ *      same bits), and the int8 step multiplies only: one pass over the normalized rows fewer.
  */
 #ifndef MC_PLAN_H_
 #define MC_PLAN_H_
@@ -52,10 +56,12 @@ typedef struct {
     int64_t n;
 } mc_add_call;
 
-/* mc_layer_norm's job but the arrays, and its rows */
+/* mc_layer_norm's job but the arrays, and its rows; with q >= 0 the normalized rows are also
+ * quantized for the int8 step that reads them (design d) */
 typedef struct {
     mc_norm_job job;             /* x, res (the residual buffer, src2), y from the buffers */
     int64_t rows;
+    int32_t q, scale, scale32;   /* buffer numbers of that int8 step's mc_iq_call, or -1 */
 } mc_norm_call;
 
 /* An int8 product of float rows (Keras's int8 Dense with its inputs quantized per row): the
@@ -67,6 +73,8 @@ typedef struct {
     mc_igemm_call call;          /* g.a, g.a_scale, g.out from the buffers */
     int a_type;
     int32_t q, scale, scale32;   /* buffer numbers */
+    int quantized;               /* 1: the normalization before it filled q, scale and scale32
+                                    (design d); the product only */
 } mc_iq_call;
 
 /* The fused attention with Q, K and V views of one buffer (a self-attention's three projections
