@@ -662,6 +662,25 @@ def test_compiled_steps_refuse_ranges_and_buffers_they_do_not_have():
         steps.run(0, 2, [x.tolist() if b is x else b for b in arrays])
     assert steps.run(0, 2, arrays) == (0, -1)
     assert same_bits(arrays[a], want[0]) and same_bits(arrays[q], want[1])
+    # a layer normalization that quantizes for the int8 step after it uses that step's buffers
+    plan = kernels.Plan()
+    i = plan.input(x.shape, F32)
+    y = plan.layer_norm(i)
+    q = plan.matmul_int8(y, kernels.pack(rng.integers(-127, 128, (70, 5)).astype(np.int8)),
+                         rng.uniform(20, 60, 5).astype(F32))
+    plan.finish([q])
+    arena, views = plan._new_arena()
+    arrays = list(views)
+    arrays[i], arrays[q] = x, np.empty(plan.shape(q), F32)
+    own = [buf for buf in range(len(arrays)) if arrays[buf] is not None and buf not in (i, y, q)]
+    assert len(own) == 3                      # the codes, the scales, the widened scales
+    for buf in own:
+        held, arrays[buf] = arrays[buf], None
+        with pytest.raises(ValueError, match=rf"step 0 uses buffer {buf}"):
+            plan._core.run(0, 1, arrays)
+        arrays[buf] = held
+    assert plan._core.run(0, 2, arrays) == (0, -1)
+    assert same_bits(arrays[q], plan.run([x])[0])
 
 
 def test_runs_in_several_threads_at_once_give_each_its_own_result():
