@@ -237,6 +237,11 @@ def test_a_layer_norm_quantizes_the_rows_its_int8_step_reads(isa_level, dtype):
             product(zk.reshape(36, 96), w96, s40)]
     for g, wnt in zip(got, want):
         assert same_bits(g, wnt)
+    steps = plan._core
+    for bad in (-1, 0, 2, len(steps)):       # the sum, an int8 step, past the end
+        with pytest.raises(ValueError, match=rf"PlanSteps.quantize_after: step {bad} is not a "
+                                             r"layer normalization step"):
+            steps.quantize_after(bad, 0, 0, 0)
 
 
 def test_matmul_int8_step_errors():

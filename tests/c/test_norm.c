@@ -95,6 +95,50 @@ static void check_case(int64_t rows, int64_t n, int xt, int rt, int yt, int affi
     free(rstd_ref);
 }
 
+/* mc_layer_norm_then: the hook sees every row once, each band already normalized */
+typedef struct {
+    const float *y, *y_ref;
+    int64_t n;
+    int *seen;
+    int late;                    /* a band whose rows were not yet normalized */
+} after_ctx_;
+
+static void after_(void *ctx, int64_t r0, int64_t r1)
+{
+    after_ctx_ *c = (after_ctx_ *)ctx;
+    for (int64_t r = r0; r < r1; ++r) {
+        __atomic_add_fetch(&c->seen[r], 1, __ATOMIC_RELAXED);
+        if (memcmp(c->y + r * c->n, c->y_ref + r * c->n, (size_t)c->n * 4) != 0)
+            __atomic_store_n(&c->late, 1, __ATOMIC_RELAXED);
+    }
+}
+
+static void check_after(void)
+{
+    enum { ROWS = 300, N = 200 };
+    float *x = mcx_alloc(ROWS * N * 4), *y = mcx_alloc(ROWS * N * 4);
+    float *y_ref = mcx_alloc(ROWS * N * 4);
+    int seen[ROWS];
+    memset(seen, 0, sizeof seen);
+    for (int64_t i = 0; i < ROWS * N; ++i)
+        x[i] = (float)((i * 7919) % 1000) / 100.0f;
+    mc_norm_job job = {.x = x, .res = NULL, .gamma = NULL, .beta = NULL, .y = y_ref,
+                       .mean = NULL, .rstd = NULL, .n = N, .eps = 1e-3, .x_type = MC_F32,
+                       .res_type = -1, .y_type = MC_F32};
+    mcx_case("layer_norm_then");
+    MCX_CHECK(mc_layer_norm(&job, ROWS) == MC_NORM_OK, "status");
+    job.y = y;
+    after_ctx_ c = {.y = y, .y_ref = y_ref, .n = N, .seen = seen, .late = 0};
+    MCX_CHECK(mc_layer_norm_then(&job, ROWS, after_, &c) == MC_NORM_OK, "status");
+    for (int r = 0; r < ROWS; ++r)
+        MCX_CHECK(seen[r] == 1, "row %d seen %d times", r, seen[r]);
+    MCX_CHECK(!c.late, "a band reached the hook before it was normalized");
+    MCX_CHECK(mc_layer_norm_then(&job, -1, after_, &c) == MC_NORM_EARG, "rows < 0 accepted");
+    free(x);
+    free(y);
+    free(y_ref);
+}
+
 static void check_arguments(void)
 {
     float v[4] = {1, 2, 3, 4}, out[4] = {0, 0, 0, 0};
@@ -135,6 +179,7 @@ int main(void)
                                        k % 2, k % 3 == 0, k % 5 == 0);
                         }
             check_arguments();
+            check_after();
         }
     return mcx_end("test_norm");
 }

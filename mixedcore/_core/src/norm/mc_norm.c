@@ -14,13 +14,18 @@ typedef struct {
     mc_layer_norm_fn fn;
     const mc_norm_job *job;
     int64_t rows, unit;
+    mc_norm_after_fn after;
+    void *ctx;
 } mc_norm_run_;
 
 static void mc_norm_unit_(void *ctx, int64_t u)
 {
     const mc_norm_run_ *run = (const mc_norm_run_ *)ctx;
     const int64_t r0 = u * run->unit;
-    run->fn(run->job, r0, run->rows - r0 < run->unit ? run->rows : r0 + run->unit);
+    const int64_t r1 = run->rows - r0 < run->unit ? run->rows : r0 + run->unit;
+    run->fn(run->job, r0, r1);
+    if (run->after != NULL)
+        run->after(run->ctx, r0, r1);
 }
 
 static int mc_norm_type_ok_(int type)
@@ -29,6 +34,11 @@ static int mc_norm_type_ok_(int type)
 }
 
 int mc_layer_norm(const mc_norm_job *job, int64_t rows)
+{
+    return mc_layer_norm_then(job, rows, NULL, NULL);
+}
+
+int mc_layer_norm_then(const mc_norm_job *job, int64_t rows, mc_norm_after_fn after, void *ctx)
 {
     if (job == NULL || rows < 0 || job->n < 0)
         return MC_NORM_EARG;
@@ -40,7 +50,7 @@ int mc_layer_norm(const mc_norm_job *job, int64_t rows)
     if (job->x == NULL || job->y == NULL)
         return MC_NORM_EARG;
     mc_norm_run_ run = {.fn = mc_kernels(mc_rt_level())->norm.layer_norm, .job = job,
-                        .rows = rows, .unit = 0};
+                        .rows = rows, .unit = 0, .after = after, .ctx = ctx};
     const int nt = mc_rt_threads_for(mc_work_mul(rows, job->n), MC_NORM_PARALLEL_MIN);
     run.unit = (rows + MC_NORM_UNITS_PER_THREAD_ * (int64_t)nt - 1) /
                (MC_NORM_UNITS_PER_THREAD_ * (int64_t)nt);

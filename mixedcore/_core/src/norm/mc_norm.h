@@ -45,5 +45,10 @@
  * a type code other than MC_F16 / MC_BF16 / MC_F32, or a NULL x or y with work to do. */
 enum { MC_NORM_OK = 0, MC_NORM_EARG = -2 };
 int mc_layer_norm(const mc_norm_job *job, int64_t rows);
+/* mc_layer_norm, and after each band of rows [r0, r1) is normalized, after(ctx, r0, r1) on the
+ * thread that normalized it, while the rows are in its cache (the plan quantizes them there
+ * for an int8 step: mc_plan.h, design d); after NULL: mc_layer_norm. */
+typedef void (*mc_norm_after_fn)(void *ctx, int64_t r0, int64_t r1);
+int mc_layer_norm_then(const mc_norm_job *job, int64_t rows, mc_norm_after_fn after, void *ctx);
 
 #endif

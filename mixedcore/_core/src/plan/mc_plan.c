@@ -1,15 +1,9 @@
 /* The plan runner; see mc_plan.h. */
 #include <string.h>
-#include "mc_checked.h"
 #include "mc_convert_scalar.h"
 #include "mc_kernels.h"
 #include "mc_plan.h"
 #include "mc_runtime.h"
-
-/* elements below which a normalization with its quantization stays on one thread (the
- * normalization driver's threshold), and bands per thread */
-#define MC_NQ_PARALLEL_MIN ((int64_t)1 << 15)
-#define MC_NQ_UNITS_PER_THREAD_ 8
 
 /* scale (m values of type) widened to float32 (exactly) into s32 */
 static void mc_widen_scales_(const char *scale, int type, int64_t r0, int64_t r1, float *s32)
@@ -27,57 +21,24 @@ static void mc_widen_scales_(const char *scale, int type, int64_t r0, int64_t r1
     }
 }
 
-/* design d: bands of rows normalized, then quantized with their scales widened */
+/* design d: a band of normalized rows quantized, their scales widened */
 typedef struct {
     const mc_norm_job *job;
-    mc_layer_norm_fn norm;
     mc_igemm_quant_fn quant;
-    int64_t rows, band;
     int8_t *q;
     char *scale;
     float *s32;
-} mc_nq_run_;
+} mc_nq_;
 
-static void mc_nq_unit_(void *ctx, int64_t u)
+static void mc_nq_band_(void *ctx, int64_t r0, int64_t r1)
 {
-    const mc_nq_run_ *r = (const mc_nq_run_ *)ctx;
+    const mc_nq_ *r = (const mc_nq_ *)ctx;
     const mc_norm_job *job = r->job;
-    const int64_t r0 = u * r->band, r1 = r->rows - r0 < r->band ? r->rows : r0 + r->band;
     const int64_t es = job->y_type == MC_F32 ? 4 : 2;
-    r->norm(job, r0, r1);
     for (int64_t i = r0; i < r1; ++i)
         r->quant((const char *)job->y + i * job->n * es, job->y_type, job->n, es,
                  r->q + i * job->n, 1, r->scale + i * es);
     mc_widen_scales_(r->scale, job->y_type, r0, r1, r->s32);
-}
-
-static int mc_norm_quant_(const mc_norm_call *nc, const mc_norm_job *job, char *const *bufs)
-{
-    const int64_t rows = nc->rows;
-    const int types_ok = (job->x_type == MC_F16 || job->x_type == MC_BF16 ||
-                          job->x_type == MC_F32) &&
-                         (job->y_type == MC_F16 || job->y_type == MC_BF16 ||
-                          job->y_type == MC_F32) &&
-                         (job->res == NULL || job->res_type == MC_F16 ||
-                          job->res_type == MC_BF16 || job->res_type == MC_F32);
-    if (rows < 0 || job->n < 0 || !types_ok)
-        return MC_PLAN_EARG;
-    if (rows == 0 || job->n == 0)
-        return MC_PLAN_OK;
-    const mc_level_kernels *lk = mc_kernels(mc_rt_level());
-    mc_nq_run_ run = {.job = job, .norm = lk->norm.layer_norm, .quant = lk->igemm.quant,
-                      .rows = rows, .q = (int8_t *)bufs[nc->q], .scale = bufs[nc->scale],
-                      .s32 = (float *)bufs[nc->scale32]};
-    const int nt = mc_rt_threads_for(mc_work_mul(rows, job->n), MC_NQ_PARALLEL_MIN);
-    run.band = (rows + MC_NQ_UNITS_PER_THREAD_ * (int64_t)nt - 1) /
-               (MC_NQ_UNITS_PER_THREAD_ * (int64_t)nt);
-    if (run.band < 1)
-        run.band = 1;
-    mc_fpenv saved;
-    mc_fpenv_enter(&saved);
-    mc_run(mc_nq_unit_, &run, (rows + run.band - 1) / run.band, nt);
-    mc_fpenv_leave(&saved);
-    return MC_PLAN_OK;
 }
 
 /* mc_iq_call (mc_plan.h): quantize the rows, widen their scales, multiply */
@@ -167,9 +128,13 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         job.x = bufs[st->src];
         job.res = st->src2 >= 0 ? bufs[st->src2] : NULL;
         job.y = bufs[st->dst];
-        if (st->u.norm.q >= 0)
-            return mc_norm_quant_(&st->u.norm, &job, bufs);
-        return mc_layer_norm(&job, st->u.norm.rows) == MC_NORM_OK ? MC_PLAN_OK : MC_PLAN_EARG;
+        const mc_norm_call *nc = &st->u.norm;
+        mc_nq_ nq = {.job = &job, .quant = mc_kernels(mc_rt_level())->igemm.quant,
+                     .q = nc->q >= 0 ? (int8_t *)bufs[nc->q] : NULL,
+                     .scale = nc->q >= 0 ? bufs[nc->scale] : NULL,
+                     .s32 = nc->q >= 0 ? (float *)bufs[nc->scale32] : NULL};
+        return mc_layer_norm_then(&job, nc->rows, nc->q >= 0 ? mc_nq_band_ : NULL, &nq) ==
+                       MC_NORM_OK ? MC_PLAN_OK : MC_PLAN_EARG;
     }
     case MC_STEP_PAD:
         mc_pad_(&st->u.pad, bufs[st->src], bufs[st->dst]);

@@ -14,9 +14,10 @@
  *      drivers take their scratch from the workspace as always.
  *   c. The runner stops at the first step whose driver fails and says which.
  *   d. A layer normalization whose output an int8 step reads next quantizes each band of rows
- *      right after normalizing it, while the rows are in cache, into the int8 step's buffers
- *      (the level's row quantization kernel, the call mc_igemm_quantize makes per row: the
- *      same bits), and the int8 step multiplies only: one pass over the normalized rows fewer.
+ *      right after normalizing it, while the rows are in cache (mc_layer_norm_then's hook),
+ *      into the int8 step's buffers (the level's row quantization kernel, the call
+ *      mc_igemm_quantize makes per row: the same bits), and the int8 step multiplies only: one
+ *      pass over the normalized rows fewer.
  */
 #ifndef MC_PLAN_H_
 #define MC_PLAN_H_
