@@ -1135,3 +1135,92 @@ def test_a_masked_graph_is_not_split(monkeypatch):
     got = model.predict_on_batch(ids)
     assert list(model._graph._chunks.values()) == [3]
     assert same_bits(got, model._graph.run([ids])[0][0])
+
+
+# -- blocks: expand -> depthwise -> project as one step -------------------------------------------
+
+def _block_plan(x_shape, dtype, expand, out, blocks, stride=1, padding="same", dilation=1,
+                mult=1, residual=False, seed=0):
+    rng = np.random.default_rng(seed)
+    c = x_shape[-1]
+    plan = kernels.Plan(blocks=blocks)
+    x = plan.add(*[plan.input(x_shape, dtype)] * 2, out_dtype=dtype)   # in the arena
+    we = kernels.pack(rng.standard_normal((c, expand)).astype(F32) / 3, dtype=dtype)
+    e = plan.matmul(x, we, bias=rng.standard_normal(expand).astype(F32), activation="relu6",
+                    out_dtype=dtype)
+    dk = rng.standard_normal((3, 3, expand, mult)).astype(F32) / 2
+    d = plan.depthwise_conv2d(e, dk, strides=stride, padding=padding, dilation_rate=dilation,
+                              bias=rng.standard_normal(expand * mult).astype(F32),
+                              activation="relu6", out_dtype=dtype)
+    wp = kernels.pack(rng.standard_normal((expand * mult, out)).astype(F32) / 4, dtype=dtype)
+    y = plan.matmul(d, wp, bias=rng.standard_normal(out).astype(F32), out_dtype=dtype,
+                    residual=x if residual else None)
+    plan.finish([plan.add(y, y, out_dtype=dtype)])     # y in the arena too
+    return plan
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", [
+    dict(x_shape=(1, 40, 40, 8), expand=256, out=8, residual=True),       # bands carry rows
+    dict(x_shape=(1, 40, 40, 8), expand=256, out=8),
+    dict(x_shape=(1, 40, 40, 8), expand=16, out=64),      # y where x would be, x read once
+    dict(x_shape=(2, 41, 23, 6), expand=96, out=10, stride=2),
+    dict(x_shape=(3, 17, 16, 8), expand=24, out=8, padding=((0, 1), (0, 1)), stride=2),
+    dict(x_shape=(1, 30, 21, 5), expand=40, out=7, dilation=2, mult=2),
+    dict(x_shape=(1, 7, 7, 16), expand=64, out=16, residual=True),        # few rows
+    dict(x_shape=(1, 3, 40, 4), expand=300, out=4, padding="valid"),
+], ids=["carry", "no-residual", "y-after-x", "stride2", "pad", "dilated-mult2", "7x7", "one-row"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_block_gives_the_bits_of_its_three_steps(isa_level, dtype, case, threads):
+    x = rand(np.random.default_rng(1), case["x_shape"], dtype)
+    one_by_one = _block_plan(dtype=dtype, blocks=False, **case)
+    block = _block_plan(dtype=dtype, blocks=True, **case)
+    assert one_by_one.blocks == [] and block.blocks == [1]
+    with kernels.threads(threads):
+        [want] = one_by_one.run([x])
+        for _ in range(2):                      # the workspaces kept from the run before
+            [got] = block.run([x])
+            assert same_bits(got, want)
+        # a range that holds part of a block runs its steps one by one
+        arrays = [None] * len(block._buffers)
+        arena, views = block._free[0]
+        arrays = list(views)
+        arrays[0] = x
+        arrays[block._outputs[0]] = out = np.empty_like(want)
+        for s in range(5):
+            assert block._core.run(s, s + 1, arrays) == (0, -1)
+        assert same_bits(out, want)
+
+
+def test_what_is_not_a_block():
+    rng = np.random.default_rng(2)
+    w = kernels.pack(rng.standard_normal((8, 16)).astype(F32), dtype=BF16)
+    wp = kernels.pack(rng.standard_normal((16, 8)).astype(F32), dtype=BF16)
+    dk = rng.standard_normal((3, 3, 16, 1)).astype(F32)
+    # the expanded buffer read again later, the depthwise output an output, a view between
+    for case in ("reread", "output", "view"):
+        plan = kernels.Plan()
+        x = plan.input((1, 8, 8, 8), BF16)
+        e = plan.matmul(x, w, out_dtype=BF16)
+        d = plan.depthwise_conv2d(e, dk, padding="same", out_dtype=BF16)
+        src = plan.reshape(d, (1, 64, 16)) if case == "view" else d
+        y = plan.matmul(src, wp, out_dtype=BF16)
+        outs = [y, plan.add(e, e) if case == "reread" else y]
+        plan.finish(outs + ([d] if case == "output" else []))
+        assert plan.blocks == [], case
+    steps = _block_plan((1, 8, 8, 4), BF16, 8, 4, blocks=False)._core
+    for bad in (-1, 2, 5):
+        with pytest.raises(ValueError, match=r"PlanSteps.fuse_block: (steps|step) "):
+            steps.fuse_block(bad)
+    with pytest.raises(ValueError, match="are not a product, the depthwise convolution"):
+        steps.fuse_block(0)
+    steps.fuse_block(1)
+    with pytest.raises(ValueError, match="PlanSteps.fuse_block: step 1 starts a block already"):
+        steps.fuse_block(1)
+    plan = kernels.Plan(blocks=False)               # three products
+    h = plan.input((1, 8, 8, 8), BF16)
+    for _ in range(3):
+        h = plan.matmul(h, kernels.pack(rng.standard_normal((8, 8)).astype(F32), dtype=BF16))
+    with pytest.raises(ValueError, match="are not a product, the depthwise convolution of its "
+                                         "output and a product of that"):
+        plan._core.fuse_block(0)

@@ -15,6 +15,7 @@ cdef extern from "mc_act.h" nogil:
 cdef extern from "mc_plan.h" nogil:
     int MC_STEP_GEMM, MC_STEP_CONV, MC_STEP_DW, MC_STEP_POOL, MC_STEP_ADD, MC_STEP_NORM
     int MC_STEP_PAD, MC_STEP_IGEMM, MC_STEP_ATTN, MC_STEP_CAST
+    int MC_F64
     ctypedef struct mc_pad_call:
         int64_t n, h, w, c, pt, pb, pl, pr, es
     ctypedef struct mc_cast_call:
@@ -49,6 +50,7 @@ cdef extern from "mc_plan.h" nogil:
     ctypedef struct mc_plan_step:
         int kind
         int src, src2, dst
+        int block
         mc_plan_u u
     int MC_PLAN_OK, MC_PLAN_NOMEM, MC_PLAN_FORMAT, MC_PLAN_EARG, MC_PLAN_TOOBIG
     int mc_plan_run(const mc_plan_step *steps, int64_t s0, int64_t s1, char *const *bufs,
@@ -307,6 +309,41 @@ cdef class PlanSteps:
         self.steps[step].u.norm.q = q
         self.steps[step].u.norm.scale = scale
         self.steps[step].u.norm.scale32 = scale32
+
+    def fuse_block(self, int64_t step):
+        """Steps ``step`` (a pointwise product over images), ``step + 1`` (the depthwise
+        convolution of its output) and ``step + 2`` (a pointwise product of that) run as one
+        block (mc_plan.h, design e): band by band of output rows, their two intermediates in
+        buffers of the block's own.  ValueError when the three are not such steps, or one of
+        them is in a block already."""
+        cdef mc_plan_step *e
+        cdef mc_plan_step *d
+        cdef mc_plan_step *p
+        cdef mc_conv_geom *g
+        cdef int64_t i
+        if step < 0 or step + 3 > self.n:
+            raise ValueError(f"PlanSteps.fuse_block: steps [{step}, {step + 3}) are not within "
+                             f"the plan's {self.n} steps")
+        for i in range(max(step - 2, 0), step + 3):
+            if self.steps[i].block:
+                raise ValueError(f"PlanSteps.fuse_block: step {i} starts a block already")
+        e, d, p = &self.steps[step], &self.steps[step + 1], &self.steps[step + 2]
+        if e.kind != MC_STEP_GEMM or d.kind != MC_STEP_DW or p.kind != MC_STEP_GEMM or \
+                e.src2 >= 0 or d.src != e.dst or p.src != d.dst or d.u.dw.x_type == MC_F64:
+            raise ValueError(f"PlanSteps.fuse_block: steps {step}, {step + 1}, {step + 2} are "
+                             f"not a product, the depthwise convolution of its output and a "
+                             f"product of that")
+        g = &d.u.dw.geo
+        if e.u.gemm.g.m != g.n * g.h * g.w or e.u.gemm.g.n != g.c or \
+                e.u.gemm.g.out_type != d.u.dw.x_type or \
+                p.u.gemm.g.k != g.c * d.u.dw.mult or p.u.gemm.g.m != g.n * g.oh * g.ow or \
+                p.u.gemm.g.a_type != d.u.dw.out_type:
+            raise ValueError(f"PlanSteps.fuse_block: the shapes or types of steps {step}, "
+                             f"{step + 1}, {step + 2} do not chain: product {e.u.gemm.g.m} x "
+                             f"{e.u.gemm.g.n}, depthwise {g.n} x {g.h} x {g.w} x {g.c} -> "
+                             f"{g.oh} x {g.ow} (multiplier {d.u.dw.mult}), product "
+                             f"{p.u.gemm.g.m} x {p.u.gemm.g.k}")
+        e.block = 1
 
     def run(self, int64_t s0, int64_t s1, list buffers):
         """Runs steps [s0, s1) with buffer i the data of ``buffers[i]`` (C-contiguous arrays

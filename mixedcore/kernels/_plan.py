@@ -13,7 +13,13 @@ Design:
      from the step that writes it to the last step that reads it, and two buffers share bytes
      only when their lives do not overlap (largest first, each at the lowest offset that
      fits).  ``reshape`` gives a view of a buffer under another shape, the same bytes.
-  c. ``run`` runs consecutive C steps as one range in the core without the GIL and the
+  c. ``finish`` marks each pointwise product over images, the depthwise convolution of its
+     output and the pointwise product of that -- MobileNetV2's expand -> depthwise -> project,
+     the last with a residual or not -- whose two intermediates no other step reads, as one
+     block (``src/plan/mc_plan.h``, design e: band by band of output rows in cache, the same
+     bits), unless the plan was made with ``blocks=False``; the input of a block lives until
+     its last step.
+  d. ``run`` runs consecutive C steps as one range in the core without the GIL and the
      ``call`` steps between the ranges; nothing is allocated but the outputs (and what the
      ``call`` functions and the drivers' workspaces allocate).  A run takes an arena no other
      run is using -- another one is made when runs overlap in several threads -- and gives it
@@ -68,9 +74,10 @@ class Plan:
     ``matmul_int8``, ``attention``, ``pool2d``, ``add``, ``layer_norm``, ``pad2d``, ``cast``,
     ``reshape``, ``call``), then ``finish(outputs)``; ``run(inputs)`` returns the outputs.  A
     step method returns the number of the buffer its result is in (``call``: a list of them).
+    ``blocks=False`` runs every step on its own (design c).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, blocks: bool = True) -> None:
         self._core = _lib.PlanSteps()
         self._buffers: list[_Buffer] = []
         self._ops: list = []           # ("c", step index, method) or ("py", fn, srcs, dsts)
@@ -82,6 +89,9 @@ class Plan:
         self._output_roots: list[int] = []
         self._views_of: dict[int, list[int]] = {}
         self._quantized_norms: set[int] = set()
+        self._blocks = bool(blocks)
+        self.blocks: list[int] = []      # the first steps of the blocks (design c)
+        self._links: dict[int, tuple[int, int, int | None]] = {}   # op -> (src, dst, residual)
         self.level = ISA_LEVELS[_lib.get_level()]
 
     # -- buffers --------------------------------------------------------------------------------
@@ -174,6 +184,7 @@ class Plan:
         if m and n:
             self._core.gemm(src, dst, b, m, GEMM_CODES[buf.dtype], GEMM_CODES[target], bias32,
                             act, res)
+            self._links[len(self._ops)] = (src, dst, residual)
             self._c_step(dst, "matmul")
         return dst
 
@@ -335,6 +346,7 @@ class Plan:
         if math.prod(self._buffers[dst].shape):
             self._core.depthwise(src, dst, w, bias32, geom, mult, FLOAT_CODES[buf.dtype],
                                  FLOAT_CODES[target], act)
+            self._links[len(self._ops)] = (src, dst, None)
             self._c_step(dst, "depthwise_conv2d")
         return dst
 
@@ -483,6 +495,8 @@ class Plan:
             if root.kind == _ARENA:
                 root.kind = _OUTPUT
         self._outputs = outputs
+        if self._blocks:
+            self._fuse_blocks()
         self._place()
         self._segments = self._cut()
         # what a run binds: the outputs' roots (new arrays) and, per root outside the arena,
@@ -493,6 +507,34 @@ class Plan:
         for i, b in enumerate(self._buffers):
             if b.root != i and self._buffers[b.root].kind != _ARENA:
                 self._views_of.setdefault(b.root, []).append(i)
+
+    def _fuse_blocks(self) -> None:
+        """Design c: marks the blocks in the core, each block's input kept until its end."""
+        k = 0
+        while k + 2 < len(self._ops):
+            if self._block_at(k):
+                self._core.fuse_block(self._ops[k][1])
+                self.blocks.append(k)
+                x = self._buffers[self._buffers[self._links[k][0]].root]
+                x.last = max(x.last, k + 2)
+                k += 3
+            else:
+                k += 1
+
+    def _block_at(self, k):
+        ops = self._ops[k:k + 3]
+        if [op[0] for op in ops] != ["c"] * 3 or \
+                [op[2] for op in ops] != ["matmul", "depthwise_conv2d", "matmul"] or \
+                [op[1] for op in ops] != [ops[0][1], ops[0][1] + 1, ops[0][1] + 2]:
+            return False
+        (x, e, e_res), (d_src, d, _), (p_src, _, _) = (self._links[k + i] for i in range(3))
+        if e_res is not None or len(self._buffers[x].shape) != 4:
+            return False
+        for i, (made, read) in enumerate(((e, d_src), (d, p_src))):
+            buf = self._buffers[made]
+            if made != read or buf.root != made or buf.kind != _ARENA or buf.last != k + i + 1:
+                return False
+        return True
 
     def _place(self) -> None:
         roots = [b for i, b in enumerate(self._buffers) if b.root == i and b.kind == _ARENA]

@@ -78,6 +78,171 @@ static void mc_pad_(const mc_pad_call *p, const char *x, char *y)
     }
 }
 
+static int mc_gemm_status_(int r)
+{
+    return r == MC_GEMM_OK ? MC_PLAN_OK : r == MC_GEMM_FORMAT ? MC_PLAN_FORMAT
+                                        : r == MC_GEMM_TOOBIG ? MC_PLAN_TOOBIG : MC_PLAN_NOMEM;
+}
+
+static int mc_dw_status_(int r)
+{
+    return r == MC_CONV_OK ? MC_PLAN_OK : r == MC_CONV_TOOBIG ? MC_PLAN_TOOBIG : MC_PLAN_NOMEM;
+}
+
+/* --- design e: a pointwise product, a depthwise convolution and a pointwise product ---------- */
+
+/* A band's output rows: as many as keep its expanded rows (its windows' rows) within
+ * MC_BLOCK_BAND_BYTES, and at least MC_BLOCK_BAND_PIXELS output pixels (each band calls the
+ * three drivers once); a run whose units would leave a thread more than MC_BLOCK_SKEW times its
+ * share runs the three steps one by one.  Measured on MobileNetV2 (docs/inference.md). */
+#define MC_BLOCK_BAND_BYTES (96 * 1024)
+#define MC_BLOCK_BAND_PIXELS 224
+#define MC_BLOCK_SKEW 1.1
+
+typedef struct {
+    const mc_plan_step *e, *d, *p;   /* the three steps */
+    const char *x, *res;
+    char *y;
+    int64_t parts, band;         /* ranges of output rows per image; output rows per band */
+    int64_t ebytes;              /* bytes of a band's expanded rows (64-byte multiple) */
+    int status;                  /* the first failure, MC_PLAN_* */
+} mc_block_job_;
+
+static int64_t mc_min_(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t mc_max_(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* The expanded rows [lo, hi) whose windows output rows [a, b) read. */
+static void mc_block_rows_(const mc_conv_geom *g, int64_t a, int64_t b, int64_t *lo, int64_t *hi)
+{
+    *lo = mc_min_(mc_max_(a * g->sh - g->pt, 0), g->h);
+    *hi = mc_max_(mc_min_((b - 1) * g->sh - g->pt + (g->kh - 1) * g->dh + 1, g->h), *lo);
+}
+
+static void mc_block_fail_(mc_block_job_ *job, int r)
+{
+    int expected = MC_PLAN_OK;
+    __atomic_compare_exchange_n(&job->status, &expected, r, 0, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
+}
+
+static int mc_block_band_(const mc_block_job_ *job, int64_t n, int64_t a, int64_t b,
+                          int64_t lo, int64_t hi, int64_t from, char *ebuf, char *dbuf)
+{
+    const mc_conv_geom *g = &job->d->u.dw.geo;
+    const mc_gemm_call *ec = &job->e->u.gemm, *pc = &job->p->u.gemm;
+    const int64_t erow = g->w * ec->g.o_rs;
+    int r = MC_PLAN_OK;
+    if (from < hi) {                 /* the expanded rows [from, hi) of image n */
+        mc_gemm_call c = *ec;
+        c.g.a = job->x + (n * g->h + from) * g->w * ec->g.a_rs;
+        c.g.m = (hi - from) * g->w;
+        c.g.out = ebuf + (from - lo) * erow;
+        r = mc_gemm_status_(mc_gemm(&c));
+    }
+    if (r == MC_PLAN_OK) {           /* output rows [a, b) from the expanded rows [lo, hi) */
+        mc_dw_call c = job->d->u.dw;
+        c.geo.n = 1;
+        c.geo.h = hi - lo;
+        c.geo.oh = b - a;
+        c.geo.pt = g->pt + lo - a * g->sh;
+        c.x = ebuf;
+        c.out = dbuf;
+        r = mc_dw_status_(mc_conv_depthwise(&c));
+    }
+    if (r == MC_PLAN_OK) {
+        const int64_t first = (n * g->oh + a) * g->ow;
+        mc_gemm_call c = *pc;
+        c.g.a = dbuf;
+        c.g.m = (b - a) * g->ow;
+        c.g.out = job->y + first * pc->g.o_rs;
+        c.g.res = job->res != NULL ? job->res + first * pc->g.res_rs : NULL;
+        r = mc_gemm_status_(mc_gemm(&c));
+    }
+    return r;
+}
+
+static void mc_block_unit_(void *ctx, int64_t u)
+{
+    mc_block_job_ *job = (mc_block_job_ *)ctx;
+    if (__atomic_load_n(&job->status, __ATOMIC_RELAXED) != MC_PLAN_OK)
+        return;
+    const mc_conv_geom *g = &job->d->u.dw.geo;
+    const int64_t n = u / job->parts, part = u - n * job->parts;
+    const int64_t r0 = part * g->oh / job->parts, r1 = (part + 1) * g->oh / job->parts;
+    const int64_t erow = g->w * job->e->u.gemm.g.o_rs;
+    char *ebuf = (char *)mc_workspace(MC_WS_BLOCK,
+                                      job->ebytes + job->band * g->ow * job->p->u.gemm.g.a_rs);
+    if (ebuf == NULL) {
+        mc_block_fail_(job, MC_PLAN_NOMEM);
+        return;
+    }
+    /* the drivers run on this thread: the unit is the team's share of the work */
+    const int threads = mc_rt_thread_override();
+    mc_rt_set_thread_override(1);
+    int64_t e0 = 0, e1 = 0;          /* the expanded rows ebuf holds */
+    for (int64_t a = r0; a < r1; a += job->band) {
+        const int64_t b = mc_min_(a + job->band, r1);
+        int64_t lo, hi;
+        mc_block_rows_(g, a, b, &lo, &hi);
+        int64_t from = lo;
+        if (lo >= e0 && lo < e1) {   /* rows the previous band expanded: moved to the top */
+            memmove(ebuf, ebuf + (lo - e0) * erow, (size_t)((e1 - lo) * erow));
+            from = e1;
+        }
+        const int r = mc_block_band_(job, n, a, b, lo, hi, from, ebuf, ebuf + job->ebytes);
+        if (r != MC_PLAN_OK) {
+            mc_block_fail_(job, r);
+            break;
+        }
+        e0 = lo;
+        e1 = hi;
+    }
+    mc_rt_set_thread_override(threads);
+}
+
+/* A block's run, or 1 when its units would share out unevenly (the steps then run one by one) */
+static int mc_plan_block_(const mc_plan_step *st, char *const *bufs)
+{
+    const mc_plan_step *d = st + 1, *p = st + 2;
+    const mc_conv_geom *g = &d->u.dw.geo;
+    if (g->n == 0 || g->oh == 0 || g->ow == 0)
+        return MC_PLAN_OK;
+    mc_block_job_ job;
+    memset(&job, 0, sizeof job);
+    job.e = st;
+    job.d = d;
+    job.p = p;
+    job.x = bufs[st->src];
+    job.y = bufs[p->dst];
+    job.res = p->src2 >= 0 ? bufs[p->src2] : NULL;
+    /* units: the images, or ranges of output rows of them (the fewest ranges per image that
+     * give every thread a unit and share out within MC_BLOCK_SKEW); else one by one */
+    const int nt = mc_rt_threads();
+    const int64_t least = mc_max_((nt + g->n - 1) / g->n, 1);
+    for (job.parts = least; job.parts <= mc_min_(4 * least, g->oh); ++job.parts) {
+        const int64_t units = g->n * job.parts;
+        const double busiest = (double)((units + nt - 1) / nt) *
+                               (double)((g->oh + job.parts - 1) / job.parts);
+        if (units >= nt && busiest <= MC_BLOCK_SKEW * (double)g->n * (double)g->oh / nt)
+            break;
+    }
+    if (job.parts > mc_min_(4 * least, g->oh))
+        return 1;
+    /* output rows per band (sizes: at most the steps' own buffers') */
+    const int64_t erow = g->w * st->u.gemm.g.o_rs, span = (g->kh - 1) * g->dh + 1;
+    const int64_t fit = MC_BLOCK_BAND_BYTES / mc_max_(erow, 1);
+    job.band = mc_max_(fit > span ? (fit - span) / g->sh + 1 : 1,
+                       (MC_BLOCK_BAND_PIXELS + g->ow - 1) / g->ow);
+    job.band = mc_min_(job.band, g->oh);
+    job.ebytes = mc_size_round64(mc_size_mul(mc_min_((job.band - 1) * g->sh + span, g->h),
+                                             erow));
+    if (job.ebytes < 0 || mc_size_add(job.ebytes, mc_size_mul(job.band * g->ow,
+                                                              p->u.gemm.g.a_rs)) < 0)
+        return MC_PLAN_TOOBIG;
+    mc_run(mc_block_unit_, &job, g->n * job.parts, nt);
+    return job.status;
+}
+
 static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
 {
     switch (st->kind) {
@@ -86,10 +251,7 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         c.g.a = bufs[st->src];
         c.g.out = bufs[st->dst];
         c.g.res = st->src2 >= 0 ? bufs[st->src2] : NULL;
-        const int r = mc_gemm(&c);
-        return r == MC_GEMM_OK ? MC_PLAN_OK : r == MC_GEMM_FORMAT ? MC_PLAN_FORMAT
-                                            : r == MC_GEMM_TOOBIG ? MC_PLAN_TOOBIG
-                                                                   : MC_PLAN_NOMEM;
+        return mc_gemm_status_(mc_gemm(&c));
     }
     case MC_STEP_CONV: {
         mc_conv_call c = st->u.conv;
@@ -105,9 +267,7 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         mc_dw_call c = st->u.dw;
         c.x = bufs[st->src];
         c.out = bufs[st->dst];
-        const int r = mc_conv_depthwise(&c);
-        return r == MC_CONV_OK ? MC_PLAN_OK : r == MC_CONV_TOOBIG ? MC_PLAN_TOOBIG
-                                                                   : MC_PLAN_NOMEM;
+        return mc_dw_status_(mc_conv_depthwise(&c));
     }
     case MC_STEP_POOL: {
         mc_pool_call c = st->u.pool;
@@ -165,12 +325,21 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
 int mc_plan_run(const mc_plan_step *steps, int64_t s0, int64_t s1, char *const *bufs,
                 int64_t *failed)
 {
-    for (int64_t i = s0; i < s1; ++i) {
-        const int r = mc_plan_step_(&steps[i], bufs);
+    for (int64_t i = s0; i < s1;) {
+        int r = 1, done = 1;
+        if (steps[i].block && i + 3 <= s1) {
+            r = mc_plan_block_(&steps[i], bufs);
+            done = 3;
+        }
+        if (r == 1) {
+            r = mc_plan_step_(&steps[i], bufs);
+            done = 1;
+        }
         if (r != MC_PLAN_OK) {
             *failed = i;
             return r;
         }
+        i += done;
     }
     return MC_PLAN_OK;
 }

@@ -18,6 +18,19 @@
  *      into the int8 step's buffers (the level's row quantization kernel, the call
  *      mc_igemm_quantize makes per row: the same bits), and the int8 step multiplies only: one
  *      pass over the normalized rows fewer.
+ *   e. A block: a pointwise product over images (the GEMM step of a 1 x 1 convolution), the
+ *      depthwise convolution of its output and the pointwise product of that (MobileNetV2's
+ *      expand -> depthwise -> project, the last one's residual included) run as one step when
+ *      the first of them is marked (`block`): each unit of the team takes an image, or a range
+ *      of its output rows when there are fewer images than threads, and goes down it a band of
+ *      output rows at a time -- the expanded rows the band's windows read (those the previous
+ *      band computed kept, the rest computed now), the band's depthwise rows, then its
+ *      projected rows -- all in buffers of its own (MC_WS_BLOCK) that stay in cache, instead
+ *      of three passes over full-size intermediates.  The three drivers run on the unit's
+ *      thread with the same descriptors but for the rows, so every element is computed as
+ *      the three steps compute it (their designs: an element's bits do not depend on the
+ *      rectangle, band or thread that computes it): the same bits.  The rows at the edge of a
+ *      range of rows are expanded by both units that read them.
  */
 #ifndef MC_PLAN_H_
 #define MC_PLAN_H_
@@ -90,6 +103,8 @@ typedef struct {
     int32_t src, src2, dst;      /* buffer numbers: the input (GEMM: A), the second input of a
                                     sum or the residual of a GEMM or convolution (else -1), the
                                     output */
+    int32_t block;               /* 1: this GEMM step and the next two run as a block (design
+                                    e), when a run has all three; else 0 */
     union {
         mc_gemm_call gemm;       /* g.a, g.out from the buffers; one item, B packed */
         mc_conv_call conv;       /* x, out from the buffers */
@@ -107,10 +122,12 @@ typedef struct {
 enum { MC_PLAN_OK = 0, MC_PLAN_NOMEM = -1, MC_PLAN_FORMAT = -2, MC_PLAN_EARG = -3,
        MC_PLAN_TOOBIG = -4 };
 
-/* Runs steps [s0, s1) with buffer i at bufs[i].  Returns MC_PLAN_OK, or the failure of the
- * first step that failed (its index in *failed): MC_PLAN_NOMEM (scratch), MC_PLAN_FORMAT
- * (packed weights the current level cannot use), MC_PLAN_EARG (a step of unknown kind),
- * MC_PLAN_TOOBIG (a step's scratch whose size overflows or exceeds MC_BYTES_MAX). */
+/* Runs steps [s0, s1) with buffer i at bufs[i] (a block whose three steps are all in the
+ * range as one, design e).  Returns MC_PLAN_OK, or the failure of the first step that failed
+ * (its index in *failed; a block's is its first step's): MC_PLAN_NOMEM (scratch),
+ * MC_PLAN_FORMAT (packed weights the current level cannot use), MC_PLAN_EARG (a step of
+ * unknown kind), MC_PLAN_TOOBIG (a step's scratch whose size overflows or exceeds
+ * MC_BYTES_MAX). */
 int mc_plan_run(const mc_plan_step *steps, int64_t s0, int64_t s1, char *const *bufs,
                 int64_t *failed);
 

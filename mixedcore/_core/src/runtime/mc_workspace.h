@@ -12,7 +12,9 @@
 
 #include <stdint.h>
 
-enum { MC_WS_WORK = 0, MC_WS_SHARED = 1, MC_WS_COUNT = 2 };
+/* MC_WS_BLOCK: the bands of a plan's fused block (plan/mc_plan.h, design e), whose units call
+ * the drivers that use the other two */
+enum { MC_WS_WORK = 0, MC_WS_SHARED = 1, MC_WS_BLOCK = 2, MC_WS_COUNT = 3 };
 /* Scratch buffer `slot` of the calling thread, at least `bytes`, 64-byte aligned, kept and grown
  * as needed; NULL when out of memory. */
 void *mc_workspace(int slot, int64_t bytes);
