@@ -852,6 +852,32 @@ def test_the_plan_follows_weights_policies_levels_and_shapes(tmp_path):
     check()
 
 
+def test_a_plan_checks_its_layers_only_after_a_change():
+    from mixedcore.layers._base import state_epoch
+    model = _image_model("mixed_bfloat16")
+    x = np.random.default_rng(12).uniform(-2, 2, (1, 33, 31, 3)).astype(F32)
+    model.predict(x, verbose=0)
+    [plan] = model._graph._plans.values()
+    assert plan.current() and plan._epoch == state_epoch()
+    # a change elsewhere moves the epoch: the plan checks its layers, finds them its own, stays
+    other = layers.Dense(3)
+    other.build((None, 2))
+    epoch = state_epoch()
+    other.weights_updated()
+    assert state_epoch() != epoch and plan._epoch != state_epoch()
+    model.predict(x, verbose=0)
+    assert next(iter(model._graph._plans.values())) is plan and plan._epoch == state_epoch()
+    # a change of its own: not current, made again
+    conv = next(layer for layer in model.layers if isinstance(layer, layers.Conv2D))
+    conv.weights_updated()
+    assert not plan.current()
+    conv.dtype_policy = "float32"
+    assert not plan.current()
+    got = model.predict(x, verbose=0)
+    assert next(iter(model._graph._plans.values())) is not plan
+    assert all(same_bits(g, w) for g, w in zip(got, model._graph.run([x])[0]))
+
+
 def test_training_and_masks_run_the_layers():
     model = _image_model("float32")
     x = np.random.default_rng(12).uniform(-2, 2, (4, 33, 31, 3)).astype(F32)

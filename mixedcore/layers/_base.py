@@ -47,6 +47,19 @@ from mixedcore.dtype_policies import policy_config, resolve_policy
 from mixedcore.layers import _node
 
 _name_counts: dict = {}
+# moved by every change of any layer's weights (``_version``) or dtype policy: a compiled plan
+# (models/_plan.py) checks the layers it holds only when it moved since the last check
+_state_epoch = 0
+
+
+def state_epoch() -> int:
+    """A number that changes whenever any layer's weights or dtype policy change."""
+    return _state_epoch
+
+
+def _moved() -> None:
+    global _state_epoch
+    _state_epoch += 1
 # Within weights_from_file(): every layer made since (F); None outside
 _FROM_FILE: contextvars.ContextVar = contextvars.ContextVar("mixedcore_weights_from_file",
                                                              default=None)
@@ -275,6 +288,26 @@ class Layer:
         self.output_shape = None
         self._inbound_nodes = []
         self._call_takes_training = _takes_training(type(self))
+
+    # -- state the compiled plans hold ---------------------------------------------------------
+    @property
+    def _version(self):
+        """The weights' version: moved by every change of them (``weights_updated``)."""
+        return self._weights_version
+
+    @_version.setter
+    def _version(self, value):
+        self._weights_version = value
+        _moved()
+
+    @property
+    def _dtype_policy(self):
+        return self._policy_object
+
+    @_dtype_policy.setter
+    def _dtype_policy(self, value):
+        self._policy_object = value
+        _moved()
 
     # -- policy ---------------------------------------------------------------------------------
     @property

@@ -7,7 +7,10 @@ Design:
      kept (the last ``MAX_PLANS`` of them, whose arenas hold at most ``MAX_ARENA_BYTES``
      together besides the newest one's) while the weights it holds are current: it records
      each such layer's weight version (``_version``, which every weight change moves) and dtype
-     policy object, and is made again when one differs.  Training runs the graph layer by layer.
+     policy object, and is made again when one differs; the layers are compared only when
+     some layer's weights or policy changed since the last comparison (``state_epoch``, one
+     number every such change moves: a predict does not walk the model's layers).  Training
+     runs the graph layer by layer.
   B. How.  The graph first runs once layer by layer (with its folds), recording every tensor's
      shape and dtype -- that run's outputs are the call's --; then each node, in run order,
      becomes plan steps, a fold (``_folding``) lowered as its fused call:
@@ -58,6 +61,7 @@ from mixedcore import activations as _activations
 from mixedcore import kernels
 from mixedcore._dtypes import CASTABLE, dtype_name, is_floating, to_compute
 from mixedcore.layers._attention import MultiHeadAttention
+from mixedcore.layers._base import state_epoch
 from mixedcore.layers._conv import Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D
 from mixedcore.layers._core import Dense
 from mixedcore.layers._merging import Add
@@ -95,6 +99,9 @@ class InferencePlan:
         self._specs = specs
         for t, v in zip(graph.inputs, values):
             self._specs[id(t)] = (v.shape, v.dtype)
+        # the state_epoch() when the plan's layers were last found current: read before the
+        # plan reads them, so that a change while it does moves the epoch past it
+        self._epoch = state_epoch()
         self._held = []                 # (layer, weight version, dtype policy) the plan holds
         self.plan = kernels.Plan()
         self._env = {}                  # id(tensor) -> (buffer, pending padding layer or None)
@@ -122,9 +129,17 @@ class InferencePlan:
 
     # -- validity and running ------------------------------------------------------------------
     def current(self):
-        """Whether the weights and policies the plan holds are still the layers' (design A)."""
-        return all(layer._version == version and layer._dtype_policy is policy
-                   for layer, version, policy in self._held)
+        """Whether the weights and policies the plan holds are still the layers' (design A):
+        checked layer by layer only when some layer's weights or policy changed since the
+        last check (``layers._base.state_epoch``)."""
+        epoch = state_epoch()             # read first: a change during the check moves it
+        if epoch == self._epoch:
+            return True
+        if all(layer._version == version and layer._dtype_policy is policy
+               for layer, version, policy in self._held):
+            self._epoch = epoch
+            return True
+        return False
 
     def run(self, values):
         return self.plan.run(values)
