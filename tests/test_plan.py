@@ -1250,3 +1250,15 @@ def test_what_is_not_a_block():
     with pytest.raises(ValueError, match="are not a product, the depthwise convolution of its "
                                          "output and a product of that"):
         plan._core.fuse_block(0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_block_with_a_subnormal_bfloat16_in_one_band(isa_level, threads):
+    """A subnormal bfloat16 sends a product on VDPBF16PS back to float32 panels: the whole
+    product when it runs as a step, the band's when it runs in a block -- the same bits."""
+    x = rand(np.random.default_rng(3), (1, 40, 40, 8), BF16)
+    x.view(np.uint16)[0, 30, 5, 3] = 0x0001
+    with kernels.threads(threads):
+        [want] = _block_plan(x.shape, BF16, 256, 8, blocks=False, residual=True).run([x])
+        [got] = _block_plan(x.shape, BF16, 256, 8, blocks=True, residual=True).run([x])
+    assert same_bits(got, want)
