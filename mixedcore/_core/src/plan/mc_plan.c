@@ -236,8 +236,9 @@ static int mc_plan_block_(const mc_plan_step *st, char *const *bufs)
     job.band = mc_min_(job.band, g->oh);
     job.ebytes = mc_size_round64(mc_size_mul(mc_min_((job.band - 1) * g->sh + span, g->h),
                                              erow));
-    if (job.ebytes < 0 || mc_size_add(job.ebytes, mc_size_mul(job.band * g->ow,
-                                                              p->u.gemm.g.a_rs)) < 0)
+    const int64_t bytes = mc_size_add(job.ebytes, mc_size_mul(job.band * g->ow,
+                                                              p->u.gemm.g.a_rs));
+    if (job.ebytes < 0 || bytes < 0 || bytes > MC_BYTES_MAX)
         return MC_PLAN_TOOBIG;
     mc_run(mc_block_unit_, &job, g->n * job.parts, nt);
     return job.status;
