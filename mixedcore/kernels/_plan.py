@@ -89,7 +89,7 @@ class Plan:
         self._output_roots: list[int] = []
         self._views_of: dict[int, list[int]] = {}
         self._quantized_norms: set[int] = set()
-        self._blocks = bool(blocks)
+        self._make_blocks = bool(blocks)
         self.blocks: list[int] = []      # the first steps of the blocks (design c)
         self._links: dict[int, tuple[int, int, int | None]] = {}   # op -> (src, dst, residual)
         self.level = ISA_LEVELS[_lib.get_level()]
@@ -227,7 +227,7 @@ class Plan:
         scale32 = self._new((m,), _F32, _ARENA)
         dst = self._new(buf.shape[:-1] + (n,), target, _ARENA)
         if m and n:
-            norm = self._quantizing_norm(src)
+            norm = self._claim_quantizing_norm(src)
             if norm is not None:       # that step quantizes the rows (mc_plan.h, design d)
                 self._core.quantize_after(self._ops[norm][1], q, scale, scale32)
                 for i in (q, scale, scale32):
@@ -238,10 +238,10 @@ class Plan:
             self._c_step(dst, "matmul_int8")
         return dst
 
-    def _quantizing_norm(self, src):
+    def _claim_quantizing_norm(self, src):
         """The index of the op before this one when it is a layer normalization step that
-        wrote the buffer ``src`` (or the buffer it is a view of) and quantizes no rows yet,
-        else None."""
+        wrote the buffer ``src`` (or the buffer it is a view of) and quantizes no rows yet --
+        recorded as quantizing them from now on --, else None."""
         if not self._ops:
             return None
         last = len(self._ops) - 1
@@ -495,7 +495,7 @@ class Plan:
             if root.kind == _ARENA:
                 root.kind = _OUTPUT
         self._outputs = outputs
-        if self._blocks:
+        if self._make_blocks:
             self._fuse_blocks()
         self._place()
         self._segments = self._cut()

@@ -104,7 +104,9 @@ typedef struct {
     const char *x, *res;
     char *y;
     int64_t parts, band;         /* ranges of output rows per image; output rows per band */
-    int64_t ebytes;              /* bytes of a band's expanded rows (64-byte multiple) */
+    int64_t erow;                /* bytes of an expanded row */
+    int64_t ebytes, wbytes;      /* bytes of a band's expanded rows (64-byte multiple), and of
+                                    those and its depthwise rows */
     int status;                  /* the first failure, MC_PLAN_* */
 } mc_block_job_;
 
@@ -130,13 +132,12 @@ static int mc_block_band_(const mc_block_job_ *job, int64_t n, int64_t a, int64_
 {
     const mc_conv_geom *g = &job->d->u.dw.geo;
     const mc_gemm_call *ec = &job->e->u.gemm, *pc = &job->p->u.gemm;
-    const int64_t erow = g->w * ec->g.o_rs;
     int r = MC_PLAN_OK;
     if (from < hi) {                 /* the expanded rows [from, hi) of image n */
         mc_gemm_call c = *ec;
         c.g.a = job->x + (n * g->h + from) * g->w * ec->g.a_rs;
         c.g.m = (hi - from) * g->w;
-        c.g.out = ebuf + (from - lo) * erow;
+        c.g.out = ebuf + (from - lo) * job->erow;
         r = mc_gemm_status_(mc_gemm(&c));
     }
     if (r == MC_PLAN_OK) {           /* output rows [a, b) from the expanded rows [lo, hi) */
@@ -169,9 +170,8 @@ static void mc_block_unit_(void *ctx, int64_t u)
     const mc_conv_geom *g = &job->d->u.dw.geo;
     const int64_t n = u / job->parts, part = u - n * job->parts;
     const int64_t r0 = part * g->oh / job->parts, r1 = (part + 1) * g->oh / job->parts;
-    const int64_t erow = g->w * job->e->u.gemm.g.o_rs;
-    char *ebuf = (char *)mc_workspace(MC_WS_BLOCK,
-                                      job->ebytes + job->band * g->ow * job->p->u.gemm.g.a_rs);
+    const int64_t erow = job->erow;
+    char *ebuf = (char *)mc_workspace(MC_WS_BLOCK, job->wbytes);
     if (ebuf == NULL) {
         mc_block_fail_(job, MC_PLAN_NOMEM);
         return;
@@ -229,16 +229,16 @@ static int mc_plan_block_(const mc_plan_step *st, char *const *bufs)
     if (job.parts > mc_min_(4 * least, g->oh))
         return 1;
     /* output rows per band (sizes: at most the steps' own buffers') */
-    const int64_t erow = g->w * st->u.gemm.g.o_rs, span = (g->kh - 1) * g->dh + 1;
-    const int64_t fit = MC_BLOCK_BAND_BYTES / mc_max_(erow, 1);
+    const int64_t span = (g->kh - 1) * g->dh + 1;
+    job.erow = g->w * st->u.gemm.g.o_rs;
+    const int64_t fit = MC_BLOCK_BAND_BYTES / mc_max_(job.erow, 1);
     job.band = mc_max_(fit > span ? (fit - span) / g->sh + 1 : 1,
                        (MC_BLOCK_BAND_PIXELS + g->ow - 1) / g->ow);
     job.band = mc_min_(job.band, g->oh);
     job.ebytes = mc_size_round64(mc_size_mul(mc_min_((job.band - 1) * g->sh + span, g->h),
-                                             erow));
-    const int64_t bytes = mc_size_add(job.ebytes, mc_size_mul(job.band * g->ow,
-                                                              p->u.gemm.g.a_rs));
-    if (job.ebytes < 0 || bytes < 0 || bytes > MC_BYTES_MAX)
+                                             job.erow));
+    job.wbytes = mc_size_add(job.ebytes, mc_size_mul(job.band * g->ow, p->u.gemm.g.a_rs));
+    if (job.ebytes < 0 || job.wbytes < 0 || job.wbytes > MC_BYTES_MAX)
         return MC_PLAN_TOOBIG;
     mc_run(mc_block_unit_, &job, g->n * job.parts, nt);
     return job.status;
