@@ -18,9 +18,15 @@ Models, built on Keras 3's torch backend with random weights and saved as ``.ker
 Systems:
 
 - mixedcore: ``load_model(path, dtype_policy="mixed_bfloat16")``, then ``model.quantize("int8")``
-  (per-row int8 activations, VPDPBUSD), ``quantize("int4")`` (weight-only int4, groups of 128
-  input rows, the Keras default) or ``Int4QuantizationConfig(block_size=-1)`` (one scale per
-  channel); and the unquantized mixed_bfloat16 model.  ``Model.quantize`` quantizes the Dense
+  (per-row int8 activations, VPDPBUSD), the same with ``Int8QuantizationConfig(
+  activation_quantizer=MinMaxQuantizer())`` (per-row activations with a zero point: "min-max
+  activations"), ``quantize("int4")`` (weight-only int4, groups of 128 input rows, the Keras
+  default) or ``Int4QuantizationConfig(block_size=-1)`` (one scale per channel); and the
+  unquantized mixed_bfloat16 model.  For the accuracy of ONNX Runtime's ``quantize_dynamic``,
+  which quantizes the graph's MatMul nodes only (the encoder's feed-forward Dense layers; the
+  attention projections are Einsum nodes it leaves in float32), also the model loaded in
+  float32 with the same products quantized (``filters`` keeping Dense layers only), with
+  min-max activations: "the FFN only, from float32".  ``Model.quantize`` quantizes the Dense
   layers and MultiHeadAttention's projections (in the encoder: every product with weights;
   the attention's scores and weighted sums stay bfloat16, as in Keras);
 - OpenVINO (``INFERENCE_NUM_THREADS`` 2, static input shape) on the ONNX export of the same
@@ -31,7 +37,8 @@ Systems:
   (int8 weights, dynamically quantized activations) of the same ONNX file.
 
 Before timing, every system's output is compared with Keras float32's (largest absolute
-difference over the largest absolute value).  Quantized systems are allowed 0.5 (a mis-built
+difference over the largest absolute value; also the root mean square difference over the root
+mean square value, which one unlucky element does not decide).  Quantized systems are allowed 0.5 (a mis-built
 graph is of order 1), bfloat16 ones 0.1, float32 ones 1e-3; the error column is how far each
 quantization takes the model.  The ratio is a system's time over mixedcore int8's.
 """
@@ -81,13 +88,20 @@ def inputs(kind, shape, batch, seed=1):
     return arch.inputs(kind, shape, batch, seed)
 
 
-def _mixedcore(mode, block=None):
+def _dense_only(layer):
+    return type(layer).__name__ == "Dense"
+
+
+def _mixedcore(mode, block=None, min_max=False, policy="mixed_bfloat16", filters=None):
     def make(keras_path, onnx_path, x, calibration):
         from mixedcore import models, quantizers
-        model = models.load_model(keras_path, dtype_policy="mixed_bfloat16")
+        model = models.load_model(keras_path, dtype_policy=policy)
         if mode is not None:
             config = quantizers.Int4QuantizationConfig(block_size=block) if block else None
-            model.quantize(mode, config=config)
+            if min_max:
+                config = quantizers.Int8QuantizationConfig(
+                    activation_quantizer=quantizers.MinMaxQuantizer())
+            model.quantize(mode, config=config, filters=filters)
         return lambda: model.predict_on_batch(x)
     return make
 
@@ -138,6 +152,10 @@ def _onnxruntime(int8):
 # (label, precision class, modules needed, needs the ONNX graph, make)
 SYSTEMS = [
     ("mixedcore int8", "quantized", (), False, _mixedcore("int8")),
+    ("mixedcore int8, min-max activations", "quantized", (), False,
+     _mixedcore("int8", min_max=True)),
+    ("mixedcore int8, min-max activations, the FFN only, from float32", "quantized", (), False,
+     _mixedcore("int8", min_max=True, policy="float32", filters=_dense_only)),
     ("mixedcore int4 (groups of 128)", "quantized", (), False, _mixedcore("int4")),
     ("mixedcore int4 (per channel)", "quantized", (), False, _mixedcore("int4", -1)),
     ("mixedcore mixed_bfloat16", "bfloat16", (), False, _mixedcore(None)),
@@ -154,7 +172,8 @@ def prepare(keras_path, onnx, x, calibration):
     ref = np.asarray(arch._keras_f32(keras_path, None, x)(), dtype=np.float64)
     onnx_path, onnx_note = onnx
     for label, precision, modules, needs_onnx, make in SYSTEMS:
-        row = rows[label] = {"system": label, "error": None, "note": None, "times": []}
+        row = rows[label] = {"system": label, "error": None, "rms": None, "note": None,
+                             "times": []}
         missing = arch._missing(modules)
         if missing:
             row["note"] = f"not installed: {', '.join(missing)}"
@@ -169,6 +188,8 @@ def prepare(keras_path, onnx, x, calibration):
             row["note"] = f"failed: {type(exc).__name__}: {exc}"[:200]
             continue
         row["error"] = err = arch._relative_error(ref, out)
+        diff = np.asarray(out, dtype=np.float64).reshape(ref.shape) - ref
+        row["rms"] = float(np.sqrt(np.mean(diff ** 2) / np.mean(ref ** 2)))
         row["note"] = onnx_note if needs_onnx else None
         if not err <= TOLERANCE[precision]:
             row["note"] = f"output wrong (error {err:.2g} > {TOLERANCE[precision]:g}): not timed"
@@ -179,7 +200,7 @@ def prepare(keras_path, onnx, x, calibration):
 
 def table_lines(results):
     lines = ["| model | batch | system | best ms | median ms | vs mixedcore int8 (best / median) "
-             "| error vs Keras f32 | note |", "|---|---|---|---|---|---|---|---|"]
+             "| error vs Keras f32 (max / rms) | note |", "|---|---|---|---|---|---|---|---|"]
     for res in results:
         ref = next((r for r in res["rows"] if r["system"] == REFERENCE and r["best"]), None)
         for row in res["rows"]:
@@ -187,7 +208,8 @@ def table_lines(results):
             med = arch._ms(row["median"]) if row["median"] else "-"
             ratio = (f"{row['best'] / ref['best']:.2f}x / {row['median'] / ref['median']:.2f}x"
                      if ref and row["best"] else "-")
-            err = f"{row['error']:.1e}" if row["error"] is not None else "-"
+            err = (f"{row['error']:.1e} / {row['rms']:.1e}" if row["error"] is not None
+                   else "-")
             lines.append(f"| {res['model']} | {res['batch']} | {row['system']} | {best} | {med} "
                          f"| {ratio} | {err} | {row['note'] or ''} |")
     return lines

@@ -13,6 +13,10 @@ even), so a kernel quantized here and one quantized by Keras are the same bytes.
 - ``pack_int4`` / ``unpack_int4``: two int4 values per byte along an axis, the first of each
   pair in the low nibble.
 - ``quantize_and_dequantize``: float8's ``cast(clip(x / scale)) * scale``.
+- ``min_max_quantize`` / ``MinMaxQuantizer`` (mixedcore's, not in Keras): asymmetric int8 codes
+  with a zero point per row for the activations of int8 layers, in float32:
+  ``scale = 255 / ((max(x, 0) - min(x, 0)) + epsilon)``, ``zero = round(-min(x, 0) * scale) -
+  128``, ``q = clip(round(x * scale) + zero, -128, 127)``; the value is ``(q - zero) / scale``.
 - Configs: ``Int8QuantizationConfig``, ``Int4QuantizationConfig`` (``block_size``, default
   128), ``Float8QuantizationConfig``, with Keras's checks and configs.
 """
@@ -30,7 +34,8 @@ from mixedcore.saving import object_registration as _registry
 
 __all__ = ["QUANTIZATION_MODES", "EPSILON", "abs_max_quantize",
            "abs_max_quantize_grouped_with_zero_point", "pack_int4", "unpack_int4",
-           "quantize_and_dequantize", "Quantizer", "AbsMaxQuantizer", "QuantizationConfig",
+           "quantize_and_dequantize", "min_max_quantize", "Quantizer", "AbsMaxQuantizer",
+           "MinMaxQuantizer", "QuantizationConfig",
            "Int8QuantizationConfig", "Int4QuantizationConfig", "Float8QuantizationConfig",
            "GPTQConfig", "AWQConfig", "resolve_config"]
 
@@ -97,6 +102,43 @@ def abs_max_quantize(inputs: ArrayLike, axis: Any, value_range=(-127, 127), dtyp
     scale = scale.astype(x.dtype)
     q = np.clip(np.round(np.multiply(x, scale)), lo, hi).astype(dtype)
     return q, scale
+
+
+def min_max_quantize(inputs: ArrayLike,
+                     axis: Any = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(q, scale, zero)``: asymmetric int8 codes with a zero point over ``axis``, computed in
+    float32 whatever the inputs' floating dtype (each operation rounded once, ``np.rint``
+    half to even): ``lo = min(0, min(inputs))``, ``hi = max(0, max(inputs))``,
+    ``scale = 255 / ((hi - lo) + 1e-7)``, ``zero = rint(-lo * scale) - 128`` (int32, in
+    [-128, 127]), ``q = clip(rint(inputs * scale) + zero, -128, 127)`` (int8); the value is
+    ``(q - zero) / scale`` and 0 is exactly ``zero``.  ``scale`` and ``zero`` keep the reduced
+    dims.  A group with a NaN or an infinity gets the scale NaN, the zero point 0 and codes 0.
+    ``kernels.quantize_rows(x, zero_point=True)`` computes the same bits over the last axis.
+
+    Raises
+    ------
+    TypeError
+        Non-floating inputs.
+    ValueError
+        A bad axis.
+    """
+    owner = "min_max_quantize"
+    x = _floating(owner, "inputs", inputs)
+    axes = _axes(owner, axis, x.ndim)
+    x32 = x.astype(np.float32)
+    f32 = np.float32
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(x32).all(axis=axes, keepdims=True)
+        clean = np.where(np.isfinite(x32), x32, f32(0))
+        lo = np.minimum(np.min(clean, axis=axes, keepdims=True, initial=f32(0)), f32(0))
+        hi = np.maximum(np.max(clean, axis=axes, keepdims=True, initial=f32(0)), f32(0))
+        scale = (f32(255) / ((hi - lo) + f32(EPSILON))).astype(np.float32)
+        zero = np.clip(np.rint(-lo * scale), 0, 255).astype(np.int32) - 128
+        q = np.clip(np.rint(x32 * scale) + zero, -128, 127)
+    q = np.where(finite, q, 0).astype(np.int8)
+    scale = np.where(finite, scale, f32(np.nan)).astype(np.float32)
+    zero = np.where(finite, zero, 0).astype(np.int32)
+    return q, scale, zero
 
 
 def abs_max_quantize_grouped_with_zero_point(inputs: ArrayLike, block_size: int,
@@ -237,6 +279,38 @@ class AbsMaxQuantizer(Quantizer):
 
     def __eq__(self, other):
         return (isinstance(other, AbsMaxQuantizer) and self.get_config() == other.get_config())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class MinMaxQuantizer(Quantizer):
+    """Asymmetric int8 activations (mixedcore's; Keras has no such class): each row over the
+    last axis quantized by :func:`min_max_quantize`, with its own zero point.  As an int8 (or
+    per-channel int4) config's ``activation_quantizer`` it makes a layer's dynamic activation
+    quantization use all 256 codes over the row's range instead of a range symmetric around 0:
+    about half the rounding error for rows that are mostly of one sign (after a relu or gelu),
+    at the cost of a zero-point correction in the product.  The weights are the same as with
+    the default AbsMaxQuantizer; Keras cannot read a file whose config names this class."""
+
+    def __init__(self, axis: Any = -1, output_dtype: str = "int8") -> None:
+        if output_dtype != "int8":
+            raise ValueError(f"MinMaxQuantizer: output_dtype must be 'int8', got "
+                             f"{output_dtype!r}")
+        super().__init__(output_dtype)
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
+        if not isinstance(axes, (tuple, list)) or list(axes) != [-1]:
+            raise ValueError(f"MinMaxQuantizer: axis must be -1 (each row over the last axis, "
+                             f"as the layers quantize their inputs), got {axis!r}")
+        self.axis = (-1,)
+
+    def __call__(self, x, axis=None):
+        return min_max_quantize(x, -1 if axis is None else axis)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"axis": list(self.axis), "output_dtype": self.output_dtype}
+
+    def __eq__(self, other):
+        return isinstance(other, MinMaxQuantizer)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -444,7 +518,8 @@ class AWQConfig(_CalibratedConfig):
                 "quantization_layer_structure": self.quantization_layer_structure}
 
 
-_registry.register_builtins("quantizer", [AbsMaxQuantizer, Int8QuantizationConfig,
+_registry.register_builtins("quantizer", [AbsMaxQuantizer, MinMaxQuantizer,
+                                          Int8QuantizationConfig,
                                           Int4QuantizationConfig, Float8QuantizationConfig,
                                           GPTQConfig, AWQConfig])
 
@@ -452,8 +527,9 @@ _registry.register_builtins("quantizer", [AbsMaxQuantizer, Int8QuantizationConfi
 def _serialize(obj):
     if obj is None:
         return None
-    return {"module": "keras.quantizers", "class_name": type(obj).__name__,
-            "config": obj.get_config(), "registered_name": None}
+    module = "mixedcore.quantizers" if isinstance(obj, MinMaxQuantizer) else "keras.quantizers"
+    return {"module": module, "class_name": type(obj).__name__, "config": obj.get_config(),
+            "registered_name": None}
 
 
 def _deserialize(owner, entry, expected):

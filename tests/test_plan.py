@@ -201,9 +201,11 @@ def test_a_matmul_int8_step_is_quantize_rows_then_matmul_int8(isa_level, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_a_layer_norm_quantizes_the_rows_its_int8_step_reads(isa_level, dtype):
+@pytest.mark.parametrize("zero_point", [False, True])
+def test_a_layer_norm_quantizes_the_rows_its_int8_step_reads(isa_level, dtype, zero_point):
     """A layer normalization step followed by an int8 step on its rows quantizes them itself
-    (the int8 step multiplies only); the results are the separate calls' bits."""
+    (the int8 step multiplies only), with zero points or not; the results are the separate
+    calls' bits."""
     rng = np.random.default_rng(30)
     x = rand(rng, (4, 9, 96), dtype, 3.0)
     x[1, 2] = 1.5                                 # a constant row: beta
@@ -216,11 +218,12 @@ def test_a_layer_norm_quantizes_the_rows_its_int8_step_reads(isa_level, dtype):
     i = plan.input(x.shape, dtype)
     h = plan.add(i, i, out_dtype=dtype)           # an arena buffer the normalization reads last
     y = plan.layer_norm(h, gamma, beta, epsilon=1e-5)
-    fused = plan.matmul_int8(y, w96, s40, activation="gelu", out_dtype=dtype)
-    again = plan.matmul_int8(y, w96, s40)        # a second reader quantizes for itself
-    halves = plan.matmul_int8(plan.reshape(y, (4, 9, 2, 48)), w48, s24)
+    zp = {"zero_point": zero_point}
+    fused = plan.matmul_int8(y, w96, s40, activation="gelu", out_dtype=dtype, **zp)
+    again = plan.matmul_int8(y, w96, s40, **zp)  # a second reader quantizes for itself
+    halves = plan.matmul_int8(plan.reshape(y, (4, 9, 2, 48)), w48, s24, **zp)
     z = plan.layer_norm(i, gamma, beta, epsilon=1e-5)
-    after_view = plan.matmul_int8(plan.reshape(z, (36, 96)), w96, s40)
+    after_view = plan.matmul_int8(plan.reshape(z, (36, 96)), w96, s40, **zp)
     plan.finish([y, fused, again, halves, after_view])
     assert plan._quantized_norms == {1, 5}
     got = plan.run([x])
@@ -229,7 +232,11 @@ def test_a_layer_norm_quantizes_the_rows_its_int8_step_reads(isa_level, dtype):
     zk = kernels.layer_norm(x, gamma, beta, epsilon=1e-5)
 
     def product(rows, packed, b_scale, **kw):
-        q, s = kernels.quantize_rows(rows)
+        if zero_point:
+            q, s, zero = kernels.quantize_rows(rows, zero_point=True)
+            kw["a_zero"] = zero
+        else:
+            q, s = kernels.quantize_rows(rows)
         return kernels.matmul_int8(q, packed, a_scale=s, b_scale=b_scale, **kw)
 
     want = [yk, product(yk, w96, s40, activation="gelu", out_dtype=dtype),
@@ -259,6 +266,15 @@ def test_matmul_int8_step_errors():
     j = plan.input((4, 16), np.int8)
     with pytest.raises(TypeError, match="has dtype int8"):
         plan.matmul_int8(j, w, np.ones(8, F32))
+    with pytest.raises(TypeError, match=r"Plan.matmul_int8: zero_point must be a bool, got "
+                                        r"str: 'yes'"):
+        plan.matmul_int8(i, w, np.ones(8, F32), zero_point="yes")
+    k = plan.input((1, 65794), F32)
+    wide = kernels.pack(np.ones((65794, 1), np.int8))
+    plan.matmul_int8(k, wide, np.ones(1, F32))              # within the limit without zero points
+    with pytest.raises(ValueError, match=r"k = 65794 is above 65793, the largest k whose int32 "
+                                         r"sums cannot overflow with zero points"):
+        plan.matmul_int8(k, wide, np.ones(1, F32), zero_point=True)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])

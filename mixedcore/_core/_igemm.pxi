@@ -21,6 +21,8 @@ cdef extern from "mc_igemm.h" nogil:
         const float *b_scale
         const float *bias
         int64_t bias_s
+        const int32_t *a_zero
+        const int32_t *b_sum
         int act
     ctypedef struct mc_ipacked:
         int64_t k, n
@@ -37,6 +39,7 @@ cdef extern from "mc_igemm.h" nogil:
         const mc_ipacked *packed
         int64_t kc
     int MC_IGEMM_OK, MC_IGEMM_NOMEM, MC_IGEMM_FORMAT, MC_IGEMM_SIZE, MC_IGEMM_TOOBIG, MC_IGEMM_I32, MC_IGEMM_MAX_K
+    int MC_IGEMM_MAX_K_ZP
     int mc_igemm(const mc_igemm_call *call)
     int64_t mc_igemm_packed_bytes(int nr, int64_t k, int64_t n, int64_t kc)
     int mc_igemm_pack(const signed char *b, int64_t rs, int64_t cs, int64_t k, int64_t n,
@@ -46,9 +49,13 @@ cdef extern from "mc_igemm.h" nogil:
     void mc_igemm_format(int level, int *nr, int64_t *kc)
     void mc_igemm_quantize(const char *x, int type, int64_t rows, int64_t k, int64_t x_rs,
                            int64_t x_cs, signed char *q, int64_t q_rs, char *scale)
+    void mc_igemm_quantize_zp(const char *x, int type, int64_t rows, int64_t k, int64_t x_rs,
+                              int64_t x_cs, signed char *q, int64_t q_rs, float *scale,
+                              int32_t *zero)
 
 IGEMM_I32 = MC_IGEMM_I32
 IGEMM_MAX_K = MC_IGEMM_MAX_K
+IGEMM_MAX_K_ZP = MC_IGEMM_MAX_K_ZP
 IGEMM_FORMAT_ERROR = MC_IGEMM_FORMAT
 
 
@@ -127,11 +134,13 @@ def igemm_pack(cnp.ndarray b):
 
 def igemm_run(cnp.ndarray a, object b, cnp.ndarray out, object a_scale, object b_scale,
               object bias, object offsets, int64_t m, int64_t n, int64_t k, tuple a_strides,
-              tuple b_strides, tuple o_strides, int64_t bias_stride, int out_type, int act):
+              tuple b_strides, tuple o_strides, int64_t bias_stride, int out_type, int act,
+              object a_zero=None):
     """Runs the batched int8 GEMM (validated by the caller).  ``b`` is an int8 ndarray or a
     PackedInt8Matrix; ``offsets`` None or int64 (batch, 2): byte offsets of A and out per item;
-    ``a_scale`` float32 (batch * m,) and ``b_scale`` float32 (n,), or both None.  Returns 0, or
-    IGEMM_FORMAT_ERROR when the packed matrix's panels do not suit the current level."""
+    ``a_scale`` float32 (batch * m,) and ``b_scale`` float32 (n,), or both None; ``a_zero``
+    None or int32 (batch * m,) zero points in [-128, 127].  Returns 0, or IGEMM_FORMAT_ERROR
+    when the packed matrix's panels do not suit the current level."""
     cdef mc_igemm_call call
     cdef int r
     cdef PackedInt8Matrix pm
@@ -151,6 +160,8 @@ def igemm_run(cnp.ndarray a, object b, cnp.ndarray out, object a_scale, object b
         call.g.b_scale = <const float *>cnp.PyArray_DATA(<cnp.ndarray>b_scale)
     if bias is not None:
         call.g.bias = <const float *>cnp.PyArray_DATA(<cnp.ndarray>bias)
+    if a_zero is not None:
+        call.g.a_zero = <const int32_t *>cnp.PyArray_DATA(<cnp.ndarray>a_zero)
     if isinstance(b, PackedInt8Matrix):
         pm = <PackedInt8Matrix>b
         call.packed = &pm.q
@@ -166,7 +177,8 @@ def igemm_run(cnp.ndarray a, object b, cnp.ndarray out, object a_scale, object b
     if r == MC_IGEMM_NOMEM:
         raise MemoryError("matmul_int8: cannot allocate the packing buffers")
     if r == MC_IGEMM_SIZE:
-        raise ValueError(f"matmul_int8: k = {k} is above {MC_IGEMM_MAX_K}")
+        raise ValueError(f"matmul_int8: k = {k} is above "
+                         f"{MC_IGEMM_MAX_K if a_zero is None else MC_IGEMM_MAX_K_ZP}")
     if r == MC_IGEMM_TOOBIG:
         raise ValueError(f"matmul_int8: packing B ({k} x {n}) would need more than "
                          f"{MC_BYTES_MAX} bytes (a broadcast view claims more than memory "
@@ -174,14 +186,22 @@ def igemm_run(cnp.ndarray a, object b, cnp.ndarray out, object a_scale, object b
     return r
 
 
-def igemm_quantize(cnp.ndarray x, int type_code, cnp.ndarray q, cnp.ndarray scale):
+def igemm_quantize(cnp.ndarray x, int type_code, cnp.ndarray q, cnp.ndarray scale,
+                   object zero=None):
     """Quantizes the rows of the 2-D ``x`` (validated; any strides) into the C-contiguous
-    int8 ``q`` of its shape and ``scale`` (rows,) of its dtype."""
+    int8 ``q`` of its shape and ``scale`` (rows,) of its dtype; with ``zero`` (int32 (rows,),
+    contiguous) min-max codes with zero points, ``scale`` then float32."""
     cdef int64_t rows = cnp.PyArray_DIM(x, 0), k = cnp.PyArray_DIM(x, 1)
     cdef const char *xp = <const char *>cnp.PyArray_DATA(x)
     cdef int64_t x_rs = cnp.PyArray_STRIDE(x, 0), x_cs = cnp.PyArray_STRIDE(x, 1)
     cdef signed char *qp = <signed char *>cnp.PyArray_DATA(q)
     cdef int64_t q_rs = cnp.PyArray_STRIDE(q, 0)
     cdef char *sp = <char *>cnp.PyArray_DATA(scale)
+    cdef int32_t *zp = NULL
+    if zero is not None:
+        zp = <int32_t *>cnp.PyArray_DATA(<cnp.ndarray>zero)
     with nogil:
-        mc_igemm_quantize(xp, type_code, rows, k, x_rs, x_cs, qp, q_rs, sp)
+        if zp != NULL:
+            mc_igemm_quantize_zp(xp, type_code, rows, k, x_rs, x_cs, qp, q_rs, <float *>sp, zp)
+        else:
+            mc_igemm_quantize(xp, type_code, rows, k, x_rs, x_cs, qp, q_rs, sp)

@@ -12,7 +12,7 @@ Design:
      team, in the default floating-point environment, with the caller's given back.
 """
 cimport numpy as cnp
-from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memset
 
 cnp.import_array()

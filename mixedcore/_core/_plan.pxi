@@ -28,10 +28,12 @@ cdef extern from "mc_plan.h" nogil:
         mc_norm_job job
         int64_t rows
         int q, scale, scale32
+        int zero
     ctypedef struct mc_iq_call:
         mc_igemm_call call
         int a_type
         int q, scale, scale32
+        int zero
         int quantized
     ctypedef struct mc_attn_call:
         mc_attn_args a
@@ -76,7 +78,7 @@ def add_act(cnp.ndarray a, cnp.ndarray b, cnp.ndarray y, int64_t n, int act, int
 
 cdef bint _missing_buffer(const mc_plan_step *st, char **bufs, int64_t nb, int *which):
     """Whether the step uses a buffer number that ``bufs`` (nb entries) lacks (in *which)."""
-    cdef int ids[6]
+    cdef int ids[7]
     cdef int n = 3, j
     ids[0] = st.src
     ids[1] = st.src2             # -1: none
@@ -85,14 +87,16 @@ cdef bint _missing_buffer(const mc_plan_step *st, char **bufs, int64_t nb, int *
         ids[3] = st.u.iq.q
         ids[4] = st.u.iq.scale
         ids[5] = st.u.iq.scale32
-        n = 6
+        ids[6] = st.u.iq.zero    # -1: none
+        n = 7
     elif st.kind == MC_STEP_NORM and st.u.norm.q >= 0:
         ids[3] = st.u.norm.q
         ids[4] = st.u.norm.scale
         ids[5] = st.u.norm.scale32
-        n = 6
+        ids[6] = st.u.norm.zero  # -1: none
+        n = 7
     for j in range(n):
-        if ids[j] < 0 and j == 1:
+        if ids[j] < 0 and (j == 1 or j == 6):
             continue
         if ids[j] < 0 or ids[j] >= nb or bufs[ids[j]] == NULL:
             which[0] = ids[j]
@@ -168,11 +172,13 @@ cdef class PlanSteps:
 
     def igemm(self, int src, int dst, PackedInt8Matrix w, int64_t m, int a_type, int out_type,
               object b_scale, object bias, int act, int q, int scale, int scale32,
-              bint quantized=False):
+              bint quantized=False, int zero=-1):
         """out (m x n, out_type) = act(quantized(src) @ w / (b_scale * row scales) + bias):
         src's rows (m x k, a_type) quantized into buffers q and scale (widened into scale32),
         then the int8 product, as quantize_rows and matmul_int8 compute it.  ``quantized``:
-        the layer normalization step before it fills q, scale and scale32 (quantize_after)."""
+        the layer normalization step before it fills q, scale and scale32 (quantize_after).
+        ``zero`` >= 0: min-max codes with their zero points in that buffer (int32 per row)
+        and their float32 scales in scale32 (scale unused), the product with zero points."""
         cdef mc_plan_step *st = self._next(MC_STEP_IGEMM, src, -1, dst)
         cdef int64_t eo = 4 if out_type == 2 else 2
         st.u.iq.call.g.m = m
@@ -194,6 +200,7 @@ cdef class PlanSteps:
         st.u.iq.q = q
         st.u.iq.scale = scale
         st.u.iq.scale32 = scale32
+        st.u.iq.zero = zero
         st.u.iq.quantized = quantized
         self.keep += [w, b_scale, bias]
 
@@ -290,7 +297,7 @@ cdef class PlanSteps:
         """dst = LN(src [+ res]) * gamma + beta over rows of n elements, as layer_norm."""
         cdef mc_plan_step *st = self._next(MC_STEP_NORM, src, res, dst)
         st.u.norm.rows = rows
-        st.u.norm.q = st.u.norm.scale = st.u.norm.scale32 = -1
+        st.u.norm.q = st.u.norm.scale = st.u.norm.scale32 = st.u.norm.zero = -1
         st.u.norm.job.gamma = <const float *>_opt_data(gamma)
         st.u.norm.job.beta = <const float *>_opt_data(beta)
         st.u.norm.job.n = n
@@ -300,15 +307,17 @@ cdef class PlanSteps:
         st.u.norm.job.y_type = y_type
         self.keep += [gamma, beta]
 
-    def quantize_after(self, int64_t step, int q, int scale, int scale32):
+    def quantize_after(self, int64_t step, int q, int scale, int scale32, int zero=-1):
         """Layer normalization step ``step`` also quantizes its output rows into buffers q,
-        scale and scale32, as an int8 step would (mc_plan.h, design d)."""
+        scale and scale32 (and zero: min-max codes), as an int8 step would (mc_plan.h,
+        design d)."""
         if step < 0 or step >= self.n or self.steps[step].kind != MC_STEP_NORM:
             raise ValueError(f"PlanSteps.quantize_after: step {step} is not a layer "
                              f"normalization step")
         self.steps[step].u.norm.q = q
         self.steps[step].u.norm.scale = scale
         self.steps[step].u.norm.scale32 = scale32
+        self.steps[step].u.norm.zero = zero
 
     def fuse_block(self, int64_t step):
         """Steps ``step`` (a pointwise product over images), ``step + 1`` (the depthwise

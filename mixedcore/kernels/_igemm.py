@@ -21,6 +21,7 @@ _FLOAT_CODES = {_F16: 0, bfloat16: 1, _F32: 2}
 _FLOAT_NAMES = "float32, bfloat16, float16"
 _OUT_NAMES = {"float16": _F16, "bfloat16": bfloat16, "float32": _F32, "int32": _I32}
 MAX_K = _lib.IGEMM_MAX_K
+MAX_K_ZP = _lib.IGEMM_MAX_K_ZP
 
 
 def _float_array(fname, name, x):
@@ -34,9 +35,11 @@ def _float_array(fname, name, x):
     return as_native(x, fname)
 
 
-def quantize_rows(x: np.ndarray, *, out: np.ndarray | None = None,
-                  scale_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Keras's dynamic int8 quantization of each row (last axis) of ``x``.
+def quantize_rows(x: np.ndarray, *, zero_point: bool = False, out: np.ndarray | None = None,
+                  scale_out: np.ndarray | None = None,
+                  zero_out: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """Keras's dynamic int8 quantization of each row (last axis) of ``x``, or, with
+    ``zero_point``, min-max quantization with a zero point per row.
 
     ``scale = 127 / (max(|x|, axis=-1, keepdims=True) + 1e-7)`` and
     ``q = clip(round_half_even(x * scale), -127, 127)`` as int8, computed as torch computes
@@ -44,27 +47,40 @@ def quantize_rows(x: np.ndarray, *, out: np.ndarray | None = None,
     each operation in float32 rounded to the dtype (1e-7 converted to the dtype first, as torch
     converts the Python scalar; the division is one rounding, ``torch.divide``).
 
+    With ``zero_point`` (asymmetric codes, in float32 whatever ``x``'s dtype, each operation
+    rounded once): ``lo = min(0, min(x))``, ``hi = max(0, max(x))`` over the row,
+    ``scale = 255 / ((hi - lo) + 1e-7)``, ``zero = round_half_even(-lo * scale) - 128`` (in
+    [-128, 127]) and ``q = clip(round_half_even(x * scale) + zero, -128, 127)``: the row's
+    range takes all 256 codes, 0 is exactly ``zero``, and ``x ~ (q - zero) / scale``.
+    ``matmul_int8(q, b, a_zero=zero, ...)`` multiplies such rows.
+
     Parameters
     ----------
     x : ndarray of shape (..., k)
         float32, bfloat16 or float16; any strides.
+    zero_point : bool, optional
+        Min-max codes with a zero point per row (default False: Keras's symmetric codes).
     out : ndarray, optional
         int8 of ``x``'s shape, writable, not overlapping ``x``.
     scale_out : ndarray, optional
-        ``x``'s dtype, shape ``x.shape[:-1] + (1,)``.
+        ``x``'s dtype (float32 with ``zero_point``), shape ``x.shape[:-1] + (1,)``.
+    zero_out : ndarray, optional
+        Only with ``zero_point``: int32, shape ``x.shape[:-1] + (1,)``.
 
     Returns
     -------
-    (q, scale)
-        int8 of ``x``'s shape and the scales, of ``x``'s dtype, shape ``(..., 1)``.
+    (q, scale), or (q, scale, zero) with ``zero_point``
+        int8 of ``x``'s shape and the scales, of ``x``'s dtype (float32 with ``zero_point``),
+        shape ``(..., 1)``; the zero points int32, shape ``(..., 1)``.
 
     Raises
     ------
     TypeError
-        ``x`` not an ndarray or of another dtype; ``out`` / ``scale_out`` not ndarrays.
+        ``x`` not an ndarray or of another dtype; ``out`` / ``scale_out`` / ``zero_out`` not
+        ndarrays; ``zero_point`` not a bool.
     ValueError
-        0-d ``x``; ``out`` / ``scale_out`` of the wrong shape or dtype, read-only or
-        overlapping ``x``.
+        0-d ``x``; ``out`` / ``scale_out`` / ``zero_out`` of the wrong shape or dtype,
+        read-only or overlapping ``x``; ``zero_out`` without ``zero_point``.
 
     Notes
     -----
@@ -73,41 +89,61 @@ def quantize_rows(x: np.ndarray, *, out: np.ndarray | None = None,
     and every value 0 (``inf * 0`` is NaN, which torch's conversion to int8 makes 0 on
     x86-64); in float16 a row with ``max|x|`` below about 0.00194 overflows the scale to inf,
     its zeros become 0 and its other values +-127.  The scale then carries the problem into
-    ``matmul_int8``'s result (NaN or inf) rather than hiding it.
+    ``matmul_int8``'s result (NaN or inf) rather than hiding it.  With ``zero_point``, a row
+    with a NaN or an infinity gets the scale NaN, the zero point 0 and codes 0 (its products
+    are NaN).
     """
     fname = "quantize_rows"
     x = _float_array(fname, "x", x)
+    if not isinstance(zero_point, (bool, np.bool_)):
+        raise TypeError(f"{fname}: zero_point must be a bool, got {type(zero_point).__name__}: "
+                        f"{zero_point!r}")
     if x.ndim == 0:
         raise ValueError(f"{fname}: x is 0-d; it needs a last axis to quantize along")
+    if zero_out is not None and not zero_point:
+        raise ValueError(f"{fname}: zero_out is for zero_point=True (Keras's symmetric codes "
+                         f"have no zero points)")
     code = _FLOAT_CODES[x.dtype]
     k = x.shape[-1]
     scale_shape = x.shape[:-1] + (1,)
+    scale_dtype = _F32 if zero_point else x.dtype
     if out is not None:
         check_out(fname, out, x.shape, _I8, [x])
-    if scale_out is not None:
+    given = [x] + ([out] if out is not None else [])
+    for name, arr, dtype in (("scale_out", scale_out, scale_dtype), ("zero_out", zero_out, _I32)):
+        if arr is None:
+            continue
         try:
-            check_out(fname, scale_out, scale_shape, x.dtype,
-                      [x] + ([out] if out is not None else []))
+            check_out(fname, arr, scale_shape, dtype, given)
         except (TypeError, ValueError) as exc:   # the message names `out`: say which one
-            raise type(exc)(str(exc).replace(f"{fname}: out", f"{fname}: scale_out", 1)) \
+            raise type(exc)(str(exc).replace(f"{fname}: out", f"{fname}: {name}", 1)) \
                 from None
+        given.append(arr)
     # the result, and the rows of a view that does not reshape without a copy
     check_bytes(fname, "x", x.shape, x.dtype.itemsize)
-    check_bytes(fname, "the scales", scale_shape, x.dtype.itemsize)
+    check_bytes(fname, "the scales", scale_shape, max(x.dtype.itemsize, 4 * zero_point))
     rows = math.prod(x.shape[:-1])
     x2 = x.reshape(rows, k)
-    q = out if out is not None and out.flags.c_contiguous else np.empty(x.shape, _I8)
-    s = (scale_out if scale_out is not None and scale_out.flags.c_contiguous
-         and scale_out.dtype.isnative else np.empty(scale_shape, x.dtype))
+
+    def result(given, shape, dtype):
+        if given is not None and given.flags.c_contiguous and given.dtype.isnative:
+            return given
+        return np.empty(shape, dtype)
+
+    q = result(out, x.shape, _I8)
+    s = result(scale_out, scale_shape, scale_dtype)
+    z = result(zero_out, scale_shape, _I32) if zero_point else None
     if rows:
-        _lib.igemm_quantize(x2, code, q.reshape(rows, k), s.reshape(rows))
-    if out is not None and q is not out:
-        out[...] = q
-        q = out
-    if scale_out is not None and s is not scale_out:
-        scale_out[...] = s
-        s = scale_out
-    return q, s
+        _lib.igemm_quantize(x2, code, q.reshape(rows, k), s.reshape(rows),
+                            None if z is None else z.reshape(rows))
+    for given_out, made in ((out, q), (scale_out, s), (zero_out, z)):
+        if given_out is not None and made is not given_out:
+            given_out[...] = made
+    q = q if out is None else out
+    s = s if scale_out is None else scale_out
+    if z is None:
+        return q, s
+    return q, s, z if zero_out is None else zero_out
 
 
 def _int8_operand(fname, name, x):
@@ -135,10 +171,11 @@ def _scale32(fname, name, s, shape):
 
 
 def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarray | None = None,
-                b_scale: np.ndarray | None = None, bias: np.ndarray | None = None,
-                activation: str | None = None, out_dtype: DTypeLike | None = None,
-                out: np.ndarray | None = None) -> Any:
-    """``a @ b`` of int8 operands with exact int32 sums, optionally scaled back to floats.
+                b_scale: np.ndarray | None = None, a_zero: np.ndarray | None = None,
+                bias: np.ndarray | None = None, activation: str | None = None,
+                out_dtype: DTypeLike | None = None, out: np.ndarray | None = None) -> Any:
+    """``a @ b`` of int8 operands with exact int32 sums, optionally scaled back to floats;
+    with ``a_zero``, ``(a - a_zero) @ b`` (rows quantized with zero points).
 
     Parameters
     ----------
@@ -150,6 +187,10 @@ def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarr
         the batch dimensions as ``a``'s or broadcasting to them.
     b_scale : ndarray of shape (n,), optional
         One scale per column of ``b``.  Both scales or neither.
+    a_zero : ndarray of shape (..., m, 1) or (..., m), optional
+        One zero point per row of ``a`` (an integer dtype, values in [-128, 127]: those of
+        ``quantize_rows(x, zero_point=True)``), broadcasting as ``a_scale``; the product is
+        then ``(a - a_zero) @ b``, exact, for k up to 65793.
     bias : ndarray of shape (n,), optional
         float32 / bfloat16 / float16 (shape () or (1,) broadcasts); only with the scales.
     activation : None or a name of ``activation`` ("relu", "gelu", ...), optional
@@ -165,7 +206,8 @@ def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarr
     -------
     ndarray
         Without scales, the exact int32 product.  With scales,
-        ``activation(float32(a @ b) / (b_scale[j] * a_scale[i]) + bias)``: each operation in
+        ``activation(float32(a @ b) / (b_scale[j] * a_scale[i]) + bias)`` (``a - a_zero`` for
+        ``a`` with zero points): each operation in
         float32 rounded once, in that order (bit-identical to that float32 formula in numpy),
         the activation as ``kernels.activation`` computes it, then rounded once to nearest
         even to ``out_dtype``.
@@ -176,8 +218,9 @@ def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarr
         Operands that are not int8 (or not arrays), a PackedMatrix of another dtype, scales or
         bias of another dtype, an unsupported ``out_dtype``.
     ValueError
-        Shapes that do not match (inner dimensions, scales, bias), ``b`` not 2-D, k above
-        131071 (the largest k whose int32 sums cannot overflow, -128 included), one scale
+        Shapes that do not match (inner dimensions, scales, zero points, bias), ``b`` not 2-D,
+        k above 131071 (the largest k whose int32 sums cannot overflow, -128 included; 65793
+        with zero points), zero points outside [-128, 127], one scale
         without the other, bias / activation / a float ``out_dtype`` without scales, an unknown
         activation, a bad ``out``, a PackedMatrix packed at a level with another panel width.
 
@@ -205,6 +248,9 @@ def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarr
     if k > MAX_K:
         raise ValueError(f"{fname}: k = {k} is above {MAX_K}, the largest k whose int32 sums "
                          f"cannot overflow for int8 inputs")
+    if a_zero is not None and k > MAX_K_ZP:
+        raise ValueError(f"{fname}: k = {k} is above {MAX_K_ZP}, the largest k whose int32 "
+                         f"sums cannot overflow for int8 inputs with zero points")
     batch = a.shape[:-2]
     out_shape = batch + (m, n)
     if (a_scale is None) != (b_scale is None):
@@ -247,6 +293,10 @@ def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarr
         a32 = _scale32(fname, "a_scale", a_scale, batch + (m,))
         b32 = _scale32(fname, "b_scale", b_scale, (n,))
         inputs += [a_scale, b_scale]
+    zero32 = None
+    if a_zero is not None:
+        zero32 = _zero32(fname, a_zero, batch, m)
+        inputs.append(a_zero)
     bias32, bias_stride = None, 0
     if bias is not None:
         bias32, bias_stride = product_bias(fname, bias, n, _FLOAT_CODES, _FLOAT_NAMES)
@@ -259,13 +309,34 @@ def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarr
         work = out if out.flags.aligned and out.dtype.isnative else np.empty(
             out_shape, dtype=target.newbyteorder("="))
     if result.size:
-        _run(a, b, work, a32, b32, bias32, bias_stride, batch, m, n, k, target, act)
+        _run(a, b, work, a32, b32, zero32, bias32, bias_stride, batch, m, n, k, target, act)
         if work is not result:
             result[...] = work
     return result
 
 
-def _run(a, b, out, a32, b32, bias32, bias_stride, batch, m, n, k, target, act):
+def _zero32(fname, a_zero, batch, m):
+    """The zero points as contiguous int32 (batch * m,), checked: integers in [-128, 127]."""
+    if not isinstance(a_zero, np.ndarray):
+        raise TypeError(f"{fname}: a_zero must be a numpy.ndarray, got {type(a_zero).__name__}")
+    if a_zero.dtype.kind not in "iu":
+        raise TypeError(f"{fname}: a_zero must have an integer dtype, got {a_zero.dtype}")
+    if a_zero.ndim >= 2 and a_zero.shape[-2:] == (m, 1) and \
+            (m != 1 or a_zero.ndim == len(batch) + 2):
+        a_zero = a_zero[..., 0]                  # (..., m, 1) -> (..., m)
+    try:
+        z = np.broadcast_to(a_zero, batch + (m,))
+    except ValueError:
+        raise ValueError(f"{fname}: a_zero has shape {a_zero.shape}, expected "
+                         f"{batch + (m,)}") from None
+    if z.size and (z.min() < -128 or z.max() > 127):
+        bad = z[(z < -128) | (z > 127)]
+        raise ValueError(f"{fname}: a_zero holds values outside [-128, 127] (the zero points of "
+                         f"int8 codes), such as {bad.reshape(-1)[:4].tolist()}")
+    return np.ascontiguousarray(z, dtype=np.int32).reshape(-1)
+
+
+def _run(a, b, out, a32, b32, zero32, bias32, bias_stride, batch, m, n, k, target, act):
     packed = isinstance(b, PackedMatrix)
     offsets = None
     if batch:
@@ -276,7 +347,7 @@ def _run(a, b, out, a32, b32, bias32, bias_stride, batch, m, n, k, target, act):
     r = _lib.igemm_run(a, b, out, a32, b32, bias32, offsets, m, n, k,
                        (a.strides[-2], a.strides[-1]),
                        (0, 0) if packed else (b.strides[0], b.strides[1]),
-                       (out.strides[-2], out.strides[-1]), bias_stride, out_code, act)
+                       (out.strides[-2], out.strides[-1]), bias_stride, out_code, act, zero32)
     if r == _lib.IGEMM_FORMAT_ERROR:
         raise ValueError(
             f"matmul_int8: b was packed at level {b.isa!r} in panels of {b.format[2]} "

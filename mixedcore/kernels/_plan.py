@@ -190,9 +190,10 @@ class Plan:
 
     def matmul_int8(self, src: int, b: PackedMatrix, b_scale: np.ndarray, *,
                     bias: np.ndarray | None = None, activation: str | None = None,
-                    out_dtype: DTypeLike | None = None) -> int:
+                    out_dtype: DTypeLike | None = None, zero_point: bool = False) -> int:
         """The int8 product of ``src``'s rows quantized on the way: ``kernels.quantize_rows``
-        of ``src`` (float16, bfloat16 or float32, over its last axis), then
+        of ``src`` (float16, bfloat16 or float32, over its last axis; with ``zero_point``,
+        its min-max codes and their zero points, multiplied with ``a_zero``), then
         ``kernels.matmul_int8`` with the packed int8 ``b`` (k, n), its column scales
         ``b_scale`` (float32, (n,)), ``bias`` and ``activation``, rounded to ``out_dtype``
         (float32 by default) -- the calls of Keras's int8 Dense, the same bits.  The quantized
@@ -209,9 +210,13 @@ class Plan:
         if not buf.shape or buf.shape[-1] != k:
             raise ValueError(f"{fname}: buffer {src} of shape {buf.shape} cannot multiply b of "
                              f"shape {b.shape}")
-        if k > _lib.IGEMM_MAX_K:
-            raise ValueError(f"{fname}: k = {k} is above {_lib.IGEMM_MAX_K}, the largest k "
-                             f"whose int32 sums cannot overflow")
+        if not isinstance(zero_point, (bool, np.bool_)):
+            raise TypeError(f"{fname}: zero_point must be a bool, got "
+                            f"{type(zero_point).__name__}: {zero_point!r}")
+        limit = _lib.IGEMM_MAX_K_ZP if zero_point else _lib.IGEMM_MAX_K
+        if k > limit:
+            raise ValueError(f"{fname}: k = {k} is above {limit}, the largest k whose int32 "
+                             f"sums cannot overflow{' with zero points' if zero_point else ''}")
         _check_packed(fname, b)
         if not isinstance(b_scale, np.ndarray) or b_scale.dtype != _F32 or \
                 b_scale.shape != (n,):
@@ -223,18 +228,21 @@ class Plan:
         bias32 = _bias32(fname, bias, n)
         m = math.prod(buf.shape[:-1])
         q = self._new((m, k), np.int8, _ARENA)
-        scale = self._new((m,), buf.dtype, _ARENA)
         scale32 = self._new((m,), _F32, _ARENA)
+        # min-max codes: float32 scales straight into scale32, and the zero points
+        scale = scale32 if zero_point else self._new((m,), buf.dtype, _ARENA)
+        zero = self._new((m,), np.int32, _ARENA) if zero_point else -1
+        mine = [i for i in (q, scale, scale32, zero) if i >= 0]
         dst = self._new(buf.shape[:-1] + (n,), target, _ARENA)
         if m and n:
             norm = self._claim_quantizing_norm(src)
             if norm is not None:       # that step quantizes the rows (mc_plan.h, design d)
-                self._core.quantize_after(self._ops[norm][1], q, scale, scale32)
-                for i in (q, scale, scale32):
+                self._core.quantize_after(self._ops[norm][1], q, scale, scale32, zero)
+                for i in mine:
                     self._buffers[i].first = norm
             self._core.igemm(src, dst, b, m, GEMM_CODES[buf.dtype], GEMM_CODES[target],
                              np.ascontiguousarray(b_scale), bias32, act, q, scale, scale32,
-                             norm is not None)
+                             norm is not None, zero)
             self._c_step(dst, "matmul_int8")
         return dst
 

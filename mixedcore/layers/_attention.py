@@ -16,7 +16,7 @@ from mixedcore._dtypes import as_numeric_array, dtype_name, is_floating, np_dtyp
 from mixedcore.layers import _args, _node
 from mixedcore.layers._base import Layer, _as_shapes, _batchless
 from mixedcore.layers._einsum_dense import QuantizedEinsumDense, _Plan
-from mixedcore.layers._quantized import check_quantize, quantized_policy_name
+from mixedcore.layers._quantized import check_quantize, int8_product, quantized_policy_name
 
 _GEMM_DTYPES = ("float16", "bfloat16", "float32")
 # what Keras's masked softmax puts at masked positions before normalizing
@@ -761,9 +761,9 @@ class MultiHeadAttention(Layer):
                 int8 = self._qkv_int8()
                 if int8 is not None:
                     packed8, b_scale, bias = int8
-                    xq8, xscale = kernels.quantize_rows(xq)
-                    qkv = kernels.matmul_int8(xq8, packed8, a_scale=xscale, b_scale=b_scale,
-                                              bias=bias, out_dtype=out16)
+                    zero_point = self._quantized("query")._activation_zero_point()
+                    qkv = int8_product(xq, packed8, b_scale, zero_point, bias=bias,
+                                       out_dtype=out16)
         if qkv is not None:
             qp = qkv[:, :n * h].reshape(b, t, n, h)
             kp = qkv[:, n * h:2 * n * h].reshape(b, s, n, h)

@@ -45,6 +45,7 @@ from mixedcore.layers._affine import _Affine
 from mixedcore.layers._base import Weight
 from mixedcore.layers._quantized import (Quantizable, QuantizedWeights, _group_index,
                                          block_size_of, calibrated_kernel, calibrated_specs,
+                                         int8_product,
                                          fake_float8, float8_specs, int4_specs)
 
 _F32 = np.dtype(np.float32)
@@ -416,9 +417,8 @@ class QuantizedEinsumDense(QuantizedWeights):
             return kernels.matmul(x2, packed, bias=bias, activation=act, out_dtype=out)
         if self._activation_quantized():
             packed, bscale = self._prepared("int8", self._int8_operands)
-            xq, xscale = kernels.quantize_rows(x2)
-            return kernels.matmul_int8(xq, packed, a_scale=xscale, b_scale=bscale, bias=bias,
-                                       activation=act, out_dtype=out)
+            return int8_product(x2, packed, bscale, self._activation_zero_point(), bias=bias,
+                                activation=act, out_dtype=out)
         packed = self._prepared("weights", self._weight_only_operand)
         return kernels.matmul_quantized(x2, packed, bias=bias, activation=act, out_dtype=out)
 

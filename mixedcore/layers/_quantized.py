@@ -81,6 +81,25 @@ def quantized_policy_name(layer, mode, config):
     return f"{name}_from_{layer.dtype_policy.name}"
 
 
+def zero_point_config(config):
+    """Whether a quantization config quantizes the activations with zero points."""
+    return config is not None and isinstance(config.activation_quantizer,
+                                             _quantizers.MinMaxQuantizer)
+
+
+def int8_product(x2, packed, b_scale, zero_point, *, bias=None, activation=None,
+                 out_dtype=None):
+    """The int8 product of rows ``x2`` quantized at run time (``kernels.quantize_rows``, with
+    zero points or not) by the packed int8 kernel with its column scales."""
+    if zero_point:
+        xq, xscale, xzero = kernels.quantize_rows(x2, zero_point=True)
+        return kernels.matmul_int8(xq, packed, a_scale=xscale, b_scale=b_scale, a_zero=xzero,
+                                   bias=bias, activation=activation, out_dtype=out_dtype)
+    xq, xscale = kernels.quantize_rows(x2)
+    return kernels.matmul_int8(xq, packed, a_scale=xscale, b_scale=b_scale, bias=bias,
+                               activation=activation, out_dtype=out_dtype)
+
+
 class QuantizedWeights:
     """What reading a quantized weight set needs, whoever holds it: a layer, or one projection
     of a MultiHeadAttention.  The holder provides ``dtype_policy``, ``quantization_config``,
@@ -106,6 +125,10 @@ class QuantizedWeights:
             return config is not None and config.activation_quantizer is not None \
                 and self._int4_block() is None
         return False
+
+    def _activation_zero_point(self):
+        """Whether the inputs are quantized with zero points (a MinMaxQuantizer config)."""
+        return zero_point_config(self.quantization_config)
 
     def _prepared(self, key, make):
         """``make()``, cached per weight version, compute dtype, ISA level and ``key``."""
@@ -398,10 +421,9 @@ class QuantizedDense(Quantizable):
                                out_dtype=out if fused else None)
         elif self._activation_quantized():
             packed, bscale = self._prepared("int8", self._int8_operands)
-            xq, xscale = kernels.quantize_rows(x2)
-            y = kernels.matmul_int8(xq, packed, a_scale=xscale, b_scale=bscale, bias=bias,
-                                    activation=act if fused else None,
-                                    out_dtype=out if fused else None)
+            y = int8_product(x2, packed, bscale, self._activation_zero_point(), bias=bias,
+                             activation=act if fused else None,
+                             out_dtype=out if fused else None)
         else:
             packed = self._prepared("weights", self._weight_only_operand)
             y = kernels.matmul_quantized(x2, packed, bias=bias, activation=act if fused else None,

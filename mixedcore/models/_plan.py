@@ -376,7 +376,8 @@ class InferencePlan:
         packed, b_scale = layer._prepared("int8", layer._int8_operands)
         bias = layer._bias32("bias") if layer.use_bias else None
         dst = self.plan.matmul_int8(buf, packed, b_scale, bias=bias,
-                                    activation=None if act == "linear" else act, out_dtype=cd)
+                                    activation=None if act == "linear" else act, out_dtype=cd,
+                                    zero_point=layer._activation_zero_point())
         self._hold(layer)
         self._env[out] = (dst, None)
         return True
@@ -412,8 +413,10 @@ class InferencePlan:
         n, h, hv = layer.num_heads, layer.key_dim, layer.value_dim
         out = id(node.output_tensors[0])
         if int8:
+            zero_point = quant["query"]._activation_zero_point()
             packed, b_scale, bias = layer._qkv_int8()
-            qkv = self.plan.matmul_int8(buf, packed, b_scale, bias=bias, out_dtype=cd)
+            qkv = self.plan.matmul_int8(buf, packed, b_scale, bias=bias, out_dtype=cd,
+                                        zero_point=zero_point)
         else:
             packed, bias = layer._packed_qkv()
             qkv = self.plan.matmul(buf, packed, bias=bias, out_dtype=cd)
@@ -424,7 +427,8 @@ class InferencePlan:
         if int8:
             proj = quant["attention_output"]
             packed, b_scale = proj._prepared("int8", proj._int8_operands)
-            dst = self.plan.matmul_int8(o, packed, b_scale, bias=bias, out_dtype=cd)
+            dst = self.plan.matmul_int8(o, packed, b_scale, bias=bias, out_dtype=cd,
+                                        zero_point=proj._activation_zero_point())
         else:
             kernel = layer.packed_weight("attention_output/kernel")
             residual = self._residual(out, cd) if len(tail) == 1 else None

@@ -4,7 +4,10 @@
  * the output rounding), B packed ahead (mc_igemm_pack) and not, K blocks of several depths
  * (the kc of the call), transposed and reversed operands, a batch, int8 extremes, K = 0 and
  * MC_IGEMM_MAX_K, a refusal above it and of panels of another width; and the row quantization
- * (mc_igemm_quantize) against mc_igemm_quant_row_scalar_.  Bytes past every output unchanged. */
+ * (mc_igemm_quantize) against mc_igemm_quant_row_scalar_; with zero points, the min-max row
+ * quantization (mc_igemm_quantize_zp) against mc_igemm_quant_row_zp_scalar_ and the product
+ * (A - z) @ B (g.a_zero) against the int64 sum, int32 and scaled, and its own K bound.  Bytes
+ * past every output unchanged. */
 #include <math.h>
 
 #include "ctest.h"
@@ -197,6 +200,126 @@ static void quant_case(int type, int64_t rows, int64_t k, int special)
     free(s);
 }
 
+static void quant_zp_case(int type, int64_t rows, int64_t k)
+{
+    ct_context("quantize with zero points, type %d, %lld x %lld", type, (long long)rows,
+               (long long)k);
+    const int64_t es = type == MC_F32 ? 4 : 2;
+    char *x = (char *)ct_alloc_marked(rows * k * es + 1);
+    for (int64_t i = 0; i < rows; ++i) {
+        const double mag = ldexp(1.0, (int)(ct_rand() % 40) - 30), shift = ct_uniform(-1.0, 1.0);
+        for (int64_t t = 0; t < k; ++t) {
+            double v = (ct_uniform(-1.0, 1.0) + shift) * mag;
+            if (i % 5 == 1 && t == k / 2)
+                v = NAN;
+            if (i % 5 == 2 && t == k / 3)
+                v = INFINITY;
+            if (i % 5 == 3)
+                v = 0.0;
+            mc_igemm_store_(x + (i * k + t) * es, (float)v, type);
+        }
+    }
+    int8_t *q = (int8_t *)ct_alloc_marked(rows * k + 1);
+    float *s = (float *)ct_alloc_marked(rows * 4 + 1);
+    int32_t *z = (int32_t *)ct_alloc_marked(rows * 4 + 1);
+    mc_igemm_quantize_zp(x, type, rows, k, k * es, es, q, k, s, z);
+    int8_t wq[1024];
+    for (int64_t i = 0; i < rows; ++i) {
+        float ws;
+        int32_t wz;
+        mc_igemm_quant_row_zp_scalar_(x + i * k * es, type, k, es, wq, 1, &ws, &wz);
+        for (int64_t t = 0; t < k; ++t)
+            if (!CT_CHECK_BITS((uint8_t)q[i * k + t], (uint8_t)wq[t], "q", i * k + t))
+                return;
+        CT_CHECK_BITS(mc_igemm_bits_(s[i]), mc_igemm_bits_(ws), "scale", i);
+        CT_CHECK_BITS((uint32_t)z[i], (uint32_t)wz, "zero", i);
+    }
+    CT_CHECK(ct_marks_intact(q, rows * k) && ct_marks_intact(s, rows * 4) &&
+             ct_marks_intact(z, rows * 4), "bytes past q / scale / zero");
+    free(x);
+    free(q);
+    free(s);
+    free(z);
+}
+
+/* (A - z) @ B with zero points, int32 (out_type MC_IGEMM_I32) or float32 scaled, B packed or
+ * not, in K blocks of kc; extreme: A all -128 and z = 127, B all -128 (the largest sums) */
+static void zp_case(int64_t m, int64_t k, int64_t n, int packed, int64_t kc, int scaled,
+                    int extreme)
+{
+    ct_context("zero points, %lld x %lld x %lld, packed %d, kc %lld, scaled %d, extreme %d",
+               (long long)m, (long long)k, (long long)n, packed, (long long)kc, scaled, extreme);
+    int8_t *a = (int8_t *)malloc((size_t)(m * k + 1));
+    int8_t *b = (int8_t *)malloc((size_t)(k * n + 1));
+    int32_t *z = (int32_t *)malloc((size_t)(m * 4 + 4));
+    float *as = (float *)malloc((size_t)(m * 4 + 4)), *bs = (float *)malloc((size_t)(n * 4 + 4));
+    for (int64_t i = 0; i < m * k; ++i)
+        a[i] = extreme ? -128 : (int8_t)((int)(ct_rand() % 256) - 128);
+    for (int64_t i = 0; i < k * n; ++i)
+        b[i] = extreme ? -128 : (int8_t)((int)(ct_rand() % 256) - 128);
+    for (int64_t i = 0; i < m; ++i) {
+        z[i] = extreme ? 127 : (int32_t)(ct_rand() % 256) - 128;
+        as[i] = (float)ct_uniform(0.5, 2.0);
+    }
+    for (int64_t j = 0; j < n; ++j)
+        bs[j] = (float)ct_uniform(0.5, 2.0);
+    const int64_t es = 4;
+    char *out = (char *)ct_alloc_marked(m * n * es + 1);
+    mc_igemm_call call;
+    memset(&call, 0, sizeof call);
+    call.g.m = m;
+    call.g.n = n;
+    call.g.k = k;
+    call.g.a = a;
+    call.g.a_rs = k;
+    call.g.a_cs = 1;
+    call.g.out = out;
+    call.g.o_rs = n * es;
+    call.g.o_cs = es;
+    call.g.out_type = scaled ? MC_F32 : MC_IGEMM_I32;
+    call.g.a_zero = z;
+    if (scaled) {
+        call.g.a_scale = as;
+        call.g.b_scale = bs;
+    }
+    call.batch = 1;
+    call.kc = kc;
+    mc_ipacked pk;
+    memset(&pk, 0, sizeof pk);
+    if (packed) {
+        CT_CHECK(mc_igemm_pack(b, n, 1, k, n, kc, &pk) == MC_IGEMM_OK, "pack");
+        call.packed = &pk;
+    } else {
+        call.b = b;
+        call.b_rs = n;
+        call.b_cs = 1;
+    }
+    CT_CHECK(mc_igemm(&call) == MC_IGEMM_OK, "mc_igemm");
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            int64_t want = 0;
+            for (int64_t t = 0; t < k; ++t)
+                want += ((int64_t)a[i * k + t] - z[i]) * b[t * n + j];
+            uint32_t g, w;
+            memcpy(&g, out + (i * n + j) * es, 4);
+            if (scaled)
+                w = mc_igemm_bits_(mc_igemm_value_((int32_t)want, as[i], bs[j], NULL));
+            else
+                w = (uint32_t)(int32_t)want;
+            if (!CT_CHECK_BITS(g, w, "out", i * n + j))
+                goto end;
+        }
+    CT_CHECK(ct_marks_intact(out, m * n * es), "bytes past out");
+end:
+    mc_igemm_packed_free(&pk);
+    free(a);
+    free(b);
+    free(z);
+    free(as);
+    free(bs);
+    free(out);
+}
+
 int main(int argc, char **argv)
 {
     ct_init(argc, argv);
@@ -224,6 +347,16 @@ int main(int argc, char **argv)
             quant_case(MC_F16, 9, 17, 1);
             quant_case(MC_BF16, 13, 128, 1);     /* whole blocks of 64, no tail */
             quant_case(MC_F32, 600, 400, 0);
+            quant_zp_case(MC_F32, 37, 301);
+            quant_zp_case(MC_BF16, 21, 128);
+            quant_zp_case(MC_F16, 9, 17);
+            quant_zp_case(MC_BF16, 300, 1000);
+            zp_case(1, 7, 5, 0, 0, 0, 0);
+            zp_case(1, 300, 130, 1, 0, 1, 0);          /* the batch-1 path */
+            zp_case(15, 129, 65, 0, 0, 1, 0);
+            zp_case(29, 600, 97, 1, 64, 0, 0);         /* K blocks of 64 */
+            zp_case(64, 700, 300, 0, 128, 1, 0);
+            zp_case(2, MC_IGEMM_MAX_K_ZP, 3, 1, 0, 0, 1);
         }
         /* refusals: K above the bound, panels of another width */
         ct_context("refusals");
@@ -233,6 +366,11 @@ int main(int argc, char **argv)
         call.g.k = MC_IGEMM_MAX_K + 1;
         call.batch = 1;
         CT_CHECK(mc_igemm(&call) == MC_IGEMM_SIZE, "k above the bound accepted");
+        const int32_t zero = 0;
+        call.g.a_zero = &zero;
+        call.g.k = MC_IGEMM_MAX_K_ZP + 1;
+        CT_CHECK(mc_igemm(&call) == MC_IGEMM_SIZE, "k above the bound with zero points accepted");
+        call.g.a_zero = NULL;
         mc_ipacked pk;
         CT_CHECK(mc_igemm_pack(NULL, 1, 1, MC_IGEMM_MAX_K + 1, 1, 0, &pk) == MC_IGEMM_SIZE,
                  "pack above the bound accepted");

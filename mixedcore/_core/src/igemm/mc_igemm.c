@@ -44,7 +44,9 @@ void mc_igemm_epi_scalar(const mc_igemm_args *g, const int32_t *tile, int ldt, i
                     memcpy(&p, acc, 4);
                     t += (uint32_t)p;
                 }
-                const int32_t st = (int32_t)t;
+                int32_t st = (int32_t)t;
+                if (last && g->a_zero != NULL)
+                    st = mc_igemm_zp_(st, g->a_zero[ii], g->b_sum[jj]);
                 if (!last || g->out_type == MC_IGEMM_I32) {
                     memcpy(last ? g->out + ii * g->o_rs + jj * g->o_cs : acc, &st, 4);
                     continue;
@@ -207,6 +209,8 @@ static void mc_iunit_rect_(void *ctx, int64_t u)
     }
     if (g.a_scale != NULL)
         g.a_scale += item * g.m;
+    if (g.a_zero != NULL)
+        g.a_zero += item * g.m;
     g.acc = NULL;
     if (g.out_type == MC_IGEMM_I32) {
         g.acc = (int32_t *)g.out;
@@ -273,10 +277,29 @@ static void mc_irects_(mc_ijob_ *job, int64_t batch, int64_t m, int64_t n, int n
     job->cg = mc_max_(mc_ceil_div_(n, job->cols_per), 1);
 }
 
+/* Each column's sum over all of K into sum (n values), from the panels' per-block sums (-128
+ * times each block's; all of them fit, and so does their total) */
+static void mc_ibsum_(const mc_iplan_ *p, const mc_ibsrc_ *bs, int64_t k, int64_t n, int32_t *sum)
+{
+    const int nr = p->kern->nr;
+    memset(sum, 0, (size_t)n * 4);
+    for (int64_t pc = 0; pc < k; pc += bs->kc) {
+        const int64_t kc = mc_min_(k - pc, bs->kc);
+        for (int64_t j = 0; j < n; j += nr) {
+            const int32_t *sums = (const int32_t *)(mc_panels_(p, bs, pc, kc, j) +
+                                                    ((kc + 3) / 4) * nr * 4);
+            for (int64_t l = 0; l < mc_min_(nr, n - j); ++l)
+                sum[j + l] = (int32_t)((uint32_t)sum[j + l] + (uint32_t)sums[l]);
+        }
+    }
+    for (int64_t j = 0; j < n; ++j)
+        sum[j] /= -128;
+}
+
 int mc_igemm(const mc_igemm_call *call)
 {
     const mc_igemm_args *g0 = &call->g;
-    if (g0->k > MC_IGEMM_MAX_K)
+    if (g0->k > (g0->a_zero != NULL ? MC_IGEMM_MAX_K_ZP : MC_IGEMM_MAX_K))
         return MC_IGEMM_SIZE;
     const int level = mc_rt_level();
     const mc_level_kernels *lk = mc_kernels(level);
@@ -303,6 +326,7 @@ int mc_igemm(const mc_igemm_call *call)
     p.nthreads = mc_rt_threads_for(mc_work_mul(mc_work_mul(call->batch, g0->m),
                                                mc_work_mul(g0->n, mc_max_(g0->k, 1))),
                                    MC_IGEMM_PARALLEL_MIN);
+    int32_t *b_sum = NULL;
     mc_ijob_ job;
     memset(&job, 0, sizeof job);
     job.p = &p;
@@ -332,11 +356,21 @@ int mc_igemm(const mc_igemm_call *call)
         mc_ipack_all_(&job, mc_rt_threads_for(mc_work_mul(g0->k, g0->n), MC_IPACK_PARALLEL_MIN));
         job.bs.data = job.dst;
     }
+    if (g0->a_zero != NULL) {
+        b_sum = (int32_t *)malloc((size_t)g0->n * 4);
+        if (b_sum == NULL) {
+            r = MC_IGEMM_NOMEM;
+            goto done;
+        }
+        mc_ibsum_(&p, &job.bs, g0->k, g0->n, b_sum);
+        c.g.b_sum = b_sum;
+    }
     mc_irects_(&job, call->batch, g0->m, g0->n, p.nthreads);
     mc_run(mc_iunit_rect_, &job, call->batch * job.rg * job.cg, p.nthreads);
     if (job.status)
         r = job.status == -2 ? MC_IGEMM_TOOBIG : MC_IGEMM_NOMEM;
 done:
+    free(b_sum);
     mc_fpenv_leave(&saved);
     return r;
 }
@@ -418,8 +452,9 @@ void mc_igemm_format(int level, int *nr, int64_t *kc)
 
 typedef struct {
     mc_igemm_quant_fn fn;
+    mc_igemm_quant_zp_fn fn_zp;      /* with zero points (then scale is float32) */
     const char *x; int type; int64_t rows, k, x_rs, x_cs, q_rs, band;
-    int8_t *q; char *scale;
+    int8_t *q; char *scale; int32_t *zero;
 } mc_iquant_job_;
 
 static void mc_iunit_quant_(void *ctx, int64_t u)
@@ -427,22 +462,40 @@ static void mc_iunit_quant_(void *ctx, int64_t u)
     const mc_iquant_job_ *j = (const mc_iquant_job_ *)ctx;
     const int64_t es = j->type == MC_F32 ? 4 : 2;
     const int64_t r1 = mc_min_((u + 1) * j->band, j->rows);
-    for (int64_t r = u * j->band; r < r1; ++r)
-        j->fn(j->x + r * j->x_rs, j->type, j->k, j->x_cs, j->q + r * j->q_rs, 1,
-              j->scale + r * es);
+    for (int64_t r = u * j->band; r < r1; ++r) {
+        if (j->zero != NULL)
+            j->fn_zp(j->x + r * j->x_rs, j->type, j->k, j->x_cs, j->q + r * j->q_rs, 1,
+                     (float *)j->scale + r, j->zero + r);
+        else
+            j->fn(j->x + r * j->x_rs, j->type, j->k, j->x_cs, j->q + r * j->q_rs, 1,
+                  j->scale + r * es);
+    }
 }
 
-void mc_igemm_quantize(const char *x, int type, int64_t rows, int64_t k, int64_t x_rs,
-                       int64_t x_cs, int8_t *q, int64_t q_rs, char *scale)
+static void mc_iquantize_(const char *x, int type, int64_t rows, int64_t k, int64_t x_rs,
+                          int64_t x_cs, int8_t *q, int64_t q_rs, char *scale, int32_t *zero)
 {
     if (rows == 0)
         return;
     mc_fpenv saved;
     mc_fpenv_enter(&saved);
     const int nt = mc_rt_threads_for(mc_work_mul(rows, mc_max_(k, 1)), MC_IQUANT_PARALLEL_MIN);
-    mc_iquant_job_ j = {mc_kernels(mc_rt_level())->igemm.quant, x, type, rows, k, x_rs, x_cs,
-                        q_rs, 0, q, scale};
+    const mc_igemm_table *t = &mc_kernels(mc_rt_level())->igemm;
+    mc_iquant_job_ j = {t->quant, t->quant_zp, x, type, rows, k, x_rs, x_cs, q_rs, 0, q, scale,
+                        zero};
     j.band = mc_max_(mc_ceil_div_(rows, (int64_t)MC_UNITS_PER_THREAD_ * nt), 1);
     mc_run(mc_iunit_quant_, &j, mc_ceil_div_(rows, j.band), nt);
     mc_fpenv_leave(&saved);
+}
+
+void mc_igemm_quantize(const char *x, int type, int64_t rows, int64_t k, int64_t x_rs,
+                       int64_t x_cs, int8_t *q, int64_t q_rs, char *scale)
+{
+    mc_iquantize_(x, type, rows, k, x_rs, x_cs, q, q_rs, scale, NULL);
+}
+
+void mc_igemm_quantize_zp(const char *x, int type, int64_t rows, int64_t k, int64_t x_rs,
+                          int64_t x_cs, int8_t *q, int64_t q_rs, float *scale, int32_t *zero)
+{
+    mc_iquantize_(x, type, rows, k, x_rs, x_cs, q, q_rs, (char *)scale, zero);
 }

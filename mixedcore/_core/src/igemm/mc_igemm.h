@@ -33,10 +33,15 @@
  *      level's row kernel in the scalar epilogue, mc_act_avx512_inl.h's in the vector one),
  *      and one rounding to nearest even to the output type.
  *   g. Quantization of rows (mc_igemm_quantize): mc_igemm_quant_row_scalar_ per row, on the
- *      team in bands of rows.
+ *      team in bands of rows; with zero points (mc_igemm_quantize_zp) the min-max codes of
+ *      mc_igemm_quant_row_zp_scalar_.
  *   h. The driver reads the level and thread count once per call, like the other families,
  *      and calls only the runtime and its level's table; it shares no code with the float
  *      GEMM (whose panels are float).
+ *   i. Zero points (g.a_zero): the product is (A - z) @ B.  The kernels multiply the codes as
+ *      they are; the epilogue of the last K block subtracts z[i] times column j's sum over all
+ *      of K, which the driver adds up from the panels' per-block sums before the work starts.
+ *      |a - z| <= 255, so K is limited to MC_IGEMM_MAX_K_ZP for the sums to stay exact.
  */
 #ifndef MC_IGEMM_H_
 #define MC_IGEMM_H_
@@ -92,5 +97,9 @@ void mc_igemm_format(int level, int *nr, int64_t *kc);
  * (rows q_rs apart, contiguous) and scale (one value of type per row, contiguous). */
 void mc_igemm_quantize(const char *x, int type, int64_t rows, int64_t k, int64_t x_rs,
                        int64_t x_cs, int8_t *q, int64_t q_rs, char *scale);
+/* The same with zero points (min-max quantization, mc_igemm_quant_row_zp_scalar_): scale and
+ * zero one float32 and one int32 per row, contiguous. */
+void mc_igemm_quantize_zp(const char *x, int type, int64_t rows, int64_t k, int64_t x_rs,
+                          int64_t x_cs, int8_t *q, int64_t q_rs, float *scale, int32_t *zero);
 
 #endif

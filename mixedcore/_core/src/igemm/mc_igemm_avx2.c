@@ -64,4 +64,5 @@ static void mc_ukr_avx2_(int64_t kq, const void *ap, const void *bp, int32_t *ti
 const mc_igemm_table mc_igemm_table_avx2 = {
     {MC_MR, MC_NR, 2, 0, mc_pack_a_avx2_, mc_ukr_avx2_, NULL, NULL, 72, 2048, 1024},
     NULL,
+    NULL,
 };

@@ -181,4 +181,5 @@ const mc_igemm_table mc_igemm_table_avx512bf16 = {
     {MC_MR, MC_NR, 1, 1, mc_pack_a_vnni_, mc_ukr_vnni_, mc_ukr_wide_vnni_, mc_epi_vnni_, 140,
      4096, 1024},
     NULL,
+    NULL,
 };

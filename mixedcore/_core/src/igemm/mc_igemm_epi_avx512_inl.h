@@ -19,6 +19,7 @@ static void MC_IEPI_FN_(const mc_igemm_args *g, const int32_t *tile, int ldt, in
     const int64_t o_rs = g->o_rs, acc_rs = g->acc_rs, acc_r0 = g->acc_r0, acc_c0 = g->acc_c0;
     char *const accp = (char *)g->acc;
     const float *const a_scale = g->a_scale, *const b_scale = g->b_scale, *const bias = g->bias;
+    const int32_t *const a_zero = g->a_zero, *const b_sum = g->b_sum;
     const int bias_one = g->bias_s == 0;
     for (int r = 0; r < mr; ++r) {
         const int64_t ii = i + r;
@@ -26,6 +27,8 @@ static void MC_IEPI_FN_(const mc_igemm_args *g, const int32_t *tile, int ldt, in
                                      : (int32_t *)(accp + (ii - acc_r0) * acc_rs + (j - acc_c0) * 4);
         char *orow = out + ii * o_rs + j * es;
         const __m512 as = last && a_scale != NULL ? _mm512_set1_ps(a_scale[ii]) : _mm512_setzero_ps();
+        const __m512i zs = last && a_zero != NULL ? _mm512_set1_epi32(a_zero[ii])
+                                                  : _mm512_setzero_si512();
         for (int s = 0; s < nr; s += 16) {
             const __mmask16 m = mc_mask16_avx512(nr - s);
             __m512i t = _mm512_maskz_loadu_epi32(m, tile + r * ldt + s);
@@ -35,6 +38,9 @@ static void MC_IEPI_FN_(const mc_igemm_args *g, const int32_t *tile, int ldt, in
                 _mm512_mask_storeu_epi32(acc + s, m, t);
                 continue;
             }
+            if (a_zero != NULL)        /* mc_igemm.h, design i: wrapping, exact */
+                t = _mm512_sub_epi32(t, _mm512_mullo_epi32(
+                                            zs, _mm512_maskz_loadu_epi32(m, b_sum + j + s)));
             if (out_type == MC_IGEMM_I32) {
                 _mm512_mask_storeu_epi32(orow + s * 4, m, t);
                 continue;

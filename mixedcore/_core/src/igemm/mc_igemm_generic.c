@@ -41,7 +41,14 @@ static void mc_quant_generic_(const char *x, int type, int64_t k, int64_t xs, in
     mc_igemm_quant_row_scalar_(x, type, k, xs, q, qs, scale);
 }
 
+static void mc_quant_zp_generic_(const char *x, int type, int64_t k, int64_t xs, int8_t *q,
+                                 int64_t qs, float *scale, int32_t *zero)
+{
+    mc_igemm_quant_row_zp_scalar_(x, type, k, xs, q, qs, scale, zero);
+}
+
 const mc_igemm_table mc_igemm_table_generic = {
     {MC_MR, MC_NR, 1, 0, mc_pack_a_generic_, mc_ukr_generic_, NULL, NULL, 64, 1024, 2048},
     mc_quant_generic_,
+    mc_quant_zp_generic_,
 };

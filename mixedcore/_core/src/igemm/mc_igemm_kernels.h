@@ -15,6 +15,9 @@
 /* The largest K whose int32 sums cannot overflow for any int8 inputs: |a * b| <= 128 * 128,
  * and 131071 * 16384 < 2**31 <= 131072 * 16384. */
 #define MC_IGEMM_MAX_K 131071
+/* The same with zero points (codes minus a zero point in [-128, 127]: |a - z| <= 255):
+ * 65793 * 255 * 128 < 2**31. */
+#define MC_IGEMM_MAX_K_ZP 65793
 /* B panels group 4 consecutive k of one column in a 32-bit word (VPDPBUSD's layout). */
 #define MC_IGEMM_KG 4
 
@@ -28,6 +31,10 @@ typedef struct {
     const float *a_scale;      /* m float32, one per row, or NULL (then b_scale is NULL too) */
     const float *b_scale;      /* n float32, one per column */
     const float *bias; int64_t bias_s;                   /* float32, stride 0 or 4 bytes, or NULL */
+    /* zero points: the product is (A - a_zero[i]) @ B, the tile corrected on the last K block
+     * by - a_zero[i] * b_sum[j] (b_sum: each column's sum over all of K, the driver's); NULL:
+     * none */
+    const int32_t *a_zero; const int32_t *b_sum;
     int act;
     mc_act_forward_fn act_row; /* the level's activation kernel, for the scalar epilogue */
 } mc_igemm_args;
@@ -57,6 +64,10 @@ typedef void (*mc_igemm_epi_fn)(const mc_igemm_args *g, const int32_t *tile, int
  * computes them. */
 typedef void (*mc_igemm_quant_fn)(const char *x, int type, int64_t k, int64_t xs, int8_t *q,
                                   int64_t qs, char *scale);
+/* Min-max quantization of one row with a zero point: q[t * qs], *scale (float32) and *zero as
+ * mc_igemm_quant_row_zp_scalar_ computes them. */
+typedef void (*mc_igemm_quant_zp_fn)(const char *x, int type, int64_t k, int64_t xs, int8_t *q,
+                                     int64_t qs, float *scale, int32_t *zero);
 
 typedef struct {
     int mr, nr;
@@ -72,6 +83,7 @@ typedef struct {
 typedef struct {
     mc_igemm_kernel gemm;      /* taken whole from the level below when pack_a is NULL */
     mc_igemm_quant_fn quant;   /* NULL: the level below's */
+    mc_igemm_quant_zp_fn quant_zp;   /* NULL: the level below's */
 } mc_igemm_table;
 
 extern const mc_igemm_table mc_igemm_table_generic;

@@ -10,11 +10,13 @@
  *     which gives the same value since the true sum fits, mc_igemm_kernels.h).
  *   - The scaled value: float32(s) / (b_scale * a_scale) + bias, each operation rounded once
  *     in float32.
- *   - Dynamic row quantization as Keras computes it with torch: mc_igemm_quant_row_scalar_.
+ *   - Dynamic row quantization as Keras computes it with torch: mc_igemm_quant_row_scalar_;
+ *     and min-max quantization with a zero point: mc_igemm_quant_row_zp_scalar_.
  */
 #ifndef MC_IGEMM_SCALAR_H_
 #define MC_IGEMM_SCALAR_H_
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -127,6 +129,12 @@ static inline int32_t mc_igemm_dot_scalar_(const int8_t *a, int64_t as, const in
     return (int32_t)s;
 }
 
+/* s - zero * sum in wrapping int32 (exact when the true value fits, mc_igemm_kernels.h) */
+static inline int32_t mc_igemm_zp_(int32_t s, int32_t zero, int32_t sum)
+{
+    return (int32_t)((uint32_t)s - (uint32_t)zero * (uint32_t)sum);
+}
+
 /* float32(s) / (b_scale * a_scale) (+ bias): each operation rounded once to float32. */
 static inline float mc_igemm_value_(int32_t s, float a_scale, float b_scale, const float *bias)
 {
@@ -176,6 +184,63 @@ static inline void mc_igemm_quant_row_scalar_(const char *x, int type, int64_t k
         q[t * qs] = (int8_t)v;
     }
     mc_igemm_store_(scale, s, type);
+}
+
+/* The scale and zero point of a row whose smallest and largest values are lo <= 0 <= hi
+ * (float32, each operation rounded once):
+ *     s = 255 / ((hi - lo) + 1e-7)
+ *     z = round_half_even(-lo * s) - 128            in [-128, 127]
+ * -lo <= hi - lo, so -lo * s is at most 255 and a rounding. */
+static inline void mc_igemm_zp_params_(float lo, float hi, float *s, int32_t *z)
+{
+    *s = 255.0f / ((hi - lo) + 1e-7f);
+    float zf = nearbyintf(-lo * *s);
+    zf = zf < 0.0f ? 0.0f : zf > 255.0f ? 255.0f : zf;
+    *z = (int32_t)zf - 128;
+}
+
+/* The code of x at scale s and zero point z: clip(round_half_even(x * s) + z, -128, 127), x * s
+ * rounded once (the sum is of small integers: exact). */
+static inline int8_t mc_igemm_zp_code_(float x, float s, int32_t z)
+{
+    float r = nearbyintf(x * s) + (float)z;
+    r = r < -128.0f ? -128.0f : r > 127.0f ? 127.0f : r;
+    return (int8_t)(int)r;
+}
+
+/* One row of min-max quantization with a zero point, in float32 whatever the row's type:
+ * lo = min(0, min x), hi = max(0, max x), s and z as mc_igemm_zp_params_, each code
+ * mc_igemm_zp_code_; then x ~ (q - z) / s, and 0 is exactly z.  A row with a NaN or an
+ * infinity gets s = NaN, z = 0 and codes 0 (its products are NaN). */
+static inline void mc_igemm_quant_row_zp_scalar_(const char *x, int type, int64_t k, int64_t xs,
+                                                 int8_t *q, int64_t qs, float *scale,
+                                                 int32_t *zero)
+{
+    float lo = 0.0f, hi = 0.0f;
+    int bad = 0;
+    for (int64_t t = 0; t < k; ++t) {
+        const float v = mc_igemm_load_(x + t * xs, type);
+        if (!(fabsf(v) <= FLT_MAX))
+            bad = 1;
+        else if (v < lo)
+            lo = v;
+        else if (v > hi)
+            hi = v;
+    }
+    if (bad) {
+        for (int64_t t = 0; t < k; ++t)
+            q[t * qs] = 0;
+        *scale = NAN;
+        *zero = 0;
+        return;
+    }
+    float s;
+    int32_t z;
+    mc_igemm_zp_params_(lo, hi, &s, &z);
+    for (int64_t t = 0; t < k; ++t)
+        q[t * qs] = mc_igemm_zp_code_(mc_igemm_load_(x + t * xs, type), s, z);
+    *scale = s;
+    *zero = z;
 }
 
 #endif

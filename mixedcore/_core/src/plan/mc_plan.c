@@ -25,9 +25,11 @@ static void mc_widen_scales_(const char *scale, int type, int64_t r0, int64_t r1
 typedef struct {
     const mc_norm_job *job;
     mc_igemm_quant_fn quant;
+    mc_igemm_quant_zp_fn quant_zp;
     int8_t *q;
     char *scale;
     float *s32;
+    int32_t *zero;               /* NULL: no zero points */
 } mc_nq_;
 
 static void mc_nq_band_(void *ctx, int64_t r0, int64_t r1)
@@ -35,6 +37,12 @@ static void mc_nq_band_(void *ctx, int64_t r0, int64_t r1)
     const mc_nq_ *r = (const mc_nq_ *)ctx;
     const mc_norm_job *job = r->job;
     const int64_t es = job->y_type == MC_F32 ? 4 : 2;
+    if (r->zero != NULL) {
+        for (int64_t i = r0; i < r1; ++i)
+            r->quant_zp((const char *)job->y + i * job->n * es, job->y_type, job->n, es,
+                        r->q + i * job->n, 1, r->s32 + i, r->zero + i);
+        return;
+    }
     for (int64_t i = r0; i < r1; ++i)
         r->quant((const char *)job->y + i * job->n * es, job->y_type, job->n, es,
                  r->q + i * job->n, 1, r->scale + i * es);
@@ -48,7 +56,12 @@ static int mc_iq_(const mc_iq_call *iq, const char *a, char *const *bufs, char *
     const int64_t m = c.g.m, k = c.g.k, es = iq->a_type == MC_F32 ? 4 : 2;
     int8_t *q = (int8_t *)bufs[iq->q];
     float *s32 = (float *)bufs[iq->scale32];
-    if (!iq->quantized) {
+    if (iq->zero >= 0) {
+        c.g.a_zero = (const int32_t *)bufs[iq->zero];
+        if (!iq->quantized)
+            mc_igemm_quantize_zp(a, iq->a_type, m, k, k * es, es, q, k, s32,
+                                 (int32_t *)bufs[iq->zero]);
+    } else if (!iq->quantized) {
         mc_igemm_quantize(a, iq->a_type, m, k, k * es, es, q, k, bufs[iq->scale]);
         mc_widen_scales_(bufs[iq->scale], iq->a_type, 0, m, s32);
     }
@@ -290,10 +303,12 @@ static int mc_plan_step_(const mc_plan_step *st, char *const *bufs)
         job.res = st->src2 >= 0 ? bufs[st->src2] : NULL;
         job.y = bufs[st->dst];
         const mc_norm_call *nc = &st->u.norm;
-        mc_nq_ nq = {.job = &job, .quant = mc_kernels(mc_rt_level())->igemm.quant,
+        const mc_igemm_table *it = &mc_kernels(mc_rt_level())->igemm;
+        mc_nq_ nq = {.job = &job, .quant = it->quant, .quant_zp = it->quant_zp,
                      .q = nc->q >= 0 ? (int8_t *)bufs[nc->q] : NULL,
-                     .scale = nc->q >= 0 ? bufs[nc->scale] : NULL,
-                     .s32 = nc->q >= 0 ? (float *)bufs[nc->scale32] : NULL};
+                     .scale = nc->q >= 0 && nc->zero < 0 ? bufs[nc->scale] : NULL,
+                     .s32 = nc->q >= 0 ? (float *)bufs[nc->scale32] : NULL,
+                     .zero = nc->q >= 0 && nc->zero >= 0 ? (int32_t *)bufs[nc->zero] : NULL};
         return mc_layer_norm_then(&job, nc->rows, nc->q >= 0 ? mc_nq_band_ : NULL, &nq) ==
                        MC_NORM_OK ? MC_PLAN_OK : MC_PLAN_EARG;
     }

@@ -76,6 +76,7 @@ typedef struct {
     mc_norm_job job;             /* x, res (the residual buffer, src2), y from the buffers */
     int64_t rows;
     int32_t q, scale, scale32;   /* buffer numbers of that int8 step's mc_iq_call, or -1 */
+    int32_t zero;                /* its zero points' buffer, or -1 (no zero points) */
 } mc_norm_call;
 
 /* An int8 product of float rows (Keras's int8 Dense with its inputs quantized per row): the
@@ -87,6 +88,9 @@ typedef struct {
     mc_igemm_call call;          /* g.a, g.a_scale, g.out from the buffers */
     int a_type;
     int32_t q, scale, scale32;   /* buffer numbers */
+    int32_t zero;                /* -1, or the buffer of one int32 zero point per row: then the
+                                    rows are min-max quantized (mc_igemm_quantize_zp) straight
+                                    into scale32, scale unused, and the product has zero points */
     int quantized;               /* 1: the normalization before it filled q, scale and scale32
                                     (design d); the product only */
 } mc_iq_call;

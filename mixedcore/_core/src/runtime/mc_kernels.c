@@ -41,6 +41,8 @@ static void mc_inherit_(mc_level_kernels *k, const mc_level_kernels *below)
         k->igemm.gemm = below->igemm.gemm;
     if (k->igemm.quant == NULL)
         k->igemm.quant = below->igemm.quant;
+    if (k->igemm.quant_zp == NULL)
+        k->igemm.quant_zp = below->igemm.quant_zp;
     if (k->wgemm.dot == NULL)
         k->wgemm.dot = below->wgemm.dot;
     if (k->wgemm.dot_bf16 == NULL)
