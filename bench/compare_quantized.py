@@ -26,7 +26,9 @@ Systems:
   which quantizes the graph's MatMul nodes only (the encoder's feed-forward Dense layers; the
   attention projections are Einsum nodes it leaves in float32), also the model loaded in
   float32 with the same products quantized (``filters`` keeping Dense layers only), with
-  min-max activations: "the FFN only, from float32".  ``Model.quantize`` quantizes the Dense
+  min-max activations: "the FFN only, from float32"; and the same products quantized in the
+  mixed_bfloat16 model ("the FFN only"), the products NNCF's transformer preset quantizes but
+  for the attention scores (it too leaves the projections' Einsum nodes in float).  ``Model.quantize`` quantizes the Dense
   layers and MultiHeadAttention's projections (in the encoder: every product with weights;
   the attention's scores and weighted sums stay bfloat16, as in Keras);
 - OpenVINO (``INFERENCE_NUM_THREADS`` 2, static input shape) on the ONNX export of the same
@@ -154,6 +156,8 @@ SYSTEMS = [
     ("mixedcore int8", "quantized", (), False, _mixedcore("int8")),
     ("mixedcore int8, min-max activations", "quantized", (), False,
      _mixedcore("int8", min_max=True)),
+    ("mixedcore int8, min-max activations, the FFN only", "quantized", (), False,
+     _mixedcore("int8", min_max=True, filters=_dense_only)),
     ("mixedcore int8, min-max activations, the FFN only, from float32", "quantized", (), False,
      _mixedcore("int8", min_max=True, policy="float32", filters=_dense_only)),
     ("mixedcore int4 (groups of 128)", "quantized", (), False, _mixedcore("int4")),
