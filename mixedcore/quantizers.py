@@ -325,6 +325,16 @@ class QuantizationConfig:
                                            weight_quantizer)
         self.activation_quantizer = _quantizer(type(self).__name__, "activation_quantizer",
                                                activation_quantizer)
+        owner = type(self).__name__
+        if isinstance(self.weight_quantizer, MinMaxQuantizer):
+            raise ValueError(f"{owner}: MinMaxQuantizer quantizes activations (rows with zero "
+                             f"points); the weights take an AbsMaxQuantizer (per channel)")
+        act = self.activation_quantizer
+        if isinstance(act, AbsMaxQuantizer) and not -128 <= act.value_range[0] < \
+                act.value_range[1] <= 127:
+            raise ValueError(f"{owner}: the activation_quantizer's codes feed an int8 product, so "
+                             f"its value_range must lie within [-128, 127]; got "
+                             f"{tuple(act.value_range)}")
 
     def get_config(self) -> dict[str, Any]:
         return {"weight_quantizer": _serialize(self.weight_quantizer),

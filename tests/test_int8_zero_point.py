@@ -30,7 +30,7 @@ def same_scales(got, want):
     return np.all((g.view(np.uint32) == w.view(np.uint32)) | (np.isnan(g) & np.isnan(w)))
 
 
-# --- quantize_rows(zero_point=True) ----------------------------------------------------------------
+# --- quantize_rows(zero_point=True) ---------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float32, BF16, np.float16])
 def test_min_max_codes_are_the_numpy_formula(isa_level, dtype, rng):
@@ -100,7 +100,7 @@ def test_min_max_quantize_over_other_axes(rng):
     assert s.shape == (1, 5)
 
 
-# --- matmul_int8(a_zero=) --------------------------------------------------------------------------
+# --- matmul_int8(a_zero=) -------------------------------------------------------------------------
 
 SHAPES = [(1, 1, 1), (1, 7, 5), (1, 300, 130), (2, 3, 2), (6, 8, 32), (15, 129, 65),
           (29, 255, 97), (64, 300, 70), (130, 1030, 257), (1, 4100, 130), (20, 5000, 33)]
@@ -202,7 +202,7 @@ def test_zero_point_errors(rng):
         quantizers.min_max_quantize(x, axis=2)
 
 
-# --- the quantizer, the layers and the plan ---------------------------------------------------------
+# --- the quantizer, the layers and the plan -------------------------------------------------------
 
 def test_min_max_quantizer_config():
     mm = quantizers.MinMaxQuantizer()
@@ -316,3 +316,35 @@ def test_per_channel_int4_with_min_max_activations(rng):
     want = kernels.matmul_int8(q, kernel, a_scale=s, b_scale=np.asarray(scale, np.float32),
                                a_zero=z, bias=np.asarray(bias, np.float32))
     np.testing.assert_array_equal(np.asarray(d(x)), want)
+
+
+def test_an_activation_quantizer_of_its_own_range_is_followed(rng):
+    """An AbsMaxQuantizer with another value range and epsilon quantizes the inputs as it says
+    (Keras calls it over the last axis), in the layers and in the plan (which leaves such a
+    product to the layer's call)."""
+    inp = layers.Input((24,))
+    model = models.Model(inp, layers.Dense(6)(layers.Dense(12, activation="relu")(inp)))
+    mine = quantizers.AbsMaxQuantizer(axis=-1, value_range=(-100, 100), epsilon=1e-3)
+    model.quantize("int8", config=quantizers.Int8QuantizationConfig(activation_quantizer=mine))
+    x = rng.standard_normal((5, 24)).astype(np.float32)
+    first, second = model.predict_on_batch(x), model.predict_on_batch(x)
+    np.testing.assert_array_equal(first, second)
+    h = x
+    for layer in model.layers[1:]:
+        q, s = quantizers.abs_max_quantize(h, -1, (-100, 100), "int8", 1e-3)
+        h = kernels.matmul_int8(q, layer._weight("kernel"), a_scale=s,
+                                b_scale=layer._weight("kernel_scale"), bias=layer._weight("bias"),
+                                activation=None if layer.activation == "linear"
+                                else layer.activation)
+    np.testing.assert_array_equal(first, h)
+
+
+def test_quantizers_a_config_refuses():
+    with pytest.raises(ValueError, match=r"Int8QuantizationConfig: MinMaxQuantizer quantizes "
+                                         r"activations"):
+        quantizers.Int8QuantizationConfig(weight_quantizer=quantizers.MinMaxQuantizer())
+    with pytest.raises(ValueError, match=r"Int8QuantizationConfig: the activation_quantizer's "
+                                         r"codes feed an int8 product, so its value_range must "
+                                         r"lie within \[-128, 127\]; got \(-1000, 1000\)"):
+        quantizers.Int8QuantizationConfig(activation_quantizer=quantizers.AbsMaxQuantizer(
+            value_range=(-1000, 1000), output_dtype="int16"))

@@ -194,6 +194,12 @@ def _keras_configs(keras):
         "int8": ("int8", None, None),
         "int8-weights": ("int8", kq.Int8QuantizationConfig(activation_quantizer=None),
                          q.Int8QuantizationConfig(activation_quantizer=None)),
+        # an activation quantizer of its own range and epsilon: its codes, not the default's
+        "int8-act-range": ("int8", kq.Int8QuantizationConfig(
+            activation_quantizer=kq.AbsMaxQuantizer(axis=-1, value_range=(-100, 100),
+                                                    epsilon=1e-3)),
+            q.Int8QuantizationConfig(activation_quantizer=q.AbsMaxQuantizer(
+                axis=-1, value_range=(-100, 100), epsilon=1e-3))),
         "int4": ("int4", None, None),
         "int4-64": ("int4", kq.Int4QuantizationConfig(block_size=64),
                     q.Int4QuantizationConfig(block_size=64)),
@@ -214,7 +220,7 @@ def _ulp(x, dtype):
 
 
 CASES = [(p, c) for p in ("float32", "mixed_bfloat16")
-         for c in ("int8", "int8-weights", "int4", "int4-64", "int4-channel",
+         for c in ("int8", "int8-weights", "int8-act-range", "int4", "int4-64", "int4-channel",
                    "int4-channel-act", "float8")]
 
 

@@ -761,8 +761,8 @@ class MultiHeadAttention(Layer):
                 int8 = self._qkv_int8()
                 if int8 is not None:
                     packed8, b_scale, bias = int8
-                    zero_point = self._quantized("query")._activation_zero_point()
-                    qkv = int8_product(xq, packed8, b_scale, zero_point, bias=bias,
+                    quantizer = self._quantized("query")._activation_quantizer()
+                    qkv = int8_product(xq, packed8, b_scale, quantizer, bias=bias,
                                        out_dtype=out16)
         if qkv is not None:
             qp = qkv[:, :n * h].reshape(b, t, n, h)

@@ -417,7 +417,7 @@ class QuantizedEinsumDense(QuantizedWeights):
             return kernels.matmul(x2, packed, bias=bias, activation=act, out_dtype=out)
         if self._activation_quantized():
             packed, bscale = self._prepared("int8", self._int8_operands)
-            return int8_product(x2, packed, bscale, self._activation_zero_point(), bias=bias,
+            return int8_product(x2, packed, bscale, self._activation_quantizer(), bias=bias,
                                 activation=act, out_dtype=out)
         packed = self._prepared("weights", self._weight_only_operand)
         return kernels.matmul_quantized(x2, packed, bias=bias, activation=act, out_dtype=out)

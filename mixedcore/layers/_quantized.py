@@ -81,23 +81,32 @@ def quantized_policy_name(layer, mode, config):
     return f"{name}_from_{layer.dtype_policy.name}"
 
 
-def zero_point_config(config):
-    """Whether a quantization config quantizes the activations with zero points."""
-    return config is not None and isinstance(config.activation_quantizer,
-                                             _quantizers.MinMaxQuantizer)
+def in_kernels(quantizer):
+    """Whether the kernels quantize the rows as ``quantizer`` does (None: the default): a
+    MinMaxQuantizer, or an AbsMaxQuantizer of Keras's default value range and epsilon."""
+    return quantizer is None or isinstance(quantizer, _quantizers.MinMaxQuantizer) or (
+        isinstance(quantizer, _quantizers.AbsMaxQuantizer)
+        and tuple(quantizer.value_range) == (-127, 127)
+        and quantizer.epsilon == _quantizers.EPSILON)
 
 
-def int8_product(x2, packed, b_scale, zero_point, *, bias=None, activation=None,
+def int8_product(x2, packed, b_scale, quantizer, *, bias=None, activation=None,
                  out_dtype=None):
-    """The int8 product of rows ``x2`` quantized at run time (``kernels.quantize_rows``, with
-    zero points or not) by the packed int8 kernel with its column scales."""
-    if zero_point:
+    """The int8 product of rows ``x2`` quantized at run time by ``quantizer`` (the config's
+    activation quantizer; None: the default) by the packed int8 kernel with its column scales:
+    ``kernels.quantize_rows`` (with zero points for a MinMaxQuantizer), or, for an
+    AbsMaxQuantizer of another value range or epsilon, that quantizer's own call over the last
+    axis, as Keras calls it."""
+    kw = {"b_scale": b_scale, "bias": bias, "activation": activation, "out_dtype": out_dtype}
+    if isinstance(quantizer, _quantizers.MinMaxQuantizer):
         xq, xscale, xzero = kernels.quantize_rows(x2, zero_point=True)
-        return kernels.matmul_int8(xq, packed, a_scale=xscale, b_scale=b_scale, a_zero=xzero,
-                                   bias=bias, activation=activation, out_dtype=out_dtype)
-    xq, xscale = kernels.quantize_rows(x2)
-    return kernels.matmul_int8(xq, packed, a_scale=xscale, b_scale=b_scale, bias=bias,
-                               activation=activation, out_dtype=out_dtype)
+        return kernels.matmul_int8(xq, packed, a_scale=xscale, a_zero=xzero, **kw)
+    if in_kernels(quantizer):
+        xq, xscale = kernels.quantize_rows(x2)
+    else:
+        xq, xscale = quantizer(x2, axis=-1)
+        xq = xq.astype(np.int8)          # the config checked that its codes fit
+    return kernels.matmul_int8(xq, packed, a_scale=xscale, **kw)
 
 
 class QuantizedWeights:
@@ -126,9 +135,14 @@ class QuantizedWeights:
                 and self._int4_block() is None
         return False
 
+    def _activation_quantizer(self):
+        """The config's activation quantizer (None: the default config's)."""
+        config = self.quantization_config
+        return None if config is None else config.activation_quantizer
+
     def _activation_zero_point(self):
         """Whether the inputs are quantized with zero points (a MinMaxQuantizer config)."""
-        return zero_point_config(self.quantization_config)
+        return isinstance(self._activation_quantizer(), _quantizers.MinMaxQuantizer)
 
     def _prepared(self, key, make):
         """``make()``, cached per weight version, compute dtype, ISA level and ``key``."""
@@ -421,7 +435,7 @@ class QuantizedDense(Quantizable):
                                out_dtype=out if fused else None)
         elif self._activation_quantized():
             packed, bscale = self._prepared("int8", self._int8_operands)
-            y = int8_product(x2, packed, bscale, self._activation_zero_point(), bias=bias,
+            y = int8_product(x2, packed, bscale, self._activation_quantizer(), bias=bias,
                              activation=act if fused else None,
                              out_dtype=out if fused else None)
         else:

@@ -69,6 +69,7 @@ from mixedcore.layers._node import KerasTensor, flatten, map_structure
 from mixedcore.layers._normalization import LayerNormalization
 from mixedcore.layers._pooling import (AveragePooling2D, GlobalAveragePooling1D,
                                        GlobalAveragePooling2D, MaxPooling2D)
+from mixedcore.layers._quantized import in_kernels
 from mixedcore.layers._reshaping import Flatten, Reshape, ZeroPadding2D
 
 __all__ = ["InferencePlan", "CHUNK_BYTES", "MAX_PLANS", "MAX_ARENA_BYTES"]
@@ -365,7 +366,8 @@ class InferencePlan:
         the calls its inference makes (quantize_rows, then the int8 product with the bias and
         a fused activation in the epilogue).  Other quantized modes keep their own call."""
         if fold is not None or layer.quantization_mode != "int8" or \
-                not layer._activation_quantized() or dtype_name(cd) not in _GEMM:
+                not layer._activation_quantized() or dtype_name(cd) not in _GEMM or \
+                not in_kernels(layer._activation_quantizer()):
             return False
         act = layer.activation
         if act != "linear" and act not in _activations.FUSED:
@@ -407,7 +409,8 @@ class InferencePlan:
             return False
         quant = {name: layer._quantized(name) for name in _PROJECTIONS}
         int8 = all(q is not None and q.quantization_mode == "int8" and
-                   q._activation_quantized() for q in quant.values())
+                   q._activation_quantized() and in_kernels(q._activation_quantizer())
+                   for q in quant.values())
         if not int8 and any(q is not None for q in quant.values()):
             return False
         n, h, hv = layer.num_heads, layer.key_dim, layer.value_dim
