@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mixedcore
-from mixedcore import kernels, layers, models
+from mixedcore import kernels, layers, models, quantizers
 
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -345,17 +345,29 @@ def _attention_model(policy, call=None, **kwargs):
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("case", ["plain", "causal", "value_dim", "tail", "int8"])
+@pytest.mark.parametrize("case", ["plain", "causal", "value_dim", "tail", "int8",
+                                  "int8 but the output", "int8 output only", "int8 min-max"])
 def test_self_attention_runs_as_plan_steps(isa_level, policy, case):
     """MultiHeadAttention called as self-attention is the QKV product, the fused attention and
-    the output projection as plan steps, with the bits of the layer's call."""
-    if case == "int8" and policy == "mixed_float16":
+    the output projection as plan steps, with the bits of the layer's call: float, int8, or
+    int8 input projections with a float output projection or the other way round."""
+    if case.startswith("int8") and policy == "mixed_float16":
         pytest.skip("int8 quantization is refused under float16")
     call = (lambda m, x: m(x, x, use_causal_mask=True)) if case == "causal" else None
     kwargs = {"value_dim": {"value_dim": 5}, "tail": {"output_shape": (2, 3)}}.get(case, {})
     model = _attention_model(policy, call, **kwargs)
-    if case == "int8":
-        model.quantize("int8")
+    if case.startswith("int8"):
+        filters = {"int8 but the output": lambda p: getattr(p, "name", "") != "attention_output",
+                   "int8 output only": lambda p: getattr(p, "name", "") == "attention_output"}
+        config = quantizers.Int8QuantizationConfig(
+            activation_quantizer=quantizers.MinMaxQuantizer()) if case == "int8 min-max" \
+            else None
+        model.quantize("int8", config=config, filters=filters.get(case))
+        names = [p for p in ("query", "key", "value", "attention_output")
+                 if model.get_layer("mha")._quantized(p) is not None]
+        assert names == {"int8 but the output": ["query", "key", "value"],
+                         "int8 output only": ["attention_output"]}.get(
+            case, ["query", "key", "value", "attention_output"])
     x = np.random.default_rng(35).standard_normal((3, 7, 16)).astype(F32)
     got = model.predict_on_batch(x)
     assert same_bits(got, model._graph.run([x])[0][0])

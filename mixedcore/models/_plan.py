@@ -389,8 +389,9 @@ class InferencePlan:
         ``use_causal_mask=True``), on a (batch, T, features) tensor of its compute dtype: its
         inference call as steps -- the three projections as one product, the fused attention
         over views of it, the output projection (with a following Add in its epilogue) -- the
-        same calls, so the same bits.  Float projections, or int8 ones that quantize their
-        inputs; anything else keeps the layer's call."""
+        same calls, so the same bits.  The three input projections float or all int8 ones that
+        quantize their inputs in the kernels, and the output projection either (whichever the
+        others are); anything else keeps the layer's call."""
         layer = node.layer
         args, kwargs = node.args, node.kwargs
         if len(args) != 2 or args[0] is not args[1] or not isinstance(args[0], KerasTensor) or \
@@ -408,14 +409,16 @@ class InferencePlan:
         if self.plan.dtype(buf) != cd:
             return False
         quant = {name: layer._quantized(name) for name in _PROJECTIONS}
-        int8 = all(q is not None and q.quantization_mode == "int8" and
-                   q._activation_quantized() and in_kernels(q._activation_quantizer())
-                   for q in quant.values())
-        if not int8 and any(q is not None for q in quant.values()):
+        int8 = {name: q is not None and q.quantization_mode == "int8" and
+                q._activation_quantized() and in_kernels(q._activation_quantizer())
+                for name, q in quant.items()}
+        inputs = ("query", "key", "value")
+        if any(quant[p] is not None and not int8[p] for p in _PROJECTIONS) or \
+                len({int8[p] for p in inputs}) != 1:
             return False
         n, h, hv = layer.num_heads, layer.key_dim, layer.value_dim
         out = id(node.output_tensors[0])
-        if int8:
+        if int8["query"]:
             zero_point = quant["query"]._activation_zero_point()
             packed, b_scale, bias = layer._qkv_int8()
             qkv = self.plan.matmul_int8(buf, packed, b_scale, bias=bias, out_dtype=cd,
@@ -427,7 +430,7 @@ class InferencePlan:
                                 causal=causal)
         tail = layer._out_tail
         bias = layer._projection_bias("attention_output")
-        if int8:
+        if int8["attention_output"]:
             proj = quant["attention_output"]
             packed, b_scale = proj._prepared("int8", proj._int8_operands)
             dst = self.plan.matmul_int8(o, packed, b_scale, bias=bias, out_dtype=cd,
