@@ -88,11 +88,19 @@ CASES = {
         'refused("matmul_int8", lambda: K.matmul_int8(big((1, 2**62), I8), big((2**62, 1), I8)))',
         'refused("matmul_int8", lambda: K.matmul_int8(big((2**30, 4), I8), big((4, 2**30), I8)))',
         'ok("matmul_int8", lambda: K.matmul_int8(big((3, 8), I8), big((8, 2), I8)))',
+        'refused("matmul_int8", lambda: K.matmul_int8(big((2**60, 1, 4), I8), big((4, 2), I8), '
+        'a_zero=np.zeros(1, np.int32)))',
+        'refused("matmul_int8", lambda: K.matmul_int8(big((2**60, 1, 4), I8), big((4, 2), I8), '
+        'a_scale=np.ones(1, F32), b_scale=np.ones(2, F32)))',
+        'ok("matmul_int8", lambda: K.matmul_int8(big((3, 8), I8), big((8, 2), I8), '
+        'a_zero=big((3, 1), np.int32)))',
     ],
     "quantize_rows": [
         'refused("quantize_rows", lambda: K.quantize_rows(big((2**30, 2**30))))',
         'refused("quantize_rows", lambda: K.quantize_rows(big((2**20, 2**20, 2**20))))',
         'ok("quantize_rows", lambda: K.quantize_rows(big((4, 2**10))))',
+        'refused("quantize_rows", lambda: K.quantize_rows(big((2**30, 2**30)), zero_point=True))',
+        'ok("quantize_rows", lambda: K.quantize_rows(big((4, 2**10)), zero_point=True))',
     ],
     "pack_quantized": [
         'refused("pack_quantized", lambda: K.pack_quantized(big((2**44, 16), I8), bits=8, '

@@ -161,13 +161,27 @@ def _int8_operand(fname, name, x):
     return x
 
 
-def _scale32(fname, name, s, shape):
-    s = _float_array(fname, name, s)
+def _per_row(x, batch, m):
+    """Per-row values given as (..., m, 1) viewed as (..., m); anything else as it is."""
+    if isinstance(x, np.ndarray) and x.ndim >= 2 and x.shape[-2:] == (m, 1) and \
+            (m != 1 or x.ndim == len(batch) + 2):
+        return x[..., 0]
+    return x
+
+
+def _broadcast32(fname, name, x, shape, dtype):
+    """``x`` broadcast to ``shape`` as a new contiguous 1-D array of ``dtype`` (4 bytes), its
+    size checked before the copy (a broadcast view may claim more than memory holds)."""
     try:
-        s = np.broadcast_to(s, shape)
+        x = np.broadcast_to(x, shape)
     except ValueError:
-        raise ValueError(f"{fname}: {name} has shape {s.shape}, expected {shape}") from None
-    return np.ascontiguousarray(s, dtype=np.float32).reshape(-1)
+        raise ValueError(f"{fname}: {name} has shape {x.shape}, expected {shape}") from None
+    check_bytes(fname, name, shape, 4)
+    return np.ascontiguousarray(x, dtype=dtype).reshape(-1)
+
+
+def _scale32(fname, name, s, shape):
+    return _broadcast32(fname, name, _float_array(fname, name, s), shape, np.float32)
 
 
 def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarray | None = None,
@@ -287,9 +301,7 @@ def matmul_int8(a: ArrayLike, b: np.ndarray | PackedMatrix, *, a_scale: np.ndarr
     inputs = [a] if packed else [a, b]
     a32 = b32 = None
     if scaled:
-        if isinstance(a_scale, np.ndarray) and a_scale.ndim >= 2 and \
-                a_scale.shape[-2:] == (m, 1) and (m != 1 or a_scale.ndim == len(batch) + 2):
-            a_scale = a_scale[..., 0]              # (..., m, 1) -> (..., m)
+        a_scale = _per_row(a_scale, batch, m)
         a32 = _scale32(fname, "a_scale", a_scale, batch + (m,))
         b32 = _scale32(fname, "b_scale", b_scale, (n,))
         inputs += [a_scale, b_scale]
@@ -321,19 +333,13 @@ def _zero32(fname, a_zero, batch, m):
         raise TypeError(f"{fname}: a_zero must be a numpy.ndarray, got {type(a_zero).__name__}")
     if a_zero.dtype.kind not in "iu":
         raise TypeError(f"{fname}: a_zero must have an integer dtype, got {a_zero.dtype}")
-    if a_zero.ndim >= 2 and a_zero.shape[-2:] == (m, 1) and \
-            (m != 1 or a_zero.ndim == len(batch) + 2):
-        a_zero = a_zero[..., 0]                  # (..., m, 1) -> (..., m)
-    try:
-        z = np.broadcast_to(a_zero, batch + (m,))
-    except ValueError:
-        raise ValueError(f"{fname}: a_zero has shape {a_zero.shape}, expected "
-                         f"{batch + (m,)}") from None
-    if z.size and (z.min() < -128 or z.max() > 127):
-        bad = z[(z < -128) | (z > 127)]
+    # each value checked once: a broadcast axis (stride 0) holds one value along it
+    given = a_zero[tuple(slice(0, 1) if st == 0 else slice(None) for st in a_zero.strides)]
+    if given.size and (given.min() < -128 or given.max() > 127):
+        bad = given[(given < -128) | (given > 127)]
         raise ValueError(f"{fname}: a_zero holds values outside [-128, 127] (the zero points of "
                          f"int8 codes), such as {bad.reshape(-1)[:4].tolist()}")
-    return np.ascontiguousarray(z, dtype=np.int32).reshape(-1)
+    return _broadcast32(fname, "a_zero", _per_row(a_zero, batch, m), batch + (m,), np.int32)
 
 
 def _run(a, b, out, a32, b32, zero32, bias32, bias_stride, batch, m, n, k, target, act):

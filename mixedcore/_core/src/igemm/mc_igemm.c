@@ -357,7 +357,12 @@ int mc_igemm(const mc_igemm_call *call)
         job.bs.data = job.dst;
     }
     if (g0->a_zero != NULL) {
-        b_sum = (int32_t *)malloc((size_t)g0->n * 4);
+        const int64_t sbytes = mc_size_bytes(g0->n, 4);
+        if (sbytes < 0) {                  /* above MC_BYTES_MAX */
+            r = MC_IGEMM_TOOBIG;
+            goto done;
+        }
+        b_sum = (int32_t *)malloc((size_t)sbytes);
         if (b_sum == NULL) {
             r = MC_IGEMM_NOMEM;
             goto done;
