@@ -828,6 +828,122 @@ def test_a_model_plan_gives_the_bits_of_the_layers(isa_level, policy):
     assert all(same_bits(a, b) for a, b in zip(model(x), layered))
 
 
+def _bottleneck(x, filters, *, kernel=3, dilation=1, pad=False):
+    """ResNet's identity block: 1x1, kernel x kernel, 1x1 and the sum with its input."""
+    h = layers.Activation("relu")(layers.BatchNormalization()(layers.Conv2D(filters, 1)(x)))
+    if pad:
+        h = layers.ZeroPadding2D(kernel // 2)(h)
+    h = layers.Conv2D(filters, kernel, padding="valid" if pad else "same",
+                      dilation_rate=dilation)(h)
+    h = layers.Activation("relu")(layers.BatchNormalization()(h))
+    h = layers.BatchNormalization()(layers.Conv2D(x.shape[-1], 1)(h))
+    return layers.Activation("relu")(layers.Add()([h, x]))
+
+
+def _downsample(x, filters, out, strides, *, kernel=1):
+    """ResNet's first block of a stage: its first convolution and the shortcut's at strides."""
+    h = layers.Activation("relu")(layers.BatchNormalization()(
+        layers.Conv2D(filters, kernel, strides=strides, padding="same")(x)))
+    h = layers.BatchNormalization()(layers.Conv2D(out, 1)(h))
+    shortcut = layers.BatchNormalization()(layers.Conv2D(out, 1, strides=strides)(x))
+    return layers.Activation("relu")(layers.Add()([h, shortcut]))
+
+
+def _strided_model(policy, hw, block=None, tail=None, block_out=False):
+    """Two identity blocks each read by a downsampling block (the second's 3x3 convolution
+    after a ZeroPadding2D, the second downsampling at strides (2, 3)); ``block_out``: the first
+    identity block's output is the model's second output."""
+    with mixedcore.policy_scope(policy):
+        inp = layers.Input(hw + (5,))
+        h = layers.Conv2D(12, 1, activation="relu")(inp)
+        first = h = (block or _bottleneck)(h, 4)
+        h = (tail or _downsample)(h, 6, 16, 2)
+        h = _bottleneck(h, 6, pad=True)
+        h = _downsample(h, 6, 16, (2, 3))
+        out = layers.GlobalAveragePooling2D()(h)
+        model = models.Model(inp, [out, first] if block_out else out)
+    rng = np.random.default_rng(12)
+    for layer in model.layers:
+        if isinstance(layer, layers.BatchNormalization):
+            _bn(rng, layer)
+    return model
+
+
+def _step_shapes(model, x):
+    """The plan's result and its C steps as (method, output shape)."""
+    got = model.predict(x, verbose=0)
+    plan = next(iter(model._graph._plans.values())).plan
+    made = {b.first: b.shape for b in plan._buffers if b.first is not None}
+    return got, [(op[2], made[k]) for k, op in enumerate(plan._ops) if op[0] == "c"]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("hw", [(12, 12), (13, 11), (2, 1)])
+def test_a_block_read_at_strides_is_computed_at_them(isa_level, policy, hw):
+    """An identity block whose output only pointwise convolutions at strides s read is
+    computed at s from its 3x3 convolution on, the shortcut subsampled (inference.md,
+    "Strides taken early"): the bits of the layers."""
+    model = _strided_model(policy, hw)
+    x = np.random.default_rng(13).uniform(-2, 2, (2,) + hw + (5,)).astype(F32)
+    got, steps = _step_shapes(model, x)
+    want = model._graph.run([x])[0][0]
+    assert same_bits(got, want)
+    h, w = hw
+    subsampled = [shape for method, shape in steps if method == "pool2d"][:-1]
+    assert subsampled == [(2, -(-h // 2), -(-w // 2), 12),
+                          (2, -(-h // 4), -(-w // 6), 16)]
+    convs = [shape for method, shape in steps if method == "conv2d"]
+    assert (2, -(-h // 2), -(-w // 2), 4) in convs and (2, -(-h // 4), -(-w // 6), 6) in convs
+    # the bits of a plan made without the rule
+    plain = _strided_model(policy, hw)
+    plain.set_weights(model.get_weights())
+    with_rule = models._plan.InferencePlan._find_strided
+    try:
+        models._plan.InferencePlan._find_strided = lambda self, graph: None
+        assert same_bits(plain.predict(x, verbose=0), got)
+    finally:
+        models._plan.InferencePlan._find_strided = with_rule
+
+
+def _other_reader(x, filters):
+    """An identity block whose output a stride-1 convolution reads too."""
+    h = _bottleneck(x, filters)
+    return layers.Add()([_downsample(h, filters, 16, 2),
+                         layers.Conv2D(16, 1, strides=2, padding="same")(
+                             layers.Conv2D(12, 1)(h))])
+
+
+def _other_strides(x, filters):
+    h = _bottleneck(x, filters)
+    a = layers.Conv2D(16, 1, strides=2)(h)
+    b = layers.Conv2D(16, 1, strides=(2, 1))(h)
+    return layers.Add()([a, layers.MaxPooling2D((1, 2), strides=(1, 2), padding="same")(b)])
+
+
+@pytest.mark.parametrize("case", ["dilated", "read by another", "other strides",
+                                  "3x3 reader", "output too"])
+def test_blocks_not_read_at_one_stride_keep_their_strides(case):
+    """Where the rule does not hold the block runs at full size: still the layers' bits."""
+    hw = (12, 12)
+    block = {"dilated": lambda x, f: _bottleneck(x, f, dilation=2),
+             "read by another": _other_reader,
+             "other strides": _other_strides}.get(case)
+    tail = {"3x3 reader": lambda x, f, o, s: _downsample(x, f, o, s, kernel=3),
+            "read by another": lambda x, f, o, s: x,
+            "other strides": lambda x, f, o, s: x}.get(case)
+    model = _strided_model("mixed_bfloat16", hw, block, tail, block_out=case == "output too")
+    x = np.random.default_rng(14).uniform(-2, 2, (2,) + hw + (5,)).astype(F32)
+    got, steps = _step_shapes(model, x)
+    want = model._graph.run([x])[0]
+    for g, w in zip(got if isinstance(got, list) else [got], want):
+        assert same_bits(g, w)
+    convs = [shape for method, shape in steps if method == "conv2d"]
+    # the first identity block's 3x3 convolution keeps the full size, and its input (12
+    # channels) is not subsampled
+    assert (2, 12, 12, 4) in convs
+    assert not [shape for method, shape in steps if method == "pool2d" and shape[-1] == 12]
+
+
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_activations_stay_in_the_compute_dtype(policy):
     model = _image_model(policy)

@@ -52,6 +52,14 @@ Design:
   C. Activations stay in each layer's compute dtype between layers (16-bit under the mixed
      policies): the layers' outputs are, and the plan keeps them in its arena (``Plan``);
      only a layer whose operands are in another dtype casts them, as its own call would.
+  D. Strides taken early.  A residual block's output ``T = act(conv1x1(U) + Q)`` read only by
+     1x1 Conv2D steps of one stride s (> 1), where ``U`` is made by a stride-1 Conv2D step
+     (dilation 1) read only by that 1x1 convolution, is computed at s: the convolution making
+     ``U`` takes s with its stride-1 padding written out, the 1x1 product runs on that
+     subsample with ``Q`` subsampled by a 1x1 max pooling at s (a bitwise copy) as its
+     residual, and the readers run at stride 1.  ``_find_strided`` finds such blocks before
+     lowering, checking every condition the lowering of their steps needs, so none of them
+     becomes a Python step.
 """
 from __future__ import annotations
 
@@ -115,6 +123,10 @@ class InferencePlan:
             for t in node.input_tensors:
                 self._readers.setdefault(id(t), []).append(node)
         self._skipped = set()
+        # design D: tensors computed at the strides their readers take (key -> strides), the
+        # convolutions that take those strides and the readers that no longer do
+        self._strided, self._absorb, self._drop = {}, {}, set()
+        self._find_strided(graph)
         for node, single, _, _, _ in graph._steps:
             if id(node) in self._skipped:
                 continue
@@ -127,6 +139,7 @@ class InferencePlan:
         self.plan.finish(outputs)
         self.out_shapes = [self.plan.shape(o) for o in outputs]
         del self._env, self._specs, self._uses, self._folds, self._readers, self._skipped
+        del self._strided, self._absorb, self._drop
 
     # -- validity and running ------------------------------------------------------------------
     def current(self):
@@ -148,6 +161,84 @@ class InferencePlan:
     @property
     def nbytes(self):
         return self.plan.nbytes
+
+    # -- strides taken early (design D) ---------------------------------------------------------
+    def _find_strided(self, graph):
+        """Marks the tensors of design D: a residual block's output ``T = act(P + Q)`` read
+        only by pointwise convolutions of one stride s, ``P = conv1x1(U)`` and ``U = conv(V)``
+        (stride 1, each read only by the next): ``U``, ``P`` and ``T`` are computed at s, the
+        convolution making ``U`` takes s, and the readers read ``T`` at stride 1."""
+        skipped = set()
+        for node, _, _, _, _ in graph._steps:
+            fold = self._fold(node)
+            if fold is not None:
+                skipped.update(fold.skipped)
+        made = {}                    # tensor id -> the node of the step that makes it
+        for node, _, _, out_ids, _ in graph._steps:
+            if id(node) not in skipped:
+                fold = self._fold(node)
+                for key in ([fold.out] if fold is not None else out_ids):
+                    made[key] = node
+        order = {id(node): i for i, node in enumerate(graph.nodes)}
+        single = {id(node): key for node, key, _, _, _ in graph._steps}
+
+        def conv_step(node, key):
+            """Whether ``node`` lowers to a Conv2D step of its own reading ``key``."""
+            layer = node.layer
+            return type(layer) is Conv2D and single[id(node)] == key and \
+                len(node.output_tensors) == 1 and layer.groups == 1 and \
+                layer.dilation_rate == (1, 1) and dtype_name(layer._compute_np()) in _GEMM and \
+                self._epilogue(layer, self._fold(node)) is not None
+
+        def only_reader(key):
+            readers = self._readers.get(key, [])
+            return readers[0] if self._uses.get(key) == 1 and len(readers) == 1 else None
+
+        for key, add in made.items():
+            readers = self._readers.get(key, [])
+            fold = self._fold(add)
+            if not readers or self._uses.get(key) != len(readers) or \
+                    type(add.layer) is not Add or (fold is not None and fold.norm is not None) \
+                    or len(self._specs[key][0]) != 4:
+                continue
+            if not all(conv_step(r, key) and r.layer.kernel_size == (1, 1) for r in readers):
+                continue
+            strides = {r.layer.strides for r in readers}
+            if len(strides) != 1 or strides == {(1, 1)}:
+                continue
+            operands = _sum_operands(add)
+            if operands is None or operands[0] is operands[1]:
+                continue
+            # P: the operand made last, whose product takes the sum in its epilogue
+            q_key, p_key = sorted((id(t) for t in operands),
+                                  key=lambda k: order[id(made[k])] if k in made else -1)
+            c1 = made.get(p_key)
+            cd = add.layer._compute_np()
+            if c1 is None or only_reader(p_key) is not add or c1.layer._compute_np() != cd or \
+                    self._specs[q_key] != self._specs[p_key] or self._specs[p_key][1] != cd:
+                continue
+            u_key = single[id(c1)]
+            if not conv_step(c1, u_key) or c1.layer.kernel_size != (1, 1) or \
+                    c1.layer.strides != (1, 1) or \
+                    self._epilogue(c1.layer, self._fold(c1))[1] is not None or \
+                    u_key not in made or only_reader(u_key) is not c1:
+                continue
+            c0 = made[u_key]
+            if not conv_step(c0, single[id(c0)]) or c0.layer.strides != (1, 1) or \
+                    id(c0) in self._drop or any(id(r) in self._absorb for r in readers):
+                continue
+            [s] = strides
+            self._strided.update({u_key: s, p_key: s, key: s})
+            self._absorb[id(c0)] = s
+            self._drop.update(id(r) for r in readers)
+
+    def _shape(self, key):
+        """The shape of tensor ``key``'s buffer: the graph's, at its strides (design D)."""
+        shape = tuple(self._specs[key][0])
+        if key not in self._strided:
+            return shape
+        (sh, sw), (n, h, w, c) = self._strided[key], shape
+        return n, -(-h // sh), -(-w // sw), c
 
     # -- lowering -------------------------------------------------------------------------------
     def _hold(self, layer):
@@ -175,8 +266,10 @@ class InferencePlan:
         if fold is not None and fold.norm is not None:
             return None
         other = self._buffer(id(others[0]))
-        if self.plan.dtype(other) != cd or self.plan.shape(other) != self._specs[key][0]:
+        if self.plan.dtype(other) != cd or self.plan.shape(other) != tuple(self._specs[key][0]):
             return None
+        if key in self._strided:            # design D: the other operand at those strides
+            other = self.plan.pool2d(other, (1, 1), strides=self._strided[key], mode="max")
         self._skipped.add(id(node))
         if fold is not None:
             self._skipped.update(fold.skipped)
@@ -225,7 +318,7 @@ class InferencePlan:
         kind = type(layer)
         cd = layer._compute_np()
         if kind in (Conv1D, Conv2D, DepthwiseConv2D, SeparableConv2D):
-            return self._lower_conv(layer, single, fold, out, cd)
+            return self._lower_conv(node, single, fold, out, cd)
         if kind is Dense:
             if layer.quantization_mode is not None:
                 return self._lower_dense_int8(layer, single, fold, out, cd)
@@ -293,7 +386,8 @@ class InferencePlan:
             return None
         return None, None if act == "linear" else act
 
-    def _lower_conv(self, layer, single, fold, out, cd):
+    def _lower_conv(self, node, single, fold, out, cd):
+        layer = node.layer
         epilogue = self._epilogue(layer, fold)
         if epilogue is None or dtype_name(cd) not in _GEMM:
             return False
@@ -306,6 +400,11 @@ class InferencePlan:
             buf = self._operand(single, cd)
             if buf is None:
                 return False
+        if id(node) in self._absorb:        # design D: the readers' strides taken here
+            opts["padding"] = _explicit_padding(opts["padding"], layer.kernel_size)
+            opts["strides"] = self._absorb[id(node)]
+        elif id(node) in self._drop:        # reads its input at those strides already
+            opts["strides"] = (1, 1)
         if layer._rank == 1:                # (batch, steps, channels) as a one-row image
             n, w, c = self.plan.shape(buf)
             buf = self.plan.reshape(buf, (n, 1, w, c))
@@ -333,6 +432,9 @@ class InferencePlan:
             dst = self.plan.conv2d(buf, kernel, bias=bias, activation=act, out_dtype=cd, **opts)
         if layer._rank == 1:
             dst = self.plan.reshape(dst, self._specs[out][0])
+        elif self.plan.shape(dst) != self._shape(out):
+            raise RuntimeError(f"inference plan: {layer.name} gives shape "
+                               f"{self.plan.shape(dst)}, the graph {self._shape(out)}")
         self._hold(layer)
         if norm is not None:
             self._hold(norm)
@@ -499,6 +601,9 @@ class InferencePlan:
         for t in node.input_tensors:
             if id(t) not in inputs:
                 inputs.append(id(t))
+        if any(key in self._strided for key in inputs):
+            raise RuntimeError(f"inference plan: {node.layer.name} would read a tensor "
+                               f"computed at strides (design D) in Python")
         srcs = [self._buffer(key) for key in inputs]
         outs = [fold.out] if fold is not None else [id(t) for t in node.output_tensors]
         dsts = self.plan.call(_node_call(node, fold, inputs), srcs,
@@ -514,6 +619,16 @@ def _sum_operands(node):
             all(isinstance(t, KerasTensor) for t in arg):
         return arg
     return None
+
+
+def _explicit_padding(padding, kernel_size):
+    """((top, bottom), (left, right)) of a stride-1 convolution's ``padding`` (``"valid"``,
+    ``"same"`` or those pairs) with dilation 1: the same zeros at any strides."""
+    if padding == "valid":
+        return (0, 0), (0, 0)
+    if padding == "same":
+        return tuple(((k - 1) // 2, k - 1 - (k - 1) // 2) for k in kernel_size)
+    return padding
 
 
 def _calling(layer):
