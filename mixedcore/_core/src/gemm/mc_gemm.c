@@ -405,8 +405,8 @@ static int mc_rows_(const mc_plan_ *p, const mc_gemm_args *g, int64_t m0, int64_
             for (int64_t ir = 0; ir < mcb; ir += mr) {
                 const int mrr = (int)mc_min_(mcb - ir, mr);
                 mc_prefetch_tile_(g, ic + ir, jc, mrr, (int)nc, first, last);
-                kern->ukr_epi_a(ksteps, a + ir * g->a_rs, g->a_rs, bp, mrr, (int)nc, g, ic + ir,
-                                jc);
+                kern->ukr_epi_a(ksteps, a + ir * g->a_rs, g->a_rs, 1, 0, bp, mrr, (int)nc, g,
+                                ic + ir, jc);
             }
             continue;
         }

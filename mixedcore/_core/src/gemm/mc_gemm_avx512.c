@@ -101,11 +101,12 @@ static int mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, in
  * (a constant: 16, 24 or 32, design e): 16 leaves the second vector of every row zero, 24
  * computes it in 256-bit halves (its upper eight lanes zero); the same FMAs lane by lane. */
 MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const char *a,
-                            const int64_t ars, const int64_t aks, const float *b,
-                            __m512 c[MC_MR][MC_NV])
+                            const int64_t ars, const int64_t aks, int nseg, int64_t sstride,
+                            const float *b, __m512 c[MC_MR][MC_NV])
 {
-    /* A's value of row i for step k at a + i * ars + k * aks: a packed panel (4, MR * 4) or
-     * rows of A in place (lda, 4) */
+    /* nseg segments of kc steps, A's value of row i for step k of segment s at a + s * sstride
+     * + i * ars + k * aks: a packed panel (one segment; 4, MR * 4) or rows of A in place (lda,
+     * 4), a convolution's kernel rows read from the image one segment each (mc_conv.c) */
     __m256 h[MC_MR];
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i) {
@@ -114,12 +115,14 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const ch
             c[i][j] = _mm512_setzero_ps();
         h[i] = _mm256_setzero_ps();
     }
+    for (int seg = 0; seg < nseg; ++seg) {
+    const char *as = a + seg * sstride;
 #pragma GCC unroll 2
     for (int64_t k = 0; k < kc; ++k) {
         __m512 bv[MC_NV];
         _mm_prefetch((const char *)(b + 8 * MC_NR), _MM_HINT_T0);
         _mm_prefetch((const char *)(b + 8 * MC_NR + 16), _MM_HINT_T0);
-        _mm_prefetch(a + 8 * aks, _MM_HINT_T0);
+        _mm_prefetch(as + 8 * aks, _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int j = 0; j < MC_NV; ++j)
             bv[j] = _mm512_load_ps(b + 16 * j);
@@ -127,7 +130,7 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const ch
 #pragma GCC unroll 16
         for (int i = 0; i < rows; ++i) {
             const __m512 ai =
-                _mm512_castsi512_ps(_mm512_broadcastd_epi32(_mm_loadu_si32(a + i * ars)));
+                _mm512_castsi512_ps(_mm512_broadcastd_epi32(_mm_loadu_si32(as + i * ars)));
 #pragma GCC unroll 4
             for (int j = 0; j < MC_NV; ++j)
                 if (16 * (j + 1) <= cols)
@@ -135,8 +138,9 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const ch
             if (cols % 16 == 8)
                 h[i] = _mm256_fmadd_ps(_mm512_castps512_ps256(ai), bh, h[i]);
         }
-        a += aks;
+        as += aks;
         b += MC_NR;
+    }
     }
     if (cols % 16 == 8)
 #pragma GCC unroll 16
@@ -148,7 +152,7 @@ MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const f
                              float *tile)
 {
     __m512 c[MC_MR][MC_NV];
-    mc_ukr_acc_(rows, MC_NR, kc, (const char *)a, 4, MC_MR * 4, b, c);
+    mc_ukr_acc_(rows, MC_NR, kc, (const char *)a, 4, MC_MR * 4, 1, 0, b, c);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4

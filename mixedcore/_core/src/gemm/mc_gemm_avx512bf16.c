@@ -143,11 +143,12 @@ static int mc_pack_pairs_avx512bf16_(const char *src, int type, int64_t ls, int6
  * 24 computes it in 256-bit halves (its upper eight lanes zero); the lanes computed are the same
  * VDPBF16PS lanes in the same order, so the same bits. */
 MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const char *a,
-                            const int64_t ars, const int64_t aps, const uint32_t *b,
-                            __m512 c[MC_MR][MC_NV])
+                            const int64_t ars, const int64_t aps, int nseg, int64_t sstride,
+                            const uint32_t *b, __m512 c[MC_MR][MC_NV])
 {
-    /* the pair of row i for step p at a + i * ars + p * aps: a packed panel (4, MR * 4) or rows
-     * of A in place (lda, 4) */
+    /* nseg segments of kp steps, the pair of row i for step p of segment s at a + s * sstride
+     * + i * ars + p * aps: a packed panel (one segment; 4, MR * 4) or rows of A in place (lda,
+     * 4), a convolution's kernel rows read from the image one segment each (mc_conv.c) */
     __m256 h[MC_MR];
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i) {
@@ -156,6 +157,8 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const ch
             c[i][j] = _mm512_setzero_ps();
         h[i] = _mm256_setzero_ps();
     }
+    for (int seg = 0; seg < nseg; ++seg) {
+    const char *as = a + seg * sstride;
     for (int64_t p = 0; p < kp; ++p) {
         __m512bh bv[MC_NV];
         /* B 32 pair steps (4 KiB) ahead: far enough to hide a memory access when the panel is
@@ -169,7 +172,7 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const ch
 #pragma GCC unroll 16
         for (int i = 0; i < rows; ++i) {
             const __m512bh ai =
-                (__m512bh)_mm512_broadcastd_epi32(_mm_loadu_si32(a + i * ars));
+                (__m512bh)_mm512_broadcastd_epi32(_mm_loadu_si32(as + i * ars));
 #pragma GCC unroll 4
             for (int j = 0; j < MC_NV; ++j)
                 if (16 * (j + 1) <= cols)
@@ -177,8 +180,9 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const ch
             if (cols % 16 == 8)
                 h[i] = _mm256_dpbf16_ps(h[i], (__m256bh)_mm512_castsi512_si256((__m512i)ai), bh);
         }
-        a += aps;
+        as += aps;
         b += MC_NR;
+    }
     }
     if (cols % 16 == 8)
 #pragma GCC unroll 16
@@ -190,7 +194,7 @@ MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kp, const uint32_t *a, cons
                              float *tile)
 {
     __m512 c[MC_MR][MC_NV];
-    mc_ukr_acc_(rows, MC_NR, kp, (const char *)a, 4, MC_MR * 4, b, c);
+    mc_ukr_acc_(rows, MC_NR, kp, (const char *)a, 4, MC_MR * 4, 1, 0, b, c);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4
