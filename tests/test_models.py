@@ -84,6 +84,34 @@ def test_predict_matches_call_and_dtypes():
     assert model.predict(x[:0], verbose=0).shape == (0, 3)
 
 
+def test_predict_on_batch_is_predict_of_one_batch():
+    """predict_on_batch runs the batch at once: predict's outputs, bit for bit, for one input
+    or several (a list or a dict) and the empty batch; predict's errors."""
+    model = mlp(policy="mixed_bfloat16")
+    x = np.random.default_rng(1).normal(size=(9, 6)).astype(np.float32)
+    got = model.predict_on_batch(x)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, model.predict(x, batch_size=9, verbose=0))
+    np.testing.assert_array_equal(model.predict_on_batch(x.astype(np.float64)), got)
+    assert model.predict_on_batch(x[:0]).shape == (0, 3)
+    with pytest.raises(ValueError, match=r"predict: expected input of shape \(None, 6\)"):
+        model.predict_on_batch(np.ones((4, 7)))
+    with pytest.raises(TypeError, match="numeric"):
+        model.predict_on_batch(np.full((4, 6), "a"))
+    with policy_scope("float32"):
+        a, b = layers.Input((3,), name="a"), layers.Input((2,), name="b")
+        both = models.Model([a, b], [layers.Dense(4)(layers.Concatenate()([a, b])),
+                                     layers.Dense(1)(b)])
+    xa = np.random.default_rng(2).normal(size=(5, 3)).astype(np.float32)
+    xb = np.random.default_rng(3).normal(size=(5, 2)).astype(np.float32)
+    want = both.predict([xa, xb], batch_size=5, verbose=0)
+    for inputs in ([xa, xb], {"a": xa, "b": xb}):
+        for g, w in zip(both.predict_on_batch(inputs), want):
+            np.testing.assert_array_equal(g, w)
+    with pytest.raises(ValueError, match="numbers of samples|same number"):
+        both.predict_on_batch([xa, xb[:4]])
+
+
 def test_wrong_input_shape_and_non_numeric_data():
     model = mlp()
     with pytest.raises(ValueError, match=r"expected input of shape \(None, 6\), received \(4, 7\)"):

@@ -495,8 +495,16 @@ class Trainer:
         return logs["loss"] if len(logs) == 1 else list(logs.values())
 
     def predict_on_batch(self, x):
-        """Outputs for one batch (no batching, no progress bar)."""
-        return self.predict(x, batch_size=max(1, self._num_samples(x)), verbose=0)
+        """Outputs for one batch (no batching, no progress bar): ``predict`` with the whole
+        batch as one, its arrays checked once and run straight away (a batch of one image
+        through a small network spent about 35 us in ``predict``'s batching)."""
+        if _scale_out._has_dask(x):
+            return self.predict(x, batch_size=max(1, self._num_samples(x)), verbose=0)
+        xs = self._standardize_inputs("predict", x)
+        if not (xs and xs[0].ndim and xs[0].shape[0]):
+            return self.predict(x, batch_size=1, verbose=0)     # no samples: empty outputs
+        outs, _ = self._run(xs, training=False)
+        return self.pack_outputs(list(outs))
 
     # -- fit / evaluate / predict ---------------------------------------------------------------
     def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None, epochs: int = 1,
