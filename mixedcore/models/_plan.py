@@ -185,7 +185,7 @@ class InferencePlan:
         def conv_step(node, key):
             """Whether ``node`` lowers to a Conv2D step of its own reading ``key``."""
             layer = node.layer
-            return type(layer) is Conv2D and single[id(node)] == key and \
+            return type(layer) is Conv2D and key is not None and single[id(node)] == key and \
                 len(node.output_tensors) == 1 and layer.groups == 1 and \
                 layer.dilation_rate == (1, 1) and dtype_name(layer._compute_np()) in _GEMM and \
                 self._epilogue(layer, self._fold(node)) is not None
