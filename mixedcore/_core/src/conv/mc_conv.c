@@ -471,8 +471,8 @@ static void mc_conv_unit_(void *ctx, int64_t u)
         for (int64_t pc = 0; pc < job->k; pc += job->kc) {
             const int64_t kc = mc_min_(job->k - pc, job->kc), ksteps = mc_steps_(kern, kc);
             const int first = pc == 0, last = pc + kc >= job->k;
-            /* the whole sum from registers (mc_gemm_avx512bf16.c, design g); A read from the image
-             * (design g) */
+            /* the tile is the whole sum, its epilogue applied from the registers; in_place:
+             * its rows read from the image (design g) */
             const int epi_regs = first && last && job->belem != 2 && kern->ukr_epi != NULL &&
                                  job->epi == kern->epi;
             const int in_place = epi_regs && kern->ukr_epi_a != NULL &&
@@ -493,8 +493,10 @@ static void mc_conv_unit_(void *ctx, int64_t u)
                         continue;
                     }
                 }
-                if (kc == job->k && mc_conv_pack_direct_(call, kern, job->cg, r0 + ir, mrr, xes,
-                                                         ap + ir * ksteps * 4, &sub))
+                /* (a tile in_place could not read lies outside design f's tiles too) */
+                if (!in_place && kc == job->k &&
+                    mc_conv_pack_direct_(call, kern, job->cg, r0 + ir, mrr, xes,
+                                         ap + ir * ksteps * 4, &sub))
                     continue;
                 mc_conv_im2col_rows(&call->geo, call->x, xes, grp * job->cg, job->cg, r0 + ir,
                                     r0 + ir + mrr, pc, pc + kc, tbuf, kc * xes);
@@ -518,7 +520,7 @@ static void mc_conv_unit_(void *ctx, int64_t u)
                         kern->ukr_direct(kc, a, bp, (int64_t)nr * 2, pstride, job->b_type, nrr,
                                          tile, nr, mrr, 0);
                     } else if (in_place && src[ir / mr] != NULL) {
-                        kern->ukr_epi_a(kern->pairs ? run / 2 : run, src[ir / mr], lda,
+                        kern->ukr_epi_a(mc_steps_(kern, run), src[ir / mr], lda,
                                         (int)call->geo.kh, sstride, bp, mrr, nrr, &ga, r0 + ir,
                                         jr);
                         continue;
