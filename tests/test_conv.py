@@ -136,6 +136,12 @@ CONV_CASES = [
     ((2, 6, 40, 8), (3, 3), 40, (1, 1), "same", (1, 1), 1),
     ((1, 9, 50, 6), (3, 3), 16, (2, 2), "valid", (2, 1), 1),
     ((1, 5, 45, 3), (3, 3), 8, (1, 1), "same", (1, 1), 1),        # an odd run of taps
+    # windows cut to the image: inner runs, edge rows, edge columns, several images
+    ((3, 6, 6, 16), (3, 3), 40, (1, 1), "same", (1, 1), 1),
+    ((2, 5, 30, 4), (3, 3), 20, (1, 1), ((2, 2), (2, 2)), (1, 1), 1),  # two edge rows a side
+    ((2, 9, 8, 6), (3, 3), 33, (2, 2), ((3, 0), (4, 2)), (2, 1), 1),  # rows with one kernel row
+    ((1, 3, 2, 4), (5, 5), 8, (1, 1), "same", (1, 1), 1),         # no inner row or column
+    ((1, 4, 5, 2), (3, 3), 6, (1, 1), ((5, 0), (0, 6)), (1, 1), 1),  # windows wholly outside
 ]
 
 
@@ -186,19 +192,49 @@ def test_conv2d_equals_matmul_of_im2col(isa_level, case, dtype, activation, rng)
     assert np.array_equal(_bits(got), _bits(want))
 
 
-def test_conv2d_subnormal_bfloat16_inside_the_image(isa_level, rng):
-    """A subnormal bfloat16 in windows inside the image only (micro-tiles packed straight from
-    it) is found as the im2col pack finds it: its products are not flushed to zero (VDPBF16PS
-    would)."""
+@pytest.mark.parametrize("where", [(3, 20), (3, 0), (0, 20), (0, 39)],
+                         ids=["inner", "edge-column", "edge-row", "corner"])
+def test_conv2d_subnormal_bfloat16_inside_the_image(isa_level, rng, where):
+    """A subnormal bfloat16 is found wherever the tiles read it (in place along a row or down
+    an edge column, or packed with an edge row), as the im2col pack finds it: its products are
+    not flushed to zero (VDPBF16PS would)."""
     x = np.zeros((1, 6, 40, 8), BF16)
-    x[0, 3, 20, 5] = 2.0 ** -130         # in no window at the image's edge
+    x[0, where[0], where[1], 5] = 2.0 ** -130
     packed = kernels.pack_conv(rng.standard_normal((3, 3, 8, 40)).astype(np.float32),
                                dtype=BF16)
     got = kernels.conv2d(x, packed, padding="same", out_dtype=np.float32)
     cols = kernels.im2col(x, (3, 3), padding="same")
     want = kernels.matmul(cols, packed.matrices[0], out_dtype=np.float32).reshape(got.shape)
     assert np.array_equal(_bits(got), _bits(want))
-    assert np.count_nonzero(got) == 9 * 40
+    windows = (3 if 0 < where[0] < 5 else 2) * (3 if 0 < where[1] < 39 else 2)
+    assert np.count_nonzero(got) == windows * 40
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_conv2d_nonfinite_weights_meet_the_padding(isa_level, dtype, rng):
+    """Windows are cut to the image only when every weight is finite: an infinite weight
+    times a padded zero is NaN, as in the product with the explicit im2col matrix."""
+    x = rng.standard_normal((2, 5, 30, 4)).astype(dtype)
+    kernel = rng.standard_normal((3, 3, 4, 20)).astype(np.float32)
+    kernel[0, 0, 1, 3] = np.inf
+    packed = kernels.pack_conv(kernel, dtype=dtype)
+    out_dtype = None if dtype == F32 else dtype
+    got = kernels.conv2d(x, packed, padding="same", out_dtype=out_dtype)
+    cols = kernels.im2col(x, (3, 3), padding="same")
+    want = kernels.matmul(cols, packed.matrices[0], out_dtype=out_dtype).reshape(got.shape)
+    assert np.array_equal(_bits(got), _bits(want))
+    assert np.isnan(got[:, 0, :, 3].astype(np.float32)).all()    # tap (0, 0) on the padding
+    assert np.isnan(got[:, :, 0, 3].astype(np.float32)).all()
+
+
+def test_pack_conv_keeps_k_in_one_block(isa_level):
+    """A kernel wider than one pixel is packed with its K in one block (up to 8192), a
+    pointwise one in the level's blocks, as pack does; neither is stale."""
+    level_kc = kernels.pack(np.ones((8, 8), BF16)).format[3]
+    for shape, kc in (((3, 3, 300, 8), 2700), ((1, 1, 300, 8), 0), ((3, 3, 1000, 8), 0)):
+        packed = kernels.pack_conv(np.ones(shape, np.float32), dtype=BF16)
+        assert packed.matrices[0].format[3] == max(kc, level_kc)
+        assert not packed.stale
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)

@@ -38,6 +38,7 @@ cdef extern from "mc_gemm.h" nogil:
         int64_t k, n
         int type, level, pairs, elem, nr
         int64_t kc
+        int finite
         char *data
         int64_t nbytes
     ctypedef struct mc_gemm_call:
@@ -49,7 +50,7 @@ cdef extern from "mc_gemm.h" nogil:
     int MC_GEMM_OK, MC_GEMM_NOMEM, MC_GEMM_FORMAT, MC_GEMM_TOOBIG
     int mc_gemm(const mc_gemm_call *call)
     int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int64_t n,
-                     mc_packed *out)
+                     int64_t kc_min, mc_packed *out)
     void mc_gemm_packed_free(mc_packed *p)
     void mc_gemm_unpack(const mc_packed *p, char *dst, int64_t rs, int64_t cs)
     void mc_gemm_kernel_info(int level, int a_type, int b_type, int *mr, int *nr, int *pairs,
@@ -92,6 +93,7 @@ cdef class PackedMatrix:
     """
     cdef mc_packed p
     cdef readonly object dtype
+    cdef int64_t kc_min          # the K block depth asked for when packing (gemm_pack)
 
     def __cinit__(self):
         self.p.data = NULL
@@ -122,7 +124,10 @@ cdef class PackedMatrix:
     def stale(self):
         """True when ``pack`` would now make other panels (the level or the K block size
         changed since): matmul still accepts it where it can, but packing again is faster."""
-        return gemm_pack_format(self.p.type) != self.format
+        pairs, elem, nr, kc = gemm_pack_format(self.p.type)
+        if self.kc_min > kc:
+            kc = self.kc_min + (self.kc_min & 1)
+        return (pairs, elem, nr, kc) != self.format
 
     @property
     def format(self):
@@ -147,16 +152,23 @@ cdef class PackedMatrix:
                 f"nbytes={self.nbytes})")
 
 
-def gemm_pack(cnp.ndarray b, int type_code, object dtype):
-    """Pack the 2-D array ``b`` (validated: native, aligned, of type ``type_code``)."""
+def gemm_pack(cnp.ndarray b, int type_code, object dtype, int64_t kc_min=0, bint finite=False):
+    """Pack the 2-D array ``b`` (validated: native, aligned, of type ``type_code``) in K
+    blocks of the level's KC, or of ``kc_min`` (0 <= kc_min < 2**32) when that is deeper.
+    ``finite``: the caller found every value of ``b`` finite (a convolution may then leave out
+    the taps outside the image)."""
     cdef PackedMatrix pm = PackedMatrix.__new__(PackedMatrix)
     cdef int r
     cdef const char *data = <const char *>cnp.PyArray_DATA(b)
     cdef int64_t rs = cnp.PyArray_STRIDE(b, 0), cs = cnp.PyArray_STRIDE(b, 1)
     cdef int64_t k = cnp.PyArray_DIM(b, 0), n = cnp.PyArray_DIM(b, 1)
+    if kc_min < 0 or kc_min >= (<int64_t>1 << 32):
+        raise ValueError(f"pack: kc_min must be in [0, 2**32), got {kc_min}")
     pm.dtype = dtype
+    pm.kc_min = kc_min
     with nogil:
-        r = mc_gemm_pack(data, rs, cs, type_code, k, n, &pm.p)
+        r = mc_gemm_pack(data, rs, cs, type_code, k, n, kc_min, &pm.p)
+    pm.p.finite = finite
     if r == MC_GEMM_TOOBIG:
         raise ValueError(f"pack: b of shape ({k}, {n}) would need more than {MC_BYTES_MAX} "
                          f"bytes of panels (a broadcast view claims more than memory can hold)")

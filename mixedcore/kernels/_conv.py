@@ -16,10 +16,12 @@ from mixedcore._core import _mixedcore as _lib
 from mixedcore.kernels._cast import cast
 from mixedcore.kernels._checks import (FLOAT_CODES, as_native, bfloat16, check_bytes, check_out,
                                        contiguous, new_array, out_dtype_of, resolve_dtype)
-from mixedcore.kernels._gemm import ACTIVATIONS, GEMM_CODES, GEMM_NAMES, matmul, pack
+from mixedcore.kernels._gemm import ACTIVATIONS, GEMM_CODES, GEMM_NAMES, _pack, matmul
 from mixedcore.kernels._window import IntPair, image_operand, window_geometry
 
 _F16, _BF16, _F32, _F64 = np.dtype(np.float16), bfloat16, np.dtype(np.float32), np.dtype(np.float64)
+# the deepest K a convolution kernel is packed with in one block (pack_conv)
+_WHOLE_K = 8192
 
 
 def _activation(fname, activation):
@@ -136,6 +138,12 @@ def pack_conv(kernel: ArrayLike, groups: int = 1, dtype: DTypeLike | None = None
     Returns
     -------
     PackedConv
+
+    Notes
+    -----
+    A kernel wider than one pixel keeps its K (kh * kw * cin / groups, up to 8192) in one
+    block of the panels, and with every weight finite ``conv2d`` leaves out the taps that fall
+    outside the image (docs/conv.md).
     """
     return _pack_conv("pack_conv", kernel, groups, dtype)
 
@@ -156,7 +164,12 @@ def _pack_conv(fname, kernel, groups, dtype):
     # each group's matrix is a copy of the kernel's slice when the kernel is a view, and its
     # panels take at least as many bytes
     check_bytes(fname, "the kernel", kernel.shape, kernel.dtype.itemsize)
-    mats = tuple(pack(kernel[..., g * fg:(g + 1) * fg].reshape(kh * kw * cg, fg), dtype=dtype)
+    # a kernel wider than one pixel keeps its K in one block (up to _WHOLE_K): a convolution
+    # then sums every window in registers and can leave out the taps that fall outside the
+    # image (docs/conv.md, "Windows cut to the image")
+    k = kh * kw * cg
+    kc_min = k if kh * kw > 1 and k <= _WHOLE_K else 0
+    mats = tuple(_pack(kernel[..., g * fg:(g + 1) * fg].reshape(k, fg), dtype, kc_min)
                  for g in range(int(groups)))
     return PackedConv((kh, kw, cg, f), int(groups), mats)
 

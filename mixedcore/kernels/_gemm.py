@@ -397,6 +397,11 @@ def pack(b: ArrayLike, dtype: DTypeLike | None = None) -> PackedMatrix:
     ``pack``.  bfloat16 values with subnormals are packed as float32 panels (VDPBF16PS would
     read them as zero), so they are never lost.  The K block depth (KC) is fixed when packing.
     """
+    return _pack(b, dtype, 0)
+
+
+def _pack(b, dtype, kc_min):
+    """pack, in K blocks at least ``kc_min`` deep (``pack_conv``: a convolution's K whole)."""
     if not isinstance(b, np.ndarray):
         b = np.asarray(b)
     if b.ndim != 2:
@@ -425,4 +430,7 @@ def pack(b: ArrayLike, dtype: DTypeLike | None = None) -> PackedMatrix:
         check_bytes("pack", f"b converted to {target}", b.shape, target.itemsize)
         b = cast(b, target)
     b = as_native(b)
-    return _lib.gemm_pack(b, GEMM_CODES[target], target)
+    # a convolution's kernel: whether every value is finite (its taps outside the image may
+    # then be left out: 0 * w is exactly 0)
+    finite = kc_min > 0 and bool(np.isfinite(b).all())
+    return _lib.gemm_pack(b, GEMM_CODES[target], target, kc_min, finite)

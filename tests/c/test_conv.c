@@ -101,8 +101,13 @@ static void check_conv_gemm(const geo_in_ *gi, int xt, int ot, int64_t groups, i
     for (int64_t gr = 0; gr < groups; ++gr) {
         memset(&pk[gr], 0, sizeof pk[gr]);
         /* group gr's weights: the (K, F) kernel's columns [gr * fg, (gr + 1) * fg) */
-        MCX_CHECK(mc_gemm_pack(w + gr * fg * es, f * es, es, xt, kdim, fg, &pk[gr]) == MC_GEMM_OK,
+        /* as pack_conv packs: K in one block for a kernel wider than a pixel, the weights
+         * (finite) marked so, so that the windows are cut to the image (mc_conv.c, design h) */
+        const int64_t kc_min = g.kh * g.kw > 1 && kdim <= 8192 ? kdim : 0;
+        MCX_CHECK(mc_gemm_pack(w + gr * fg * es, f * es, es, xt, kdim, fg, kc_min, &pk[gr]) ==
+                      MC_GEMM_OK,
                   "pack status");
+        pk[gr].finite = 1;
         pw[gr] = &pk[gr];
     }
     const mc_conv_call call = {.geo = g, .groups = groups, .f = f, .x = x, .x_type = xt,

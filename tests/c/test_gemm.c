@@ -128,7 +128,7 @@ static void check_case(int at, int bt, int ot, int64_t m, int64_t n, int64_t k, 
     /* the same bits with B packed ahead, and with the other thread count */
     matrix again = make(ot, m, n, 0, 1);
     mc_packed packed;
-    CT_CHECK(mc_gemm_pack(b.buf, b.rs, b.cs, bt, k, n, &packed) == MC_GEMM_OK, "pack status");
+    CT_CHECK(mc_gemm_pack(b.buf, b.rs, b.cs, bt, k, n, 0, &packed) == MC_GEMM_OK, "pack status");
     CT_CHECK(gemm(&a, &b, &again, &packed) == MC_GEMM_OK, "packed status");
     for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j)

@@ -53,13 +53,13 @@ static void check_gemm(void)
     mc_packed p;
     ct_context("gemm pack");
     /* broadcast views: k near 2**64 / (NR * 4) (2**58 for NR 16), and n as large */
-    CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_F32, (int64_t)1 << 58, 16, &p) ==
+    CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_F32, (int64_t)1 << 58, 16, 0, &p) ==
                  MC_GEMM_TOOBIG && p.data == NULL && p.nbytes == 0, "k = 2**58");
-    CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_F32, 1, INT64_MAX - 2, &p) ==
+    CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_F32, 1, INT64_MAX - 2, 0, &p) ==
                  MC_GEMM_TOOBIG && p.data == NULL, "n near INT64_MAX");
-    CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_BF16, big_, big_, &p) == MC_GEMM_TOOBIG,
+    CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_BF16, big_, big_, 0, &p) == MC_GEMM_TOOBIG,
              "bfloat16 pairs");
-    CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_F32, (int64_t)1 << 42, 16, &p) ==
+    CT_CHECK(mc_gemm_pack((const char *)b, 0, 0, MC_F32, (int64_t)1 << 42, 16, 0, &p) ==
                  MC_GEMM_TOOBIG, "2**48 bytes: above MC_BYTES_MAX without overflow");
     ct_context("gemm");
     float out[4] = {7.0f, 7.0f, 7.0f, 7.0f};

@@ -40,6 +40,22 @@
  *      sub_rows scans the tile's segments for subnormal bfloat16 first (design c).  3 x 3
  *      convolutions of 64 float32 channels on 56 x 56 images, one thread: 2.29 -> 2.21 ms;
  *      bfloat16 is level (its pack was already a small share).
+ *   h. Windows cut to the image.  pack_conv keeps a kernel's K in one block (kc_min), so with
+ *      one group, dilation 1 along w, weights all finite (its packer says so), an image of the
+ *      kernel's A type and, for pairs, an even channel count, the call computes each pixel over
+ *      only the taps of its window that lie inside the image: the taps left out would add
+ *      0 * w, an exact zero, to a sum that starts at +0 and so is never -0 -- the same bits
+ *      (for VDPBF16PS, which flushes a subnormal partial sum at every step, a partial sum below
+ *      2**-126 at such a tap is kept instead of flushed).  The tiles (mc_cut_) are runs of
+ *      pixels that share their taps: an inner row's inner pixels read in place over every
+ *      kernel row; the other rows (kernel rows outside the image) packed from im2col rows of
+ *      their kernel rows inside it, one segment; an edge column's inner rows read in place down
+ *      the column (rows an output row apart, the epilogue's rows likewise), one segment per
+ *      kernel row over its tap columns inside the image, the panel's steps for those taps
+ *      (ukr_epi_a's bsstride).  Units are bands of tiles dealt out by their work
+ *      (mc_cut_units_).  bfloat16 3 x 3 convolutions, one thread, against the same image with
+ *      its padding written out: 7 x 7 x 512 0.85x the time, 14 x 14 x 256 0.92x, 28 x 28 x 128
+ *      0.96x, 56 x 56 x 64 0.98x (the share of taps outside the image: 18%, 9%, 5%, 2%).
  */
 #include <limits.h>
 #include <math.h>
@@ -53,8 +69,10 @@
 #include "mc_kernels.h"
 #include "mc_runtime.h"
 
-/* the most micro-tiles of a unit whose rows are read from the image in place (design g) */
+/* the most micro-tiles of a unit whose rows are read from the image in place (design g, h) */
 #define MC_CONV_TILES 16
+/* the bytes of a unit's packed rows of one K block, at most (about an L2 cache) */
+#define MC_CONV_ABLOCK ((int64_t)576 * 1024)
 /* multiply-adds below which a convolution stays on the calling thread (the GEMM's threshold) */
 #define MC_CONV_PARALLEL_MIN ((int64_t)1 << 19)
 /* element-taps below which depthwise and the helpers stay on the calling thread */
@@ -300,6 +318,97 @@ void mc_conv_col2im(const mc_conv_geom *g, const char *src, int type, int64_t c0
 
 /* --- convolution as a GEMM (design a, b, c) ----------------------------------------------------- */
 
+/* The inner range [lo, hi) of one axis: the outputs o whose taps o * s - p + t * d (t < k) all
+ * lie in [0, n), of nout outputs (empty: lo == hi). */
+static void mc_inner_(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, int64_t nout,
+                      int64_t *lo, int64_t *hi)
+{
+    const int64_t span = (k - 1) * d;
+    int64_t l = (p + s - 1) / s;                                 /* o * s - p >= 0 */
+    int64_t h = n - 1 - span + p >= 0 ? (n - 1 - span + p) / s + 1 : 0;
+    l = mc_min_(l, nout);
+    *lo = l;
+    *hi = mc_max_(mc_min_(h, nout), l);
+}
+
+/* The taps [t0, t1) of one axis that lie in [0, n) for the window starting at i0 (an empty
+ * range when none does). */
+static void mc_taps_(int64_t i0, int64_t n, int64_t k, int64_t d, int64_t *t0, int64_t *t1)
+{
+    const int64_t lo = i0 >= 0 ? 0 : mc_ceil_div_(-i0, d);
+    const int64_t hi = i0 >= n ? 0 : mc_min_(k, mc_ceil_div_(n - i0, d));
+    *t0 = mc_min_(lo, k);
+    *t1 = mc_max_(hi, *t0);
+}
+
+/* Design h: the tiles of one image.  Part A: per inner output row (every kernel row inside
+ * the image), its inner pixels (every tap column inside) in `na` runs of at most MR, read in
+ * place; per other row, all its pixels in `nf` runs, packed from im2col rows of its kernel rows
+ * inside the image (in place when the run has only inner pixels).  Part B: per edge column (a
+ * pixel some of whose tap columns fall outside: `edges` of them), its inner rows in `nbm` runs,
+ * read in place.  No tile is a lone pixel unless its run is: a tile of one row keeps two
+ * accumulator chains and waits on them. */
+typedef struct {
+    int64_t in0, in1, rin0, rin1;    /* the inner columns and rows */
+    int64_t na, nf, nbm, edges;
+    int64_t part_a, per_image;       /* tiles of part A, of an image */
+} mc_cut_;
+
+/* A tile of design h: `count` pixels of image n from (oh, ow), along the row or (down) down
+ * the column. */
+typedef struct {
+    int64_t n, oh, ow, count;
+    int down;
+} mc_cut_tile_;
+
+static int64_t mc_split_at_(int64_t lo, int64_t len, int64_t runs, int64_t q)
+{
+    const int64_t base = len / runs, extra = len - base * runs;
+    return lo + q * base + mc_min_(q, extra);
+}
+
+static void mc_cut_geom_(const mc_conv_geom *g, int mr, mc_cut_ *c)
+{
+    mc_inner_(g->w, g->kw, g->sw, g->pl, g->dw, g->ow, &c->in0, &c->in1);
+    mc_inner_(g->h, g->kh, g->sh, g->pt, g->dh, g->oh, &c->rin0, &c->rin1);
+    c->na = mc_ceil_div_(c->in1 - c->in0, mr);
+    c->nf = mc_ceil_div_(g->ow, mr);
+    c->nbm = mc_ceil_div_(c->rin1 - c->rin0, mr);
+    c->edges = g->ow - (c->in1 - c->in0);
+    c->part_a = (c->rin1 - c->rin0) * c->na + (g->oh - (c->rin1 - c->rin0)) * c->nf;
+    c->per_image = c->part_a + c->edges * c->nbm;
+}
+
+/* Tile t (of all images) of design h. */
+static void mc_cut_tile_at_(const mc_cut_ *c, const mc_conv_geom *g, int64_t t, mc_cut_tile_ *o)
+{
+    o->n = t / c->per_image;
+    t -= o->n * c->per_image;
+    const int64_t inner = (c->rin1 - c->rin0) * c->na;
+    o->down = 0;
+    if (t < inner) {                                   /* an inner row's inner pixels */
+        const int64_t q = t % c->na, len = c->in1 - c->in0;
+        o->oh = c->rin0 + t / c->na;
+        o->ow = mc_split_at_(c->in0, len, c->na, q);
+        o->count = mc_split_at_(c->in0, len, c->na, q + 1) - o->ow;
+        return;
+    }
+    if (t < c->part_a) {                               /* a row outside [rin0, rin1) */
+        t -= inner;
+        const int64_t e = t / c->nf, q = t - e * c->nf;
+        o->oh = e < c->rin0 ? e : c->rin1 + (e - c->rin0);
+        o->ow = mc_split_at_(0, g->ow, c->nf, q);
+        o->count = mc_split_at_(0, g->ow, c->nf, q + 1) - o->ow;
+        return;
+    }
+    t -= c->part_a;                                    /* an edge column's inner rows */
+    const int64_t e = t / c->nbm, q = t - e * c->nbm, len = c->rin1 - c->rin0;
+    o->ow = e < c->in0 ? e : c->in1 + (e - c->in0);
+    o->oh = mc_split_at_(c->rin0, len, c->nbm, q);
+    o->count = mc_split_at_(c->rin0, len, c->nbm, q + 1) - o->oh;
+    o->down = 1;
+}
+
 typedef struct {
     const mc_conv_call *call;
     const mc_gemm_kernel *kern;
@@ -310,6 +419,9 @@ typedef struct {
     int b_type;
     int64_t kc, npad, m, rows, k, cg, fg;
     int64_t cols, cbands;        /* a unit's columns (a multiple of NR) and the bands of them */
+    int cut;                     /* design h: the windows cut to the image */
+    int64_t tiles, cut_tiles;    /* design h: tiles of a unit, of the call */
+    mc_cut_ cutg;                /* design h: the tiles of an image */
     int status;
 } mc_cjob_;
 
@@ -329,38 +441,72 @@ static void mc_cjob_fail_(mc_cjob_ *job, int r)
     __atomic_compare_exchange_n(&job->status, &expected, r, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
-/* Work units (design b): bands of `tiles` micro-tiles of rows times bands of columns.  Of the
- * splits with at most max_tiles tiles per band, the one whose busiest thread has the least
- * work when the units are dealt out in turn: a unit costs its tiles times (its panels + 0.4,
- * the packing of its rows, measured at a fifth of the time of a two-panel tile).  Ties go to
- * fewer units.  Small images (ResNet50's 7 x 7 and 14 x 14 layers on two threads) get column
- * bands instead of a last band of rows that one thread computes alone. */
-static void mc_conv_units_(mc_cjob_ *job, int64_t max_tiles, int nt)
+/* The calling thread's work space of `bytes` (< 0: too large), or NULL with the job failed. */
+static char *mc_cjob_work_(mc_cjob_ *job, int64_t bytes)
 {
-    const int mr = job->kern->mr, nr = job->kern->nr;
-    const int64_t tiles = mc_max_(mc_ceil_div_(job->m, mr), 1);
+    if (bytes < 0 || bytes > MC_BYTES_MAX) {
+        mc_cjob_fail_(job, -2);
+        return NULL;
+    }
+    char *work = (char *)mc_workspace(MC_WS_WORK, bytes);
+    if (work == NULL)
+        mc_cjob_fail_(job, -1);
+    return work;
+}
+
+/* The best split of units met so far: the least cost, ties to fewer units. */
+typedef struct {
+    double cost;                 /* < 0: none yet */
+    int64_t t, c, units;         /* tiles of a band, bands of columns, units */
+} mc_split_;
+
+static void mc_split_take_(mc_split_ *best, double cost, int64_t t, int64_t c, int64_t units)
+{
+    if (best->cost < 0.0 || cost < best->cost - 1e-9 ||
+        (cost < best->cost + 1e-9 && units < best->units)) {
+        best->cost = cost;
+        best->t = t;
+        best->c = c;
+        best->units = units;
+    }
+}
+
+/* Sets the job's column bands of the split; returns its tiles of a band. */
+static int64_t mc_split_apply_(mc_cjob_ *job, const mc_split_ *best, int64_t panels)
+{
+    const int nr = job->kern->nr;
+    job->cols = mc_ceil_div_(panels, best->c) * nr;
+    job->cbands = mc_ceil_div_(panels, job->cols / nr);
+    return best->t;
+}
+
+/* Work units (design b, h): bands of the call's `tiles` micro-tiles times bands of columns.  Of
+ * the splits with at most max_tiles tiles per band, the one whose busiest thread has the least
+ * work when the units are dealt out in turn: a unit costs its tiles times (its panels + pack,
+ * the packing of its rows: 0.4, measured at a fifth of the time of a two-panel tile, or 0 for
+ * tiles read in place).  Ties go to fewer units.  Small images (ResNet50's 7 x 7 and 14 x 14
+ * layers on two threads) get column bands instead of a last band of rows that one thread
+ * computes alone.  Returns the tiles of a band; sets the column bands. */
+static int64_t mc_conv_units_(mc_cjob_ *job, int64_t tiles, int64_t max_tiles, double pack,
+                              int nt)
+{
+    const int nr = job->kern->nr;
     const int64_t panels = mc_max_(mc_ceil_div_(job->fg, nr), 1);
-    double best = -1.0;
-    int64_t best_t = mc_min_(tiles, max_tiles), best_c = 1, best_units = 0;
+    tiles = mc_max_(tiles, 1);
+    mc_split_ best = {-1.0, mc_min_(tiles, max_tiles), 1, 0};
     for (int64_t t = 1; t <= mc_min_(tiles, max_tiles); ++t) {
         const int64_t bands = mc_ceil_div_(tiles, t);
         for (int64_t c = 1; c <= panels && c <= 8; ++c) {
             const int64_t per = mc_ceil_div_(panels, c), units = bands * c;
             if (nt > 1 && units < nt)
                 continue;
-            const double cost = (double)mc_ceil_div_(units, nt) *
-                                ((double)t * ((double)per + 0.4) + 0.5 * (double)per);
-            if (best < 0.0 || cost < best - 1e-9 || (cost < best + 1e-9 && units < best_units)) {
-                best = cost;
-                best_t = t;
-                best_c = c;
-                best_units = units;
-            }
+            mc_split_take_(&best,
+                           (double)mc_ceil_div_(units, nt) *
+                               ((double)t * ((double)per + pack) + 0.5 * (double)per),
+                           t, c, units);
         }
     }
-    job->rows = best_t * mr;
-    job->cols = mc_ceil_div_(panels, best_c) * nr;
-    job->cbands = mc_ceil_div_(panels, job->cols / nr);
+    return mc_split_apply_(job, &best, panels);
 }
 
 /* Where the im2col rows r .. r + mrr - 1 of a convolution whose K is one block lie in the image
@@ -407,6 +553,194 @@ static int mc_conv_pack_direct_(const mc_conv_call *call, const mc_gemm_kernel *
     return 1;
 }
 
+/* Design h's units: its tiles differ in work (a pixel of an edge row or column takes only its
+ * taps inside the image), so for a call of at most MC_CUT_SIM_TILES tiles the split is chosen
+ * by dealing the units out as the team does (each to the thread that is free first), every unit
+ * costing its tiles' work (pixels times the share of K they take, in whole tiles) times its
+ * panels, plus half its panels (reading them).  14 x 14 x 256 at batch 1 on two threads: one
+ * unit each (equal tile counts) left one thread 15% more work than the other.  Larger calls, or
+ * more threads than MC_CUT_SIM_THREADS, take mc_conv_units_'s equal tiles. */
+#define MC_CUT_SIM_TILES 256
+#define MC_CUT_SIM_THREADS 16
+static int64_t mc_cut_units_(mc_cjob_ *job, int64_t max_tiles, int nt)
+{
+    const mc_conv_geom *g = &job->call->geo;
+    const mc_cut_ *c = &job->cutg;
+    const int64_t T = job->cut_tiles;
+    if (T > MC_CUT_SIM_TILES || nt > MC_CUT_SIM_THREADS)
+        return mc_conv_units_(job, T, max_tiles, 0.0, nt);
+    const int mr = job->kern->mr, nr = job->kern->nr;
+    const int64_t panels = mc_max_(mc_ceil_div_(job->fg, nr), 1);
+    double work[MC_CUT_SIM_TILES + 1];          /* prefix sums of the tiles' work */
+    work[0] = 0.0;
+    for (int64_t t = 0; t < T; ++t) {
+        mc_cut_tile_ ct;
+        mc_cut_tile_at_(c, g, t, &ct);
+        int64_t i0, i1, q0 = 0, q1 = g->kw;
+        mc_taps_(ct.oh * g->sh - g->pt, g->h, g->kh, g->dh, &i0, &i1);
+        if (ct.down)
+            mc_taps_(ct.ow * g->sw - g->pl, g->w, g->kw, 1, &q0, &q1);
+        work[t + 1] = work[t] + (double)ct.count / mr * (double)((i1 - i0) * (q1 - q0)) /
+                                    (double)(g->kh * g->kw);
+    }
+    mc_split_ best = {-1.0, 1, 1, 0};
+    for (int64_t t = 1; t <= mc_min_(T, max_tiles); ++t) {
+        const int64_t bands = mc_ceil_div_(T, t);
+        for (int64_t cb = 1; cb <= panels && cb <= 8; cb *= 2) {
+            const int64_t per = mc_ceil_div_(panels, cb), units = bands * cb;
+            if (nt > 1 && units < nt)
+                continue;
+            double load[MC_CUT_SIM_THREADS] = {0.0};
+            for (int64_t u = 0; u < units; ++u) {
+                const int64_t a = (u / cb) * t, b = mc_min_(a + t, T);
+                int th = 0;
+                for (int q = 1; q < nt; ++q)
+                    if (load[q] < load[th])
+                        th = q;
+                load[th] += (work[b] - work[a]) * (double)per + 0.5 * (double)per;
+            }
+            double span = 0.0;
+            for (int q = 0; q < nt; ++q)
+                span = load[q] > span ? load[q] : span;
+            mc_split_take_(&best, span, t, cb, units);
+        }
+    }
+    return mc_split_apply_(job, &best, panels);
+}
+
+/* The epilogue's arguments of group grp, without the accumulator (mc_conv_unit_ sets it). */
+static void mc_conv_args_(const mc_cjob_ *job, int64_t grp, mc_gemm_args *ga)
+{
+    const mc_conv_call *call = job->call;
+    const int oes = call->out_type == MC_F32 ? 4 : 2;
+    memset(ga, 0, sizeof *ga);
+    ga->m = job->m;
+    ga->n = job->fg;
+    ga->k = job->k;
+    ga->out = call->out + grp * job->fg * oes;
+    ga->o_rs = call->f * oes;
+    ga->o_cs = oes;
+    ga->out_type = call->out_type;
+    ga->bias = call->bias != NULL ? call->bias + grp * job->fg : NULL;
+    ga->bias_s = 4;
+    ga->alpha = 1.0f;
+    ga->beta = 0.0f;
+    ga->act = mc_act_for_output(call->act, call->out_type);
+    ga->act_row = job->act_row;
+    if (call->res != NULL) {
+        ga->res = call->res + grp * job->fg * oes;
+        ga->res_rs = ga->o_rs;
+    }
+}
+
+/* A unit of design h: its tiles (at most MC_CONV_TILES), each over the taps of its windows
+ * that lie inside the image, read in place or packed first, times its band of columns. */
+static void mc_conv_cut_unit_(void *ctx, int64_t u)
+{
+    mc_cjob_ *job = (mc_cjob_ *)ctx;
+    if (__atomic_load_n(&job->status, __ATOMIC_RELAXED))
+        return;
+    const mc_conv_call *call = job->call;
+    const mc_conv_geom *g = &call->geo;
+    const mc_gemm_kernel *kern = job->kern;
+    const int mr = kern->mr, nr = kern->nr;
+    const int xes = call->x_type == MC_F32 ? 4 : 2;
+    const int64_t pixb = g->c * xes, rowb = g->w * pixb, imgb = g->h * rowb;
+    const int64_t step_bytes = (int64_t)nr * 4;     /* one step of a panel (belem 4) */
+    const int64_t krow = g->kw * g->c;              /* the values of one kernel row */
+    const int64_t t0 = (u / job->cbands) * job->tiles;
+    const int64_t t1 = mc_min_(t0 + job->tiles, job->cut_tiles);
+    const int64_t j0 = (u % job->cbands) * job->cols, j1 = mc_min_(j0 + job->cols, job->fg);
+    /* packed tiles: their im2col rows, then their panels, each of K's steps at most */
+    const int64_t tbytes = mc_size_round64(mc_size_bytes((int64_t)mr * xes, job->k));
+    const int64_t abytes = mc_size_round64(mc_size_bytes(mr * mc_steps_(kern, job->k), 4));
+    const int64_t wbytes = mc_size_add(tbytes, mc_size_mul(abytes, t1 - t0));
+    char *work = mc_cjob_work_(job, wbytes);
+    if (work == NULL)
+        return;
+    mc_gemm_args base;
+    mc_conv_args_(job, 0, &base);
+    struct {
+        const char *src;             /* the image, or the packed panel */
+        int64_t lda, steps, boff, i;
+        int nseg, count, packed, down;
+        mc_gemm_args ga;             /* a tile down a column: rows an output row apart */
+    } tl[MC_CONV_TILES];
+    int sub = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+        mc_cut_tile_ ct;
+        mc_cut_tile_at_(&job->cutg, g, t, &ct);
+        const int64_t ih0 = ct.oh * g->sh - g->pt, iw0 = ct.ow * g->sw - g->pl;
+        const int64_t r = (ct.n * g->oh + ct.oh) * g->ow + ct.ow;
+        int64_t i0, i1, q0 = 0, q1 = g->kw;
+        mc_taps_(ih0, g->h, g->kh, g->dh, &i0, &i1);
+        if (ct.down)
+            mc_taps_(iw0, g->w, g->kw, 1, &q0, &q1);
+        __typeof__(tl[0]) *d = &tl[t - t0];
+        d->nseg = (int)(i1 - i0);
+        d->count = (int)ct.count;
+        d->down = ct.down;
+        d->i = r;
+        d->packed = !ct.down && (ct.ow < job->cutg.in0 || ct.ow + ct.count > job->cutg.in1);
+        if (d->packed) {
+            /* one segment: the im2col rows of the kernel rows [i0, i1), every tap column
+             * (zeros where a window leaves the image) */
+            const int64_t k0 = i0 * krow, k1 = i1 * krow;
+            char *ap = work + tbytes + (t - t0) * abytes;
+            d->steps = mc_steps_(kern, k1 - k0);
+            d->boff = mc_steps_(kern, k0) * step_bytes;
+            d->src = ap;
+            d->nseg = 1;
+            if (k1 > k0) {
+                mc_conv_im2col_rows(g, call->x, xes, 0, g->c, r, r + ct.count, k0, k1, work,
+                                    (k1 - k0) * xes);
+                sub |= kern->pack(work, call->x_type, (k1 - k0) * xes, xes, ct.count, k1 - k0,
+                                  mr, ap);
+            }
+            continue;
+        }
+        const int64_t run = (q1 - q0) * g->c;
+        d->steps = mc_steps_(kern, run);
+        d->boff = mc_steps_(kern, i0 * krow + q0 * g->c) * step_bytes;
+        d->lda = ct.down ? g->sh * rowb : g->sw * pixb;
+        d->src = call->x + ct.n * imgb;
+        if (d->nseg > 0 && run > 0)
+            d->src += (ih0 + i0 * g->dh) * rowb + (iw0 + q0) * pixb;
+        if (ct.down) {
+            d->ga = base;
+            d->ga.out += r * base.o_rs;
+            d->ga.o_rs *= g->ow;
+            if (base.res != NULL) {
+                d->ga.res += r * base.res_rs;
+                d->ga.res_rs *= g->ow;
+            }
+            d->i = 0;
+        }
+        if (kern->sub_rows != NULL && run > 0)
+            for (int s = 0; s < d->nseg; ++s)
+                sub |= kern->sub_rows(d->src + s * g->dh * rowb, d->lda, ct.count, run);
+    }
+    if (sub) {
+        mc_cjob_fail_(job, 1);
+        return;
+    }
+    const int64_t pstride = mc_panel_bytes_(job, job->k);      /* K is one block */
+    const int64_t bsstride = mc_steps_(kern, krow) * step_bytes;
+    for (int64_t jr = j0; jr < j1; jr += nr) {
+        const int nrr = (int)mc_min_(job->fg - jr, nr);
+        const char *bp = job->bdata[0] + (jr / nr) * pstride;
+        for (int64_t t = 0; t < t1 - t0; ++t) {
+            const __typeof__(tl[0]) *d = &tl[t];
+            if (d->packed)
+                kern->ukr_epi(d->steps, d->src, bp + d->boff, NULL, d->count, nrr, &base, d->i,
+                              jr);
+            else
+                kern->ukr_epi_a(d->steps, d->src, d->lda, d->nseg, g->dh * rowb, bp + d->boff,
+                                bsstride, d->count, nrr, d->down ? &d->ga : &base, d->i, jr);
+        }
+    }
+}
+
 static void mc_conv_unit_(void *ctx, int64_t u)
 {
     mc_cjob_ *job = (mc_cjob_ *)ctx;
@@ -416,7 +750,6 @@ static void mc_conv_unit_(void *ctx, int64_t u)
     const mc_gemm_kernel *kern = job->kern;
     const int mr = kern->mr, nr = kern->nr;
     const int xes = call->x_type == MC_F32 ? 4 : 2;
-    const int oes = call->out_type == MC_F32 ? 4 : 2;
     const int64_t r0 = (u / job->cbands) * job->rows, r1 = mc_min_(r0 + job->rows, job->m);
     const int64_t nrows = r1 - r0;
     const int64_t j0 = (u % job->cbands) * job->cols, j1 = mc_min_(j0 + job->cols, job->fg);
@@ -427,37 +760,14 @@ static void mc_conv_unit_(void *ctx, int64_t u)
     const int64_t lbytes = mc_size_round64((int64_t)mr * nr * 4);
     const int64_t cbytes = use_acc ? mc_size_round64(mc_size_bytes(mc_size_mul(nrows, job->fg), 4)) : 0;
     const int64_t wbytes = mc_size_add(mc_size_add(abytes, tbytes), mc_size_add(lbytes, cbytes));
-    if (wbytes < 0 || wbytes > MC_BYTES_MAX) {
-        mc_cjob_fail_(job, -2);
+    char *work = mc_cjob_work_(job, wbytes);
+    if (work == NULL)
         return;
-    }
-    char *work = (char *)mc_workspace(MC_WS_WORK, wbytes);
-    if (work == NULL) {
-        mc_cjob_fail_(job, -1);
-        return;
-    }
     char *ap = work, *tbuf = work + abytes;
     float *tile = (float *)(tbuf + tbytes), *accbuf = (float *)(tbuf + tbytes + lbytes);
     for (int64_t grp = 0; grp < call->groups; ++grp) {
         mc_gemm_args ga;
-        memset(&ga, 0, sizeof ga);
-        ga.m = job->m;
-        ga.n = job->fg;
-        ga.k = job->k;
-        ga.out = call->out + grp * job->fg * oes;
-        ga.o_rs = call->f * oes;
-        ga.o_cs = oes;
-        ga.out_type = call->out_type;
-        ga.bias = call->bias != NULL ? call->bias + grp * job->fg : NULL;
-        ga.bias_s = 4;
-        ga.alpha = 1.0f;
-        ga.beta = 0.0f;
-        ga.act = mc_act_for_output(call->act, call->out_type);
-        ga.act_row = job->act_row;
-        if (call->res != NULL) {
-            ga.res = call->res + grp * job->fg * oes;
-            ga.res_rs = ga.o_rs;
-        }
+        mc_conv_args_(job, grp, &ga);
         if (call->out_type == MC_F32) {
             ga.acc = (float *)ga.out;
             ga.acc_rs = ga.o_rs;
@@ -521,7 +831,8 @@ static void mc_conv_unit_(void *ctx, int64_t u)
                                          tile, nr, mrr, 0);
                     } else if (in_place && src[ir / mr] != NULL) {
                         kern->ukr_epi_a(mc_steps_(kern, run), src[ir / mr], lda,
-                                        (int)call->geo.kh, sstride, bp, mrr, nrr, &ga, r0 + ir,
+                                        (int)call->geo.kh, sstride, bp,
+                                        mc_steps_(kern, run) * nr * 4, mrr, nrr, &ga, r0 + ir,
                                         jr);
                         continue;
                     } else if (epi_regs) {
@@ -606,9 +917,35 @@ static int mc_conv_run_(const mc_conv_call *call, const mc_level_kernels *lk, in
         const int64_t mc = mc_ceil_div_(want.mc > 0 ? want.mc : job.kern->mc, mr) * mr;
         const int nt = mc_rt_threads_for(mc_work_mul(mc_work_mul(job.m, call->f), job.k),
                                          MC_CONV_PARALLEL_MIN);
-        mc_conv_units_(&job, mc / mr, nt);
-        mc_run(mc_conv_unit_, &job, mc_ceil_div_(job.m, job.rows) * job.cbands, nt);
-        r = job.status;
+        const mc_conv_geom *g = &call->geo;
+        /* design h: one group, taps of a kernel row adjacent, K in one block, weights all
+         * finite (a tap outside the image adds an exact zero only then), the image of the
+         * kernel's A type and, for pairs, every tap an even number of values */
+        job.cut = call->groups == 1 && g->dw == 1 && job.k <= job.kc && pk->finite &&
+                  job.belem != 2 && job.kern->ukr_epi != NULL && job.kern->ukr_epi_a != NULL &&
+                  job.epi == job.kern->epi &&
+                  call->x_type == (job.kern->pairs ? MC_BF16 : MC_F32) &&
+                  (!job.kern->pairs || g->c % 2 == 0);
+        if (job.cut) {
+            mc_cut_geom_(g, mr, &job.cutg);
+            job.cut_tiles = mc_size_mul(g->n, job.cutg.per_image);
+            if (job.cut_tiles < 0)
+                r = -2;
+        }
+        if (r == 0 && job.cut) {
+            job.tiles = mc_cut_units_(&job, mc_min_(mc / mr, MC_CONV_TILES), nt);
+            mc_run(mc_conv_cut_unit_, &job, mc_ceil_div_(job.cut_tiles, job.tiles) * job.cbands,
+                   nt);
+        } else if (r == 0) {
+            /* the packed rows of a unit's K block within about an L2 cache (K blocks deeper
+             * than the level's KC: design h's whole K) */
+            const int64_t tile_bytes = (int64_t)mr * mc_steps_(job.kern, job.kc) * 4;
+            const int64_t max_tiles = mc_max_(mc_min_(mc / mr, MC_CONV_ABLOCK / tile_bytes), 1);
+            job.rows = mr * mc_conv_units_(&job, mc_ceil_div_(job.m, mr), max_tiles, 0.4, nt);
+            mc_run(mc_conv_unit_, &job, mc_ceil_div_(job.m, job.rows) * job.cbands, nt);
+        }
+        if (r == 0)
+            r = job.status;
     }
     if (bdata != bdata_local)
         free((void *)bdata);

@@ -405,7 +405,7 @@ static int mc_rows_(const mc_plan_ *p, const mc_gemm_args *g, int64_t m0, int64_
             for (int64_t ir = 0; ir < mcb; ir += mr) {
                 const int mrr = (int)mc_min_(mcb - ir, mr);
                 mc_prefetch_tile_(g, ic + ir, jc, mrr, (int)nc, first, last);
-                kern->ukr_epi_a(ksteps, a + ir * g->a_rs, g->a_rs, 1, 0, bp, mrr, (int)nc, g,
+                kern->ukr_epi_a(ksteps, a + ir * g->a_rs, g->a_rs, 1, 0, bp, 0, mrr, (int)nc, g,
                                 ic + ir, jc);
             }
             continue;
@@ -849,7 +849,7 @@ int mc_gemm(const mc_gemm_call *call)
 /* --- packing ahead (design d) ------------------------------------------------------------------ */
 
 int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int64_t n,
-                 mc_packed *out)
+                 int64_t kc_min, mc_packed *out)
 {
     const int level = mc_rt_level();
     const mc_level_kernels *lk = mc_kernels(level);
@@ -860,6 +860,8 @@ int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int
     p.kern = mc_pick_(&lk->gemm, type, type);
     for (;;) {
         mc_blocks_for_(p.kern, &want, &p.blk);
+        if (kc_min > p.blk.kc && kc_min < ((int64_t)1 << 32))
+            p.blk.kc = kc_min + (kc_min & 1);
         p.belem = mc_b16_ok_(p.kern, type) ? 2 : 4;
         const int nr = p.kern->nr;
         memset(out, 0, sizeof *out);

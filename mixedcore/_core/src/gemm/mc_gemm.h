@@ -42,6 +42,8 @@ typedef struct {
     int pairs, elem, nr;       /* the panel format: pairs, bytes per element (4, or 2 for 16-bit
                                   panels), panel width */
     int64_t kc;
+    int finite;                /* 1: its packer found every value finite (mc_conv.c, design h);
+                                  0: not known */
     char *data;                /* 64-byte aligned, NULL when empty */
     int64_t nbytes;
 } mc_packed;
@@ -65,11 +67,12 @@ int mc_gemm(const mc_gemm_call *call);
  * epilogues do not take). */
 void mc_gemm_epi_scalar(const mc_gemm_args *g, const float *tile, int ldt, int mr, int nr,
                         int64_t i, int64_t j, int first, int last);
-/* Packs B (k x n, byte strides rs / cs) at the current level.  OK, MC_GEMM_NOMEM, or
- * MC_GEMM_TOOBIG when the panels' size overflows or exceeds MC_BYTES_MAX (out->nbytes 0, no
- * buffer). */
+/* Packs B (k x n, byte strides rs / cs) at the current level, in K blocks of the level's KC
+ * or of kc_min when that is deeper (rounded up to even; a convolution's whole K in one block,
+ * mc_conv.c design h).  OK, MC_GEMM_NOMEM, or MC_GEMM_TOOBIG when the panels' size overflows
+ * or exceeds MC_BYTES_MAX (out->nbytes 0, no buffer). */
 int mc_gemm_pack(const char *b, int64_t rs, int64_t cs, int type, int64_t k, int64_t n,
-                 mc_packed *out);
+                 int64_t kc_min, mc_packed *out);
 void mc_gemm_packed_free(mc_packed *p);
 /* Panels [q0, q1) of K block `blockno` of p (pairs or 16-bit) widened exactly to float32
  * panels of the same NR, into dst laid out as float32 panels of the whole matrix (block b at

@@ -102,11 +102,12 @@ static int mc_pack_avx512_(const char *src, int type, int64_t ls, int64_t ks, in
  * computes it in 256-bit halves (its upper eight lanes zero); the same FMAs lane by lane. */
 MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const char *a,
                             const int64_t ars, const int64_t aks, int nseg, int64_t sstride,
-                            const float *b, __m512 c[MC_MR][MC_NV])
+                            const float *b0, int64_t bsstride, __m512 c[MC_MR][MC_NV])
 {
     /* nseg segments of kc steps, A's value of row i for step k of segment s at a + s * sstride
      * + i * ars + k * aks: a packed panel (one segment; 4, MR * 4) or rows of A in place (lda,
-     * 4), a convolution's kernel rows read from the image one segment each (mc_conv.c) */
+     * 4), a convolution's kernel rows read from the image one segment each (mc_conv.c), the
+     * segment's panel steps from b0 + s * bsstride bytes */
     __m256 h[MC_MR];
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i) {
@@ -117,6 +118,7 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kc, const ch
     }
     for (int seg = 0; seg < nseg; ++seg) {
     const char *as = a + seg * sstride;
+    const float *b = (const float *)((const char *)b0 + seg * bsstride);
 #pragma GCC unroll 2
     for (int64_t k = 0; k < kc; ++k) {
         __m512 bv[MC_NV];
@@ -152,7 +154,7 @@ MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kc, const float *a, const f
                              float *tile)
 {
     __m512 c[MC_MR][MC_NV];
-    mc_ukr_acc_(rows, MC_NR, kc, (const char *)a, 4, MC_MR * 4, 1, 0, b, c);
+    mc_ukr_acc_(rows, MC_NR, kc, (const char *)a, 4, MC_MR * 4, 1, 0, b, 0, c);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4

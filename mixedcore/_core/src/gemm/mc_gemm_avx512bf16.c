@@ -144,11 +144,12 @@ static int mc_pack_pairs_avx512bf16_(const char *src, int type, int64_t ls, int6
  * VDPBF16PS lanes in the same order, so the same bits. */
 MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const char *a,
                             const int64_t ars, const int64_t aps, int nseg, int64_t sstride,
-                            const uint32_t *b, __m512 c[MC_MR][MC_NV])
+                            const uint32_t *b0, int64_t bsstride, __m512 c[MC_MR][MC_NV])
 {
     /* nseg segments of kp steps, the pair of row i for step p of segment s at a + s * sstride
      * + i * ars + p * aps: a packed panel (one segment; 4, MR * 4) or rows of A in place (lda,
-     * 4), a convolution's kernel rows read from the image one segment each (mc_conv.c) */
+     * 4), a convolution's kernel rows read from the image one segment each (mc_conv.c), the
+     * segment's panel steps from b0 + s * bsstride bytes */
     __m256 h[MC_MR];
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i) {
@@ -159,6 +160,7 @@ MC_INLINE_ void mc_ukr_acc_(const int rows, const int cols, int64_t kp, const ch
     }
     for (int seg = 0; seg < nseg; ++seg) {
     const char *as = a + seg * sstride;
+    const uint32_t *b = (const uint32_t *)((const char *)b0 + seg * bsstride);
     for (int64_t p = 0; p < kp; ++p) {
         __m512bh bv[MC_NV];
         /* B 32 pair steps (4 KiB) ahead: far enough to hide a memory access when the panel is
@@ -194,7 +196,7 @@ MC_INLINE_ void mc_ukr_body_(const int rows, int64_t kp, const uint32_t *a, cons
                              float *tile)
 {
     __m512 c[MC_MR][MC_NV];
-    mc_ukr_acc_(rows, MC_NR, kp, (const char *)a, 4, MC_MR * 4, 1, 0, b, c);
+    mc_ukr_acc_(rows, MC_NR, kp, (const char *)a, 4, MC_MR * 4, 1, 0, b, 0, c);
 #pragma GCC unroll 16
     for (int i = 0; i < rows; ++i)
 #pragma GCC unroll 4

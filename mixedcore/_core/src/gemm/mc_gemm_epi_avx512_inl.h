@@ -7,9 +7,10 @@
  *   MC_EPI_BF16_ROUND2_(v0, v1)  v0 and v1 so rounded, the 32 values in order in one register;
  * and includes mc_act_avx512_inl.h, mc_gemm_kernels.h and mc_simd_avx512.h.  For the micro-kernel
  * with the epilogue in its registers (MC_UKR_EPI_DEFINE_) it also defines MC_MR, MC_NV, MC_NR
- * and mc_ukr_acc_(rows, cols, kc, a, ars, aks, nseg, sstride, b, c), the accumulators of the
- * first cols (16, 24 or NR) columns of an mr x NR tile over nseg segments of kc steps, A's
- * value of row i for step k of segment s at a + s * sstride + i * ars + k * aks.
+ * and mc_ukr_acc_(rows, cols, kc, a, ars, aks, nseg, sstride, b, bsstride, c), the
+ * accumulators of the first cols (16, 24 or NR) columns of an mr x NR tile over nseg segments
+ * of kc steps, A's value of row i for step k of segment s at a + s * sstride + i * ars +
+ * k * aks, the segment's panel steps from b + s * bsstride bytes.
  */
 #ifndef MC_GEMM_EPI_AVX512_INL_H_
 #define MC_GEMM_EPI_AVX512_INL_H_
@@ -254,26 +255,26 @@ MC_INLINE_ void mc_epi_regs_(const int rows, __m512 c[][MC_NV], int nr, const mc
  * mc_gemm_ukr_epi_a_fn (A in place): mc_ukr_acc_ then mc_epi_regs_, one copy per row count; a
  * tile of at most 16 or 24 columns (a narrow product, or the last panel of one) computes only
  * those (mc_gemm_avx512bf16.c, design h). */
-#define MC_UKR_EPI_COLS_(R, AT, a, ars, aks, nseg, sstride)                                  \
+#define MC_UKR_EPI_COLS_(R, AT, a, ars, aks, nseg, sstride, bsstride)                        \
     __m512 c[MC_MR][MC_NV];                                                                 \
     if (nr <= 16)                                                                           \
-        mc_ukr_acc_(R, 16, kc, a, ars, aks, nseg, sstride, (const AT *)b, c);               \
+        mc_ukr_acc_(R, 16, kc, a, ars, aks, nseg, sstride, (const AT *)b, bsstride, c);     \
     else if (nr <= 24)                                                                      \
-        mc_ukr_acc_(R, 24, kc, a, ars, aks, nseg, sstride, (const AT *)b, c);               \
+        mc_ukr_acc_(R, 24, kc, a, ars, aks, nseg, sstride, (const AT *)b, bsstride, c);     \
     else                                                                                    \
-        mc_ukr_acc_(R, MC_NR, kc, a, ars, aks, nseg, sstride, (const AT *)b, c);            \
+        mc_ukr_acc_(R, MC_NR, kc, a, ars, aks, nseg, sstride, (const AT *)b, bsstride, c);  \
     mc_epi_regs_(R, c, nr, g, i, j);
 #define MC_UKR_EPI_ROWS_(R, AT)                                                             \
     static void mc_ukr_epi_##R##_(int64_t kc, const char *a, const void *b, int nr,         \
                                   const mc_gemm_args *g, int64_t i, int64_t j)              \
     {                                                                                       \
-        MC_UKR_EPI_COLS_(R, AT, a, 4, MC_MR * 4, 1, 0)                                      \
+        MC_UKR_EPI_COLS_(R, AT, a, 4, MC_MR * 4, 1, 0, 0)                                   \
     }                                                                                       \
     static void mc_ukr_epi_a_##R##_(int64_t kc, const char *a, int64_t lda, int nseg,       \
-                                    int64_t sstride, const void *b, int nr,                 \
-                                    const mc_gemm_args *g, int64_t i, int64_t j)            \
+                                    int64_t sstride, const void *b, int64_t bsstride,       \
+                                    int nr, const mc_gemm_args *g, int64_t i, int64_t j)    \
     {                                                                                       \
-        MC_UKR_EPI_COLS_(R, AT, a, lda, 4, nseg, sstride)                                   \
+        MC_UKR_EPI_COLS_(R, AT, a, lda, 4, nseg, sstride, bsstride)                         \
     }
 #define MC_UKR_EPI_DEFINE_(NAME, NAME_A, AT)                                                \
     MC_UKR_EPI_ROWS_(1, AT) MC_UKR_EPI_ROWS_(2, AT) MC_UKR_EPI_ROWS_(3, AT)                 \
@@ -294,17 +295,17 @@ MC_INLINE_ void mc_epi_regs_(const int rows, __m512 c[][MC_NV], int nr, const mc
         rows[mr](kc, (const char *)ap, bp, nr, g, i, j);                                    \
     }                                                                                       \
     static void NAME_A(int64_t kc, const char *a, int64_t lda, int nseg, int64_t sstride,    \
-                       const void *bp, int mr, int nr, const mc_gemm_args *g, int64_t i,    \
-                       int64_t j)                                                           \
+                       const void *bp, int64_t bsstride, int mr, int nr,                    \
+                       const mc_gemm_args *g, int64_t i, int64_t j)                         \
     {                                                                                       \
         typedef void (*fn_t)(int64_t, const char *, int64_t, int, int64_t, const void *,    \
-                             int, const mc_gemm_args *, int64_t, int64_t);                  \
+                             int64_t, int, const mc_gemm_args *, int64_t, int64_t);         \
         static const fn_t rows[MC_MR + 1] = {                                               \
             NULL, mc_ukr_epi_a_1_, mc_ukr_epi_a_2_, mc_ukr_epi_a_3_, mc_ukr_epi_a_4_,       \
             mc_ukr_epi_a_5_, mc_ukr_epi_a_6_, mc_ukr_epi_a_7_, mc_ukr_epi_a_8_,             \
             mc_ukr_epi_a_9_, mc_ukr_epi_a_10_, mc_ukr_epi_a_11_, mc_ukr_epi_a_12_,          \
             mc_ukr_epi_a_13_, mc_ukr_epi_a_14_};                                            \
-        rows[mr](kc, a, lda, nseg, sstride, bp, nr, g, i, j);                               \
+        rows[mr](kc, a, lda, nseg, sstride, bp, bsstride, nr, g, i, j);                     \
     }
 
 #endif

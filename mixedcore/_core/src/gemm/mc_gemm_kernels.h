@@ -78,12 +78,13 @@ typedef void (*mc_gemm_ukr_epi_fn)(int64_t kc, const void *ap, const void *bp, f
 /* mc_gemm_ukr_epi_fn with A read in place instead of from its packed panel: rows of A lda bytes
  * apart, each contiguous along k (float32 elements for a float32-panel kernel, bfloat16 pairs
  * for a pairs kernel, kc even), mr <= MR rows from a; K made of nseg segments of kc values
- * each, segment s's rows at a + s * sstride (one segment for a matrix; a convolution's kernel
- * rows, read from the image).  The same operations in the same order as on the panel that
- * packs the segments one after the other. */
+ * each, segment s's rows at a + s * sstride and its panel steps at bp + s * bsstride bytes
+ * (one segment for a matrix; a convolution's kernel rows, read from the image, and the rows of
+ * the panel they meet).  The same operations in the same order as on the panel that packs the
+ * segments one after the other against those steps. */
 typedef void (*mc_gemm_ukr_epi_a_fn)(int64_t kc, const char *a, int64_t lda, int nseg,
-                                     int64_t sstride, const void *bp, int mr, int nr,
-                                     const mc_gemm_args *g, int64_t i, int64_t j);
+                                     int64_t sstride, const void *bp, int64_t bsstride, int mr,
+                                     int nr, const mc_gemm_args *g, int64_t i, int64_t j);
 /* 1 when one of the first kc bfloat16 values of any of `rows` rows lda bytes apart from a is
  * subnormal (what a pairs kernel's pack reports), else 0 */
 typedef int (*mc_gemm_sub_rows_fn)(const char *a, int64_t lda, int64_t rows, int64_t kc);
