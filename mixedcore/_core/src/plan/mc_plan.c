@@ -74,21 +74,54 @@ static int mc_iq_(const mc_iq_call *iq, const char *a, char *const *bufs, char *
                                          : r == MC_IGEMM_SIZE ? MC_PLAN_EARG : MC_PLAN_NOMEM;
 }
 
+/* bytes of padded output below which a padding step stays on the calling thread; rows of an
+ * image per unit of a threaded one */
+#define MC_PAD_PARALLEL_MIN ((int64_t)1 << 18)
+#define MC_PAD_UNIT_BYTES ((int64_t)1 << 16)
+
+typedef struct {
+    const mc_pad_call *p;
+    const char *x;
+    char *y;
+    int64_t rows;                /* output rows of a unit */
+    int64_t units;               /* units of an image */
+} mc_pad_job_;
+
+/* Output rows [u * rows, ...) of one image: zeros, or a row of x between its zeros. */
+static void mc_pad_unit_(void *ctx, int64_t u)
+{
+    const mc_pad_job_ *job = (const mc_pad_job_ *)ctx;
+    const mc_pad_call *p = job->p;
+    const int64_t pix = p->c * p->es, row = p->w * pix;
+    const int64_t orow = (p->pl + p->w + p->pr) * pix, oh = p->pt + p->h + p->pb;
+    const int64_t n = u / job->units, r0 = (u % job->units) * job->rows;
+    const int64_t r1 = r0 + job->rows < oh ? r0 + job->rows : oh;
+    for (int64_t r = r0; r < r1; ++r) {
+        char *o = job->y + (n * oh + r) * orow;
+        const int64_t i = r - p->pt;
+        if (i < 0 || i >= p->h) {
+            memset(o, 0, (size_t)orow);
+            continue;
+        }
+        memset(o, 0, (size_t)(p->pl * pix));
+        memcpy(o + p->pl * pix, job->x + (n * p->h + i) * row, (size_t)row);
+        memset(o + p->pl * pix + row, 0, (size_t)(p->pr * pix));
+    }
+}
+
+/* The padded images, in bands of output rows on the team (ResNet50's padding before its max
+ * pooling, 112 x 112 x 64 bfloat16: 93 us on one thread, 77 us on two: it is bound by memory). */
 static void mc_pad_(const mc_pad_call *p, const char *x, char *y)
 {
-    const int64_t pix = p->c * p->es, row = p->w * pix;
-    const int64_t ow = p->pl + p->w + p->pr, orow = ow * pix, oh = p->pt + p->h + p->pb;
-    for (int64_t n = 0; n < p->n; ++n) {
-        char *img = y + n * oh * orow;
-        memset(img, 0, (size_t)(p->pt * orow));
-        for (int64_t i = 0; i < p->h; ++i) {
-            char *r = img + (p->pt + i) * orow;
-            memset(r, 0, (size_t)(p->pl * pix));
-            memcpy(r + p->pl * pix, x + (n * p->h + i) * row, (size_t)row);
-            memset(r + p->pl * pix + row, 0, (size_t)(p->pr * pix));
-        }
-        memset(img + (p->pt + p->h) * orow, 0, (size_t)(p->pb * orow));
-    }
+    const int64_t orow = (p->pl + p->w + p->pr) * p->c * p->es, oh = p->pt + p->h + p->pb;
+    if (p->n <= 0 || oh <= 0 || orow <= 0)
+        return;
+    mc_pad_job_ job = {p, x, y, 1, 1};
+    job.rows = MC_PAD_UNIT_BYTES / orow > 1 ? MC_PAD_UNIT_BYTES / orow : 1;
+    job.rows = job.rows < oh ? job.rows : oh;
+    job.units = (oh + job.rows - 1) / job.rows;
+    const int nt = mc_rt_threads_for(mc_work_mul(mc_work_mul(p->n, oh), orow), MC_PAD_PARALLEL_MIN);
+    mc_run(mc_pad_unit_, &job, p->n * job.units, nt);
 }
 
 static int mc_gemm_status_(int r)
