@@ -980,19 +980,6 @@ typedef struct {
     int status;
 } mc_dwjob_;
 
-/* The pixels [ow0, ow1) of output row oh, all of whose taps lie inside the input's columns:
- * their tap lists are one list shifted by sw pixels (design c). */
-static void mc_dw_inner_(const mc_conv_geom *g, int64_t *ow0, int64_t *ow1)
-{
-    const int64_t span = (g->kw - 1) * g->dw;
-    int64_t lo = (g->pl + g->sw - 1) / g->sw;                  /* ow * sw - pl >= 0 */
-    int64_t hi = g->w - 1 - span + g->pl >= 0 ? (g->w - 1 - span + g->pl) / g->sw + 1 : 0;
-    lo = mc_min_(lo, g->ow);
-    hi = mc_max_(mc_min_(hi, g->ow), lo);
-    *ow0 = lo;
-    *ow1 = hi;
-}
-
 static void mc_dw_unit_(void *ctx, int64_t u)
 {
     mc_dwjob_ *job = (mc_dwjob_ *)ctx;
@@ -1012,7 +999,9 @@ static void mc_dw_unit_(void *ctx, int64_t u)
     char *acc = work + job->tbytes, *v = acc + job->rbytes;
     const int64_t wm = ntap * g->c, pstride = g->sw * g->c * es;
     int64_t in0, in1;
-    mc_dw_inner_(g, &in0, &in1);
+    /* the pixels of an output row all of whose taps lie inside the input's columns: their tap
+     * lists are one list shifted by sw pixels (design c) */
+    mc_inner_(g->w, g->kw, g->sw, g->pl, g->dw, g->ow, &in0, &in1);
     /* a run of inner pixels of a 3-wide kernel at stride and dilation 1 has its taps in rows
      * of three neighbours (mc_dw_epi_fn) */
     const int rows3 = g->kw == 3 && g->sw == 1 && g->dw == 1;
