@@ -281,8 +281,8 @@ def test_bf16_output_rounding_of_subnormals_and_nans(act):
 def test_narrow_tiles_same_bits_as_full_tiles(isa_level, dtype):
     """Tiles of at most 16 and of 17-24 columns (products that narrow, and the last panel of
     wider ones) compute only those columns at the AVX-512 levels, the second vector of a 17-24
-    column tile in 256-bit halves, and products of at most 32 columns read A in place instead
-    of packing it (a subnormal bfloat16 in it found as the pack finds it): their columns have
+    column tile in 256-bit halves, and products of at most 64 columns (two panels) read A in
+    place instead of packing it (a subnormal bfloat16 in it found as the pack finds it): their columns have
     the bits of the same columns computed in full 32-column tiles from packed A (the product
     with more columns after them), with and without bias and activation, into each output
     dtype, rows of full and partial tiles."""
@@ -290,7 +290,7 @@ def test_narrow_tiles_same_bits_as_full_tiles(isa_level, dtype):
     x = rng.standard_normal((37, 40)).astype(dtype)
     if dtype == BF16:
         x[20, 7] = BF16.type(2.0 ** -130)         # subnormal: the pairs kernels leave it
-    for n in (9, 15, 16, 17, 23, 24, 25, 32, 33, 40, 48, 56, 144):
+    for n in (9, 15, 16, 17, 23, 24, 25, 32, 33, 40, 48, 56, 63, 64, 65, 144):
         w = rng.standard_normal((40, n + 64)).astype(dtype)
         bias = rng.standard_normal(n + 64).astype(F32)
         for kw in ({}, {"bias": bias, "activation": "relu6", "out_dtype": dtype},

@@ -37,7 +37,9 @@
  *      one), it is not packed at all: the level's ukr_epi_a reads it in place, one segment per
  *      kernel row (its rows stride x C apart, its segments a dilated image row apart), the
  *      steps in the panel's order, so the same bits.  For the pair kernel the level's
- *      sub_rows scans the tile's segments for subnormal bfloat16 first (design c).  3 x 3
+ *      sub_rows scans the tile's segments for subnormal bfloat16 first (design c), the rows of
+ *      a segment that overlap along the image row as one run (each value once: 3 x 3
+ *      bfloat16 convolutions of 64 channels on 56 x 56 images, one thread, 1-3% faster).  3 x 3
  *      convolutions of 64 float32 channels on 56 x 56 images, one thread: 2.29 -> 2.21 ms;
  *      bfloat16 is level (its pack was already a small share).
  *   h. Windows cut to the image.  pack_conv keeps a kernel's K in one block (kc_min), so with
@@ -633,6 +635,18 @@ static void mc_conv_args_(const mc_cjob_ *job, int64_t grp, mc_gemm_args *ga)
     }
 }
 
+/* Whether a segment read in place (rows lda bytes apart, run values each) holds a subnormal
+ * bfloat16 (design c).  Rows whose runs overlap or touch (windows along an image row) are
+ * scanned as the one run from the first row's start to the last row's end: the values they
+ * read, each once. */
+static int mc_sub_segment_(const mc_gemm_kernel *kern, const char *src, int64_t lda, int64_t rows,
+                           int64_t run, int64_t es)
+{
+    if (rows > 1 && lda >= 0 && lda <= run * es)
+        return kern->sub_rows(src, 0, 1, ((rows - 1) * lda) / es + run);
+    return kern->sub_rows(src, lda, rows, run);
+}
+
 /* A unit of design h: its tiles (at most MC_CONV_TILES), each over the taps of its windows
  * that lie inside the image, read in place or packed first, times its band of columns. */
 static void mc_conv_cut_unit_(void *ctx, int64_t u)
@@ -718,7 +732,8 @@ static void mc_conv_cut_unit_(void *ctx, int64_t u)
         }
         if (kern->sub_rows != NULL && run > 0)
             for (int s = 0; s < d->nseg; ++s)
-                sub |= kern->sub_rows(d->src + s * g->dh * rowb, d->lda, ct.count, run);
+                sub |= mc_sub_segment_(kern, d->src + s * g->dh * rowb, d->lda, ct.count, run,
+                                       xes);
     }
     if (sub) {
         mc_cjob_fail_(job, 1);
@@ -799,7 +814,8 @@ static void mc_conv_unit_(void *ctx, int64_t u)
                     if (src[ir / mr] != NULL) {
                         if (kern->sub_rows != NULL)
                             for (int64_t t = 0; t < call->geo.kh; ++t)
-                                sub |= kern->sub_rows(src[ir / mr] + t * sstride, lda, mrr, run);
+                                sub |= mc_sub_segment_(kern, src[ir / mr] + t * sstride, lda, mrr,
+                                                       run, xes);
                         continue;
                     }
                 }

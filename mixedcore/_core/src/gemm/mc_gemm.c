@@ -49,13 +49,17 @@
  *      residual added in float32, then the activation and the rounding to the output type --
  *      the bits of the product stored, then kernels.add with the activation.  The vector
  *      epilogues do the same, one rounding each.
- *   j. A packed panel of A pays off when the micro-kernel reads it for several panels of B.
- *      With one panel of columns (a product with at most NR of them: 1 x 1 convolutions that
- *      narrow to 16, 24 or 32 channels), K in one block and rows of A contiguous along k
+ *   j. A packed panel of A pays off when the micro-kernel reads it for many panels of B.
+ *      With at most MC_A_IN_PLACE_PANELS_ panels of columns (1 x 1 convolutions that narrow
+ *      to 64 channels or fewer), K in one block and rows of A contiguous along k
  *      (float32 rows for the float32-panel kernel, bfloat16 pairs for the pairs kernel, K
  *      even), the level's ukr_epi_a reads A in place, the same values for the same steps; a
  *      pairs kernel first scans the block's rows for subnormal bfloat16 (design f), as its pack
- *      would.  The packing was a fifth of the time of such products.
+ *      would.  The packing was a fifth of the time of such products with one panel; with
+ *      two (64 channels: ResNet50's 1 x 1 convolutions from 64 and 256 channels to 64, one
+ *      thread) reading in place is 3% faster, with four or more level or slower.
+ *   k. The tile's output rows are prefetched before its products, and with a residual its
+ *      rows of the residual too: the epilogue reads them after the last step.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -74,6 +78,8 @@
 #define MC_PACK_PARALLEL_MIN ((int64_t)1 << 17)
 /* the largest column slab of B packed in one phase (design c) */
 #define MC_SLAB_BYTES_ ((int64_t)16 << 20)
+/* panels of columns up to which rows of A are read in place (design j) */
+#define MC_A_IN_PLACE_PANELS_ 2
 /* work units per thread aimed at (design c) */
 #define MC_UNITS_PER_THREAD_ 4
 
@@ -276,6 +282,14 @@ static inline void mc_prefetch_tile_(const mc_gemm_args *g, int64_t i, int64_t j
         __builtin_prefetch(q, 1, 3);
         __builtin_prefetch(q + span, 1, 3);
     }
+    if (g->res != NULL && last) {
+        const int64_t esz = g->out_type == MC_F32 ? 4 : 2, rspan = (int64_t)(nr - 1) * esz;
+        for (int r = 0; r < mr; ++r) {
+            const char *q = g->res + (i + r) * g->res_rs + j * esz;
+            __builtin_prefetch(q, 0, 3);
+            __builtin_prefetch(q + rspan, 0, 3);
+        }
+    }
 #else
     (void)g; (void)i; (void)j; (void)mr; (void)nr; (void)first; (void)last;
 #endif
@@ -390,8 +404,9 @@ static int mc_rows_(const mc_plan_ *p, const mc_gemm_args *g, int64_t m0, int64_
     const int64_t ksteps = mc_steps_(kern, kc);
     const int64_t pstride = mc_bpanel_bytes_(p, kc);
     const int first = pc == 0, last = pc + kc >= g->k;
-    /* design j: one panel of columns, K in one block, rows of A contiguous along k */
-    const int a_in_place = first && last && direct == 0 && p->belem != 2 && nc <= nr &&
+    /* design j: a few panels of columns, K in one block, rows of A contiguous along k */
+    const int a_in_place = first && last && direct == 0 && p->belem != 2 &&
+                           nc <= MC_A_IN_PLACE_PANELS_ * nr &&
                            p->ukr_epi != NULL && kern->ukr_epi_a != NULL &&
                            g->a_type == (kern->pairs ? MC_BF16 : MC_F32) &&
                            g->a_cs == (kern->pairs ? 2 : 4) && (!kern->pairs || kc % 2 == 0);
@@ -404,9 +419,12 @@ static int mc_rows_(const mc_plan_ *p, const mc_gemm_args *g, int64_t m0, int64_
                 return 1;
             for (int64_t ir = 0; ir < mcb; ir += mr) {
                 const int mrr = (int)mc_min_(mcb - ir, mr);
-                mc_prefetch_tile_(g, ic + ir, jc, mrr, (int)nc, first, last);
-                kern->ukr_epi_a(ksteps, a + ir * g->a_rs, g->a_rs, 1, 0, bp, 0, mrr, (int)nc, g,
-                                ic + ir, jc);
+                for (int64_t jr = 0; jr < nc; jr += nr) {
+                    const int nrr = (int)mc_min_(nc - jr, nr);
+                    mc_prefetch_tile_(g, ic + ir, jc + jr, mrr, nrr, first, last);
+                    kern->ukr_epi_a(ksteps, a + ir * g->a_rs, g->a_rs, 1, 0,
+                                    bp + (jr / nr) * pstride, 0, mrr, nrr, g, ic + ir, jc + jr);
+                }
             }
             continue;
         }
