@@ -167,9 +167,9 @@ def test_weights_packed_once_and_again_after_changes(monkeypatch, rng):
         calls.append(("cast", x.shape))
         return real_cast(x, dtype, **kw)
 
-    def counting_pack(b, dtype=None):
+    def counting_pack(b, dtype=None, **kw):
         calls.append(("pack", b.shape))
-        return real_pack(b, dtype=dtype)
+        return real_pack(b, dtype=dtype, **kw)
 
     layer = layers.Dense(6, dtype="mixed_bfloat16")
     x = rng.normal(size=(5, 4)).astype(BF16)   # already in the compute dtype: no input cast

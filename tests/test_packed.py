@@ -58,6 +58,38 @@ def test_packed_large_and_threads(isa_level, rng, dtype):
             _same(kernels.matmul(a, b, out_dtype=dtype), want)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_pack_whole_k(isa_level, rng, dtype):
+    """whole_k keeps K in one block up to 4096: within every level's first block, the bits of
+    the unpacked product; deeper (2500: two blocks or more at every level), within the GEMM's
+    bound, the same bits at every thread count, with the epilogue and 16-bit outputs, rows in
+    several blocks of A; beyond 4096, the level's blocks again, so the unpacked bits."""
+    a, b = _rand(rng, (300, 200), dtype), _rand(rng, (200, 70), dtype)
+    _same(kernels.matmul(a, kernels.pack(b, whole_k=True)), kernels.matmul(a, b))
+    a, b = _rand(rng, (300, 2500), dtype), _rand(rng, (2500, 70), dtype)
+    pb = kernels.pack(b, whole_k=True)
+    bias = _rand(rng, (70,), F32)
+    got = kernels.matmul(a, pb)
+    _check_close(got, a, b)
+    for kw in ({}, {"out_dtype": dtype, "bias": bias, "activation": "gelu"}):
+        with kernels.threads(1):
+            want = kernels.matmul(a, pb, **kw)
+        for t in (2, 3):
+            with kernels.threads(t):
+                _same(kernels.matmul(a, pb, **kw), want)
+    a, b = _rand(rng, (20, 5000), dtype), _rand(rng, (5000, 40), dtype)
+    _same(kernels.matmul(a, kernels.pack(b, whole_k=True)), kernels.matmul(a, b))
+
+
+def test_pack_whole_k_errors():
+    b = np.ones((4, 4), F32)
+    for bad in ("yes", 1, None):
+        with pytest.raises(TypeError, match=f"pack: whole_k must be a bool, got "
+                                            f"{type(bad).__name__} {bad!r}"):
+            kernels.pack(b, whole_k=bad)
+    assert kernels.pack(b, whole_k=np.bool_(True)).shape == (4, 4)
+
+
 def test_packed_batched_and_vectors(isa_level, rng):
     b = _rand(rng, (40, 50), BF16)
     pb = kernels.pack(b)

@@ -359,7 +359,11 @@ def _is_int8(dtype):
         return False
 
 
-def pack(b: ArrayLike, dtype: DTypeLike | None = None) -> PackedMatrix:
+# the deepest K that pack(whole_k=True) keeps in one block
+_WHOLE_K = 4096
+
+
+def pack(b: ArrayLike, dtype: DTypeLike | None = None, *, whole_k: bool = False) -> PackedMatrix:
     """Pack a matrix once for ``matmul``, in the current level's panel layout.
 
     Parameters
@@ -373,6 +377,14 @@ def pack(b: ArrayLike, dtype: DTypeLike | None = None) -> PackedMatrix:
         ``b``'s dtype (which must then be one of those three).  ``b`` is converted to it first,
         rounded once to nearest even, exactly as ``cast`` does: a float32 master weight packs
         straight to the bfloat16 a mixed_bfloat16 layer computes with.
+    whole_k : bool, optional
+        Keep all of K in one block when k is at most 4096 (the level's K block is 2048 for
+        bfloat16 and 1024 for float32 and float16): each tile's sums then stay in registers
+        from the first step to the epilogue, never stored and read back between blocks.  What
+        inference layers pack their kernels with (a BERT-base encoder's 3072-deep products,
+        batch 8: about 5% faster).  The sums are then taken in one block where an unpacked
+        ``matmul`` takes two or more: the same bits for k up to the level's block, within the
+        GEMM's error bound beyond it.
 
     Returns
     -------
@@ -397,7 +409,11 @@ def pack(b: ArrayLike, dtype: DTypeLike | None = None) -> PackedMatrix:
     ``pack``.  bfloat16 values with subnormals are packed as float32 panels (VDPBF16PS would
     read them as zero), so they are never lost.  The K block depth (KC) is fixed when packing.
     """
-    return _pack(b, dtype, 0)
+    if not isinstance(whole_k, (bool, np.bool_)):
+        raise TypeError(f"pack: whole_k must be a bool, got {type(whole_k).__name__} "
+                        f"{whole_k!r}")
+    k = np.shape(b)[0] if whole_k and np.ndim(b) == 2 else 0
+    return _pack(b, dtype, k if k <= _WHOLE_K else 0)
 
 
 def _pack(b, dtype, kc_min):

@@ -502,9 +502,10 @@ class Layer:
 
     def _pack(self, name, value, cd):
         """The weight ``name`` (``value``) packed in ``cd`` for :meth:`packed_weight`: by
-        ``kernels.pack``, as the right operand of a GEMM.  Layers whose products take a weight
-        another way (convolutions, attention's projections) override this."""
-        return kernels.pack(value, dtype=cd)
+        ``kernels.pack``, as the right operand of a GEMM, its K whole (``whole_k``).  Layers
+        whose products take a weight another way (convolutions, attention's projections)
+        override this."""
+        return kernels.pack(value, dtype=cd, whole_k=True)
 
     def _bias32(self, name):
         """The weight ``name`` (a bias) rounded to the compute dtype and held flat in float32,

@@ -581,7 +581,7 @@ class EinsumDense(QuantizedEinsumDense, Quantizable, _Affine):
     def _pack(self, name, value, cd):
         if name == "kernel":
             value = self._plan.kernel_2d(value)
-        return kernels.pack(value, dtype=cd)
+        return kernels.pack(value, dtype=cd, whole_k=True)
 
     def _prepared_bias(self):
         cd = self._compute_np()

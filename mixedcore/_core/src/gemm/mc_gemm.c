@@ -24,7 +24,9 @@
  *      lower level), and 16-bit panels at a level without in-place kernels, are widened to
  *      float32 panels per call; any other mismatch is refused (MC_GEMM_FORMAT).  The packed K
  *      blocking (its kc) is the call's, so the result equals the unpacked product computed
- *      with that KC, bit for bit.
+ *      with that KC, bit for bit.  A K block deeper than the level's KC (kernels.pack's
+ *      whole_k, a convolution's whole K) takes proportionally fewer rows of A to a block, so
+ *      that the packed block of A keeps the size the level's KC and MC give it.
  *   e. Small M (<= MR rows) reads B in place (mc_direct_) when its rows are contiguous, and
  *      (<= MC_DIRECT_T_MAXM rows) by columns (mc_direct_t_) when they are contiguous along
  *      k: the same operations in the same order as the packed path, so the same bits.  With B
@@ -246,6 +248,11 @@ static void mc_plan_finish_(mc_plan_ *p, const mc_gemm_call *call, const mc_bloc
     if (call->packed != NULL) {
         p->blk.kc = call->packed->kc;
         p->belem = call->packed->elem == 2 && p->kern->ukr_direct != NULL ? 2 : 4;
+        /* K blocks deeper than the level's KC (design d): fewer rows to a block of A, which
+         * keeps its bytes */
+        if (want->mc <= 0 && p->blk.kc > p->kern->kc)
+            p->blk.mc = mc_max_(p->kern->mr,
+                                p->blk.mc * p->kern->kc / p->blk.kc / p->kern->mr * p->kern->mr);
     }
     p->epi = contiguous && p->kern->epi != NULL ? p->kern->epi : mc_gemm_epi_scalar;
     p->ukr_epi = contiguous && p->kern->epi != NULL && g->alpha == 1.0f && g->beta == 0.0f
