@@ -378,13 +378,14 @@ def pack(b: ArrayLike, dtype: DTypeLike | None = None, *, whole_k: bool = False)
         rounded once to nearest even, exactly as ``cast`` does: a float32 master weight packs
         straight to the bfloat16 a mixed_bfloat16 layer computes with.
     whole_k : bool, optional
-        Keep all of K in one block when k is at most 4096 (the level's K block is 2048 for
-        bfloat16 and 1024 for float32 and float16): each tile's sums then stay in registers
-        from the first step to the epilogue, never stored and read back between blocks.  What
-        inference layers pack their kernels with (a BERT-base encoder's 3072-deep products,
-        batch 8: about 5% faster).  The sums are then taken in one block where an unpacked
-        ``matmul`` takes two or more: the same bits for k up to the level's block, within the
-        GEMM's error bound beyond it.
+        Keep all of K in one block when k is at most 4096 (the level's K block: 2048 for
+        bfloat16 and 1024 for float32 and float16 at the AVX-512 levels, 512 at avx2, 256 at
+        generic; docs/gemm.md): each tile's sums then stay in registers from the first step
+        to the epilogue, never stored and read back between blocks.  What inference layers
+        pack their kernels with (a BERT-base encoder's 3072-deep products, batch 8: about 5%
+        faster).  The sums are then taken in one block where an unpacked ``matmul`` takes two
+        or more: the same bits for k up to the level's block, within the GEMM's error bound
+        beyond it.
 
     Returns
     -------
